@@ -1,0 +1,124 @@
+// Package adapters defines the contract between the turn engine and one
+// coding-agent CLI, and the normalized [Event] every CLI's output becomes.
+//
+// An [Adapter] is data plus small pure functions: it builds the argv, env and
+// stdin of a turn ([Adapter.Request]), decodes each line the CLI prints into
+// zero or more events ([Decoder]), and recognizes quota, outage and
+// authentication texts. It touches no disk, network or clock: times it needs
+// (a relative reset such as "try again in 2 hours") come in as arguments.
+//
+// Departures from DESIGN.md, deliberate:
+//   - Decoding goes through a per-turn [Decoder] from [Adapter.NewDecoder]
+//     rather than a bare Decode method, so a decoder can keep per-turn state
+//     (tool names by call id, consolidated versus delta messages) without globals.
+//   - Recognizers take the instant the text was seen ([Adapter.Quota]'s at),
+//     which turns relative and clock-time resets into absolute instants while
+//     keeping adapters free of a clock.
+//   - An authentication recognizer ([Adapter.Auth]) sits beside Quota and
+//     Unavailable: every CLI needs one, and callers must tell "log in again"
+//     from "wait" and "retry".
+//
+// Optional abilities are separate small interfaces found by type assertion.
+package adapters
+
+import (
+	"time"
+
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// UsageMode says where an adapter's usage figures come from.
+type UsageMode string
+
+// Usage modes.
+const (
+	UsageEvents      UsageMode = "events"
+	UsageSession     UsageMode = "session"
+	UsageUnavailable UsageMode = "unavailable"
+)
+
+// Capabilities describes what an adapter's CLI can do.
+type Capabilities struct {
+	Resumable bool
+	Forkable  bool
+	LiveInput bool
+	// RequiresFinished: a turn without a successful finished event failed,
+	// whatever the exit status.
+	RequiresFinished bool
+	Usage            UsageMode
+}
+
+// Input is everything an adapter needs to build one turn's command.
+type Input struct {
+	// Prompt is the user message.
+	Prompt string
+	// Model and Effort select the model and reasoning effort; empty: CLI default.
+	Model  string
+	Effort string
+	// Continue is the conversation id to resume; empty starts a new one.
+	Continue string
+	// Fork continues from Continue in a new conversation, leaving it intact.
+	Fork bool
+	// Permission is the CLI's permission mode; empty means the
+	// non-interactive default (bypass: the sandbox is the boundary).
+	Permission string
+	// Workdir is the working directory inside the sandbox.
+	Workdir string
+	// Home is the CLI's home directory inside the sandbox.
+	Home string
+	// Endpoint points the CLI at a custom model endpoint (a gateway or the
+	// outposttest scripted server).
+	Endpoint *Endpoint
+	// MaxRetries caps the CLI's own retries of failed model calls, where the
+	// CLI has a knob for it; nil leaves the CLI default. The harness owns the
+	// retry budget, not the CLI.
+	MaxRetries *int
+	// RequestTimeout bounds one model request where the CLI has a knob.
+	RequestTimeout time.Duration
+	// Env is extra environment for the CLI (credentials, caller variables).
+	Env map[string]string
+}
+
+// Endpoint is a custom model endpoint.
+type Endpoint struct {
+	// BaseURL is the API base URL, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	// APIKey is the key sent to the endpoint (a placeholder for local bridges).
+	APIKey string
+}
+
+// Adapter describes one CLI.
+type Adapter interface {
+	// Name is the short, stable name ("claude").
+	Name() string
+	// Binary is the program name the CLI is installed as.
+	Binary() string
+	// Capabilities says what the CLI can do.
+	Capabilities() Capabilities
+	// Request builds the command for one turn. It is pure.
+	Request(in Input) (sandbox.Command, error)
+	// NewDecoder returns a decoder for one turn's stdout.
+	NewDecoder() Decoder
+	// Quota reports whether text is a quota or usage-limit failure, and when
+	// it resets (zero if unknown). at is when the text was seen; relative
+	// and zone-less clock times are resolved against it.
+	Quota(text string, at time.Time) (matched bool, resetAt time.Time)
+	// Unavailable reports whether text is an outage of the model service and
+	// names the reason ("overloaded", "http 503", "connection error").
+	Unavailable(text string) (reason string, ok bool)
+	// Auth reports whether text is an authentication failure and names it.
+	Auth(text string) (reason string, ok bool)
+}
+
+// Decoder turns one turn's output lines into events. Decode never panics and
+// never drops a line silently: invalid JSON and unknown types become raw events.
+type Decoder interface {
+	Decode(line []byte) []Event
+}
+
+// LiveInput is implemented by adapters that can deliver a user message into a
+// running turn through stdin.
+type LiveInput interface {
+	// EncodeInput returns the bytes to write to the CLI's stdin.
+	EncodeInput(text string) ([]byte, error)
+}

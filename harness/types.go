@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// Defaults for [Turn] timing fields left zero.
+const (
+	DefaultDeadline    = time.Hour
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultSettle      = 5 * time.Second
+	DefaultKillGrace   = 2 * time.Second
+	DefaultDrain       = 500 * time.Millisecond
+	// DefaultTailBytes bounds each of the stdout and stderr tails kept in a Result.
+	DefaultTailBytes = 64 << 10
+	// MaxLineBytes bounds one output line; a longer line is a protocol error.
+	MaxLineBytes = 16 << 20
+	// cleanupTimeout bounds cleanup that runs after cancellation.
+	cleanupTimeout = 30 * time.Second
+)
+
+// Turn is one turn to run. Adapter and either Sandbox or Provider are required.
+type Turn struct {
+	// Adapter describes the CLI.
+	Adapter adapters.Adapter
+	// Input is passed to Adapter.Request; Workdir and Home default to the
+	// sandbox's Root and Home.
+	Input adapters.Input
+
+	// Sandbox is a warm lease to run in; the harness does not release it.
+	Sandbox sandbox.Sandbox
+	// Provider and Spec acquire a cold lease when Sandbox is nil; the
+	// harness releases it after the turn.
+	Provider sandbox.Provider
+	Spec     sandbox.Spec
+
+	// OnEvent receives every event as soon as it is decoded, in order, from
+	// one goroutine. It must not block for long.
+	OnEvent func(adapters.Event)
+	// KeepEvents stores every event in Result.Events (otherwise only counts).
+	KeepEvents bool
+
+	// Deadline bounds the whole turn (0: DefaultDeadline).
+	Deadline time.Duration
+	// IdleTimeout fails a turn whose CLI prints nothing for this long
+	// (0: DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// Settle is how long a CLI may keep running after its finished event
+	// before it is stopped and its result kept (0: DefaultSettle).
+	Settle time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL (0: DefaultKillGrace).
+	KillGrace time.Duration
+	// Drain is how long output already in flight is still read after the
+	// CLI's process exited (0: DefaultDrain).
+	Drain time.Duration
+	// TailBytes bounds the kept stdout/stderr tails (0: DefaultTailBytes).
+	TailBytes int
+
+	// Logger receives debug logs; nil discards them. Secrets are never logged.
+	Logger *slog.Logger
+	// Now is the clock (nil: time.Now). Tests inject one.
+	Now func() time.Time
+}
+
+// Result is what a turn produced. Run always returns a non-nil Result, also
+// on failure, with as much as is known.
+type Result struct {
+	// Agent is the adapter name; CLIVersion the version the CLI reported.
+	Agent      string `json:"agent"`
+	CLIVersion string `json:"cli_version,omitempty"`
+	Model      string `json:"model,omitempty"`
+	// Conversation is the conversation id the CLI reported (the new id on fork).
+	Conversation string `json:"conversation,omitempty"`
+	// Text is the final answer: the result event's text, else the
+	// concatenated text events.
+	Text string `json:"text"`
+	// Usage is the turn's token and cost account.
+	Usage usage.Usage `json:"usage"`
+	// Events holds every event when Turn.KeepEvents is set.
+	Events []adapters.Event `json:"events,omitempty"`
+	// Counts counts events by kind.
+	Counts map[adapters.Kind]int `json:"counts"`
+	// Exit is the CLI's exit status; Exited is false when it never started.
+	Exit   sandbox.ExitStatus `json:"exit"`
+	Exited bool               `json:"exited"`
+	// Started and Duration time the turn.
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration"`
+	// Err is the classified error (an *outposterr.Error), nil on success.
+	Err error `json:"-"`
+	// StdoutTail and StderrTail are the last bytes of each stream.
+	StdoutTail string `json:"stdout_tail,omitempty"`
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// Warnings lists harness-level warnings (CLI stopped after settle, usage incomplete).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// OK reports whether the turn succeeded.
+func (r *Result) OK() bool { return r != nil && r.Err == nil }

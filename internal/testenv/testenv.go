@@ -1,0 +1,77 @@
+// Package testenv gates integration tests on what the machine has.
+//
+// Locally a test that needs Docker or a real agent CLI skips with a clear
+// message when it is missing. In CI, OUTPOST_REQUIRE_DOCKER=1 and
+// OUTPOST_REQUIRE_CLIS=1 turn those skips into failures, so an integration
+// test can never pass by not running.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// RequireDockerEnv is the variable that makes missing Docker a failure.
+const RequireDockerEnv = "OUTPOST_REQUIRE_DOCKER"
+
+// RequireCLIsEnv is the variable that makes missing real CLIs a failure.
+const RequireCLIsEnv = "OUTPOST_REQUIRE_CLIS"
+
+// Required reports whether the named requirement variable is set to 1/true.
+func Required(env string) bool {
+	switch os.Getenv(env) {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+// Missing skips t, or fails it when env demands the requirement.
+func Missing(t testing.TB, env, what string) {
+	t.Helper()
+	if Required(env) {
+		t.Fatalf("%s is required (%s=1) but unavailable", what, env)
+	}
+	t.Skipf("skipping: %s unavailable (set %s=1 to make this a failure)", what, env)
+}
+
+// CLI returns the path of the real agent CLI binary name (claude, codex,
+// copilot), from OUTPOST_<NAME>_BIN or PATH, or skips/fails the test.
+func CLI(t testing.TB, name string) string {
+	t.Helper()
+	if p := os.Getenv("OUTPOST_" + upper(name) + "_BIN"); p != "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+		return p
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(t, RequireCLIsEnv, "the real "+name+" CLI")
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
+}
+
+// Short skips long-running integration tests under -short.
+func Short(t testing.TB) {
+	t.Helper()
+	if testing.Short() && !Required(RequireCLIsEnv) && !Required(RequireDockerEnv) {
+		t.Skip("skipping integration test in -short mode")
+	}
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,349 @@
+// Package outposterr defines the error classes every Outpost failure belongs to.
+//
+// An [Error] carries a [Class], a short message, [Details] (agent, exit status,
+// the unavailable reason, the quota reset instant, whether a retry may help) and
+// the cause it wraps. The helpers ([ClassOf], [Is], [IsQuota], [ResetAt],
+// [Unavailable], [IsAuth]) walk the whole cause chain, including errors joined
+// with [errors.Join], so a caller can wrap an Outpost error with fmt.Errorf("...: %w")
+// without losing its class. [Resolve] picks the outermost class, and [ExitCode]
+// maps it to the documented exit code of the outpost command.
+//
+// Only a process failure is ever reclassified as quota; an outage (overload,
+// 5xx, connection errors) stays a process failure with Details.Unavailable set,
+// and an authentication failure stays a process failure with Details.Auth set.
+package outposterr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Class is the kind of an Outpost failure. The set is closed.
+type Class string
+
+// The error classes.
+const (
+	// Configuration: bad options, flags, inputs or missing credentials. Fix the call.
+	Configuration Class = "configuration"
+	// Process: the agent CLI failed (non-zero exit, failure event, missing final event).
+	Process Class = "process"
+	// Quota: the account hit a usage limit; wait until ResetAt if known.
+	Quota Class = "quota"
+	// Timeout: the turn exceeded its deadline or idle timeout.
+	Timeout Class = "timeout"
+	// Aborted: the caller cancelled the turn.
+	Aborted Class = "aborted"
+	// Sandbox: the sandbox (Docker engine, host exec) could not be used.
+	Sandbox Class = "sandbox"
+	// Bootstrap: installing or verifying a pinned CLI failed (integrity failures included).
+	Bootstrap Class = "bootstrap"
+	// Session: a conversation could not be found, restored or trusted.
+	Session Class = "session"
+	// Protocol: the CLI's output could not be understood or broke its contract.
+	Protocol Class = "protocol"
+)
+
+// Classes lists every class, in a stable order.
+var Classes = []Class{Configuration, Process, Quota, Timeout, Aborted, Sandbox, Bootstrap, Session, Protocol}
+
+// Details is the structured part of an [Error]. Zero values mean "not known".
+type Details struct {
+	// Agent is the adapter name ("claude", "codex", ...).
+	Agent string `json:"agent,omitempty"`
+	// ExitCode is the CLI's exit status; meaningful only when Exited is true.
+	ExitCode int  `json:"exit_code,omitempty"`
+	Exited   bool `json:"exited,omitempty"`
+	// Signal names the signal that ended the CLI, when one did.
+	Signal string `json:"signal,omitempty"`
+	// Unavailable is set on process failures caused by an outage of the model
+	// service (overload, 5xx, connection failure); it names the reason.
+	Unavailable string `json:"unavailable,omitempty"`
+	// Auth is set on process failures caused by missing or rejected credentials.
+	Auth string `json:"auth,omitempty"`
+	// ResetAt is when a quota resets, if the CLI said so.
+	ResetAt time.Time `json:"reset_at,omitzero"`
+	// Retryable says whether running the same turn again may succeed without
+	// any change (outages, timeouts). Quota failures are not retryable before ResetAt.
+	Retryable bool `json:"retryable,omitempty"`
+}
+
+// Error is an Outpost failure: a class, a message, details and a cause.
+type Error struct {
+	Class   Class
+	Message string
+	Details Details
+	Cause   error
+}
+
+// Error renders "message: cause".
+func (e *Error) Error() string {
+	if e.Cause == nil {
+		return e.Message
+	}
+	if e.Message == "" {
+		return e.Cause.Error()
+	}
+	return e.Message + ": " + e.Cause.Error()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is reports whether target is an *Error of the same class with no message,
+// so errors.Is(err, outposterr.New(outposterr.Quota, "")) works like a sentinel test.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Cause == nil && t.Class == e.Class
+}
+
+// New returns an error of the given class.
+func New(class Class, format string, args ...any) *Error {
+	return &Error{Class: class, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an error of the given class wrapping cause. A nil cause gives nil.
+func Wrap(class Class, cause error, format string, args ...any) error {
+	if cause == nil {
+		return nil
+	}
+	return &Error{Class: class, Message: fmt.Sprintf(format, args...), Cause: cause}
+}
+
+// With returns a copy of e with details d merged over e's (non-zero fields of d win).
+func (e *Error) With(d Details) *Error {
+	c := *e
+	c.Details = merge(c.Details, d)
+	return &c
+}
+
+func merge(a, b Details) Details {
+	if b.Agent != "" {
+		a.Agent = b.Agent
+	}
+	if b.Exited {
+		a.Exited, a.ExitCode = true, b.ExitCode
+	}
+	if b.Signal != "" {
+		a.Signal = b.Signal
+	}
+	if b.Unavailable != "" {
+		a.Unavailable = b.Unavailable
+	}
+	if b.Auth != "" {
+		a.Auth = b.Auth
+	}
+	if !b.ResetAt.IsZero() {
+		a.ResetAt = b.ResetAt
+	}
+	if b.Retryable {
+		a.Retryable = true
+	}
+	return a
+}
+
+// maxDepth bounds chain walks so a cyclic or absurd chain cannot hang a caller.
+const maxDepth = 32
+
+// walk calls f on every error in err's chain (depth-first, outermost first)
+// until f returns true.
+func walk(err error, f func(error) bool) bool {
+	var rec func(error, int) bool
+	rec = func(e error, depth int) bool {
+		if e == nil || depth > maxDepth {
+			return false
+		}
+		if f(e) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, c := range u.Unwrap() {
+				if rec(c, depth+1) {
+					return true
+				}
+			}
+		case interface{ Unwrap() error }:
+			return rec(u.Unwrap(), depth+1)
+		}
+		return false
+	}
+	return rec(err, 0)
+}
+
+// find returns the outermost *Error in err's chain.
+func find(err error) *Error {
+	var out *Error
+	walk(err, func(e error) bool {
+		if oe, ok := e.(*Error); ok {
+			out = oe
+			return true
+		}
+		return false
+	})
+	return out
+}
+
+// As returns the outermost *Error in err's chain.
+func As(err error) (*Error, bool) {
+	e := find(err)
+	return e, e != nil
+}
+
+// ClassOf returns the class of the outermost Outpost error in err's chain.
+// A bare context.Canceled is [Aborted], a bare context.DeadlineExceeded is
+// [Timeout], any other foreign error is [Process]; nil gives "".
+func ClassOf(err error) Class {
+	if err == nil {
+		return ""
+	}
+	if e := find(err); e != nil {
+		return e.Class
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return Aborted
+	case errors.Is(err, context.DeadlineExceeded):
+		return Timeout
+	}
+	return Process
+}
+
+// Resolve is ClassOf; it exists to mirror errdefs.Resolve for readers who know it.
+func Resolve(err error) Class { return ClassOf(err) }
+
+// Is reports whether any error in err's chain is an Outpost error of class c.
+func Is(err error, c Class) bool {
+	return walk(err, func(e error) bool {
+		oe, ok := e.(*Error)
+		return ok && oe.Class == c
+	})
+}
+
+// IsQuota reports whether err is, or wraps, a quota failure.
+func IsQuota(err error) bool { return Is(err, Quota) }
+
+// ResetAt returns the first known quota reset instant in err's chain.
+func ResetAt(err error) (time.Time, bool) {
+	var t time.Time
+	walk(err, func(e error) bool {
+		if oe, ok := e.(*Error); ok && !oe.Details.ResetAt.IsZero() {
+			t = oe.Details.ResetAt
+			return true
+		}
+		return false
+	})
+	return t, !t.IsZero()
+}
+
+// Unavailable returns the outage reason recorded anywhere in err's chain, or "".
+func Unavailable(err error) string {
+	var r string
+	walk(err, func(e error) bool {
+		if oe, ok := e.(*Error); ok && oe.Details.Unavailable != "" {
+			r = oe.Details.Unavailable
+			return true
+		}
+		return false
+	})
+	return r
+}
+
+// IsAuth reports whether err's chain records an authentication failure, and its reason.
+func IsAuth(err error) (string, bool) {
+	var r string
+	walk(err, func(e error) bool {
+		if oe, ok := e.(*Error); ok && oe.Details.Auth != "" {
+			r = oe.Details.Auth
+			return true
+		}
+		return false
+	})
+	return r, r != ""
+}
+
+// Retryable reports whether err's chain says running the same turn again may help.
+func Retryable(err error) bool {
+	return walk(err, func(e error) bool {
+		oe, ok := e.(*Error)
+		return ok && oe.Details.Retryable
+	})
+}
+
+// DetailsOf returns the details of the outermost Outpost error, merged with
+// those of the Outpost errors it wraps (outer values win).
+func DetailsOf(err error) Details {
+	var all []Details
+	walk(err, func(e error) bool {
+		if oe, ok := e.(*Error); ok {
+			all = append(all, oe.Details)
+		}
+		return false
+	})
+	var d Details
+	for i := len(all) - 1; i >= 0; i-- {
+		d = merge(d, all[i])
+	}
+	return d
+}
+
+// Exit codes of the outpost command. They are part of its documented interface.
+const (
+	ExitOK            = 0
+	ExitProcess       = 1
+	ExitConfiguration = 2
+	ExitQuota         = 3
+	ExitUnavailable   = 4
+	ExitAuth          = 5
+	ExitTimeout       = 6
+	ExitSandbox       = 7
+	ExitBootstrap     = 8
+	ExitSession       = 9
+	ExitProtocol      = 10
+	ExitAborted       = 130
+)
+
+// ExitCode maps err to the outpost command's exit code. This is the only place
+// that decision is made.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	switch ClassOf(err) {
+	case Configuration:
+		return ExitConfiguration
+	case Quota:
+		return ExitQuota
+	case Timeout:
+		return ExitTimeout
+	case Aborted:
+		return ExitAborted
+	case Sandbox:
+		return ExitSandbox
+	case Bootstrap:
+		return ExitBootstrap
+	case Session:
+		return ExitSession
+	case Protocol:
+		return ExitProtocol
+	}
+	if Unavailable(err) != "" {
+		return ExitUnavailable
+	}
+	if _, ok := IsAuth(err); ok {
+		return ExitAuth
+	}
+	return ExitProcess
+}
+
+// ParseClass returns the class named s, if it is one.
+func ParseClass(s string) (Class, bool) {
+	for _, c := range Classes {
+		if string(c) == strings.ToLower(strings.TrimSpace(s)) {
+			return c, true
+		}
+	}
+	return "", false
+}

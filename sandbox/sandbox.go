@@ -1,0 +1,180 @@
+// Package sandbox defines where a turn's CLI runs: a [Provider] hands out
+// [Sandbox] leases, a Sandbox executes [Command]s as [Process]es and moves
+// files in and out as tar streams.
+//
+// Lifecycle: Acquire a lease, Exec any number of commands in it (a warm
+// session reuses one lease for many turns), then Release it. Release is
+// idempotent, bounded, and safe to call after cancellation: implementations run
+// their cleanup under context.WithoutCancel with their own timeout.
+//
+// Processes: each command is started in its own process group so that
+// [Process.Signal] reaches the CLI and every child it spawned (MCP servers,
+// shells). Wait returns when the command's own process exits, never when its
+// output pipes close: a grandchild holding stdout open must not hang a turn.
+// After Wait, the caller may keep reading Stdout/Stderr for a short drain
+// window and then calls Close, which unblocks readers and kills what is left of
+// the group.
+//
+// Environment values travel in the exec environment, never in argv.
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"syscall"
+)
+
+// Provider acquires sandboxes.
+type Provider interface {
+	// Name is the provider's short name ("host", "docker").
+	Name() string
+	// Acquire creates a sandbox for spec. The caller must Release it.
+	Acquire(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Spec describes the sandbox a turn needs. Zero values mean provider defaults.
+type Spec struct {
+	// Workspace is the host directory the agent works in. Docker mounts it at
+	// /workspace; the host provider runs in it directly. Empty: a fresh
+	// temporary directory owned by the lease.
+	Workspace string
+	// Env is added to every command's environment (Command.Env wins).
+	Env map[string]string
+	// Labels are attached to every resource the provider creates (run,
+	// session); the provider adds its own version label.
+	Labels map[string]string
+	// Network is the network mode for isolated providers: "none", "bridge",
+	// "host" or a named network. Empty: the provider's default.
+	Network string
+	// Image is the container image for container providers.
+	Image string
+	// CPUs, MemoryBytes and Pids limit container resources (0: no limit).
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+	// User is "uid:gid" for container providers; empty: the host user's ids.
+	User string
+	// RealHome asks the host provider to use the real home directory instead
+	// of a private one (unisolated; for users who want the host's CLI logins).
+	RealHome bool
+	// Mounts are extra read-only bind mounts (host path -> sandbox path).
+	Mounts []Mount
+}
+
+// Mount is a bind mount into a container sandbox.
+type Mount struct {
+	Source   string
+	Target   string
+	ReadOnly bool
+}
+
+// Sandbox is one lease.
+type Sandbox interface {
+	// ID identifies the lease (container id, host temp dir name).
+	ID() string
+	// Exec starts cmd. The returned Process must be Waited and Closed.
+	Exec(ctx context.Context, cmd Command) (Process, error)
+	// CopyIn extracts the tar stream r under dir (a sandbox path, absolute).
+	CopyIn(ctx context.Context, dir string, r io.Reader) error
+	// CopyOut returns path (file or directory) as a tar stream whose entries
+	// are named relative to path's parent directory.
+	CopyOut(ctx context.Context, path string) (io.ReadCloser, error)
+	// Home is the private home directory of the CLI inside the sandbox.
+	Home() string
+	// Root is the workspace directory inside the sandbox.
+	Root() string
+	// Release removes the lease and everything it owns. Idempotent.
+	Release(ctx context.Context) error
+}
+
+// Command is one process to run in a sandbox. Build it with an argv array,
+// never a shell string.
+type Command struct {
+	// Args is the argv; Args[0] is the program, looked up on the sandbox PATH.
+	Args []string
+	// Env holds environment variables for the process. Names must match
+	// [ValidEnvName]. Values are secret-safe: providers never put them in argv.
+	Env map[string]string
+	// Dir is the working directory inside the sandbox; empty means Root.
+	Dir string
+	// Stdin is written to the process's standard input, which is then closed,
+	// unless KeepStdinOpen is set.
+	Stdin []byte
+	// KeepStdinOpen leaves stdin open after Stdin was written; the caller
+	// writes more through Process.Stdin and must close it.
+	KeepStdinOpen bool
+}
+
+// Redacted returns a printable form of the command: argv and variable names, never values.
+func (c Command) Redacted() string {
+	names := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("argv=%q env=%v dir=%q stdin=%dB", c.Args, names, c.Dir, len(c.Stdin))
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidEnvName reports whether name is usable as an environment variable name
+// (letters, digits and '_', not starting with a digit).
+func ValidEnvName(name string) bool { return envName.MatchString(name) }
+
+// Validate checks the command before launch.
+func (c Command) Validate() error {
+	if len(c.Args) == 0 || c.Args[0] == "" {
+		return fmt.Errorf("command has no program")
+	}
+	for k := range c.Env {
+		if !ValidEnvName(k) {
+			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+	}
+	return nil
+}
+
+// Process is a running command.
+type Process interface {
+	// Stdout and Stderr stream the process's output. They reach EOF when every
+	// writer closed them, or after Close.
+	Stdout() io.Reader
+	Stderr() io.Reader
+	// Stdin is the live input writer when Command.KeepStdinOpen was set, else nil.
+	Stdin() io.WriteCloser
+	// Wait blocks until the command's own process exits (not its pipes) and
+	// returns its status. It may be called more than once.
+	Wait() (ExitStatus, error)
+	// Signal sends sig to the command's whole process group.
+	Signal(sig syscall.Signal) error
+	// Close stops reading output, kills whatever is left of the process
+	// group, and frees resources. Idempotent.
+	Close() error
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	// Code is the exit code; -1 when the process was killed by a signal.
+	Code int `json:"code"`
+	// Signal names the terminating signal ("SIGKILL"), if any.
+	Signal string `json:"signal,omitempty"`
+	// OOMKilled is set when the sandbox reports an out-of-memory kill.
+	OOMKilled bool `json:"oom_killed,omitempty"`
+}
+
+// String renders the status for messages.
+func (s ExitStatus) String() string {
+	switch {
+	case s.OOMKilled:
+		return fmt.Sprintf("killed: out of memory (exit %d)", s.Code)
+	case s.Signal != "":
+		return "killed by " + s.Signal
+	}
+	return fmt.Sprintf("exit %d", s.Code)
+}
+
+// Success reports a zero exit.
+func (s ExitStatus) Success() bool { return s.Code == 0 && s.Signal == "" && !s.OOMKilled }
