@@ -1,0 +1,185 @@
+// Package adaptertest is the conformance suite every adapter passes.
+//
+// Golden fixtures live one folder per case under an adapter's testdata
+// directory:
+//
+//	testdata/<case>/stdout.jsonl   what the CLI printed on stdout (captured from the real CLI)
+//	testdata/<case>/stderr.txt     what it printed on stderr (optional)
+//	testdata/<case>/meta.json      {"exit_code": N, "time": RFC 3339, "source": "...", "cli_version": "..."}
+//	testdata/<case>/expected.json  the normalized events and the outcome
+//
+// [Run] replays each case through [harness.Replay] — the same decoder,
+// recognizers and classification a live turn uses — and compares the result
+// with expected.json. `go test -run TestGolden ./adapters/<cli>/ -update`
+// rewrites the expectations from the current code; review the diff.
+// Adding a case is adding a folder.
+package adaptertest
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+var update = flag.Bool("update", false, "rewrite adapter golden expectations")
+
+// Meta describes a recorded case.
+type Meta struct {
+	ExitCode   int       `json:"exit_code"`
+	Signal     string    `json:"signal,omitempty"`
+	Time       time.Time `json:"time"`
+	Source     string    `json:"source"`
+	CLIVersion string    `json:"cli_version,omitempty"`
+}
+
+// Expected is a case's expected normalized output.
+type Expected struct {
+	Events  []adapters.Event `json:"events"`
+	Outcome harness.Outcome  `json:"outcome"`
+}
+
+// Case is one loaded fixture.
+type Case struct {
+	Name   string
+	Dir    string
+	Stdout []byte
+	Stderr []byte
+	Meta   Meta
+}
+
+// Load reads every case folder under dir.
+func Load(dir string) ([]Case, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var cases []Case
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		cdir := filepath.Join(dir, e.Name())
+		stdout, err := os.ReadFile(filepath.Join(cdir, "stdout.jsonl"))
+		if err != nil {
+			continue // not a case folder
+		}
+		c := Case{Name: e.Name(), Dir: cdir, Stdout: stdout}
+		c.Stderr, _ = os.ReadFile(filepath.Join(cdir, "stderr.txt"))
+		if b, err := os.ReadFile(filepath.Join(cdir, "meta.json")); err == nil {
+			if err := json.Unmarshal(b, &c.Meta); err != nil {
+				return nil, err
+			}
+		}
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+// Replay runs one case through the harness.
+func (c Case) Replay(a adapters.Adapter) *harness.Result {
+	return harness.Replay(a, harness.Recording{
+		Stdout: bytes.NewReader(c.Stdout), Stderr: bytes.NewReader(c.Stderr),
+		Exit: sandbox.ExitStatus{Code: c.Meta.ExitCode, Signal: c.Meta.Signal}, At: c.Meta.Time,
+	}, nil, true)
+}
+
+// Run replays every fixture under dir through a and compares it with its
+// expected.json, and checks the decoder invariants on every line.
+func Run(t *testing.T, a adapters.Adapter, dir string) {
+	t.Helper()
+	cases, err := Load(dir)
+	require.NoError(t, err)
+	require.NotEmpty(t, cases, "no fixtures under %s", dir)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			res := c.Replay(a)
+			got := Expected{Events: res.Events, Outcome: res.Outcome()}
+			for i := range got.Events {
+				got.Events[i].Time = time.Time{} // the replay instant is in meta.json
+			}
+			path := filepath.Join(c.Dir, "expected.json")
+			if *update {
+				b, err := json.MarshalIndent(got, "", "  ")
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "missing expected.json; run with -update and review it")
+			gotJSON, err := json.Marshal(got)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(want), string(gotJSON))
+			checkLines(t, a, c.Stdout)
+		})
+	}
+}
+
+// checkLines checks the decoder invariants line by line: no panic, at least
+// one event per non-empty line, only known kinds, no harness-owned fields set.
+func checkLines(t *testing.T, a adapters.Adapter, stdout []byte) {
+	t.Helper()
+	dec := a.NewDecoder()
+	for _, l := range bytes.Split(stdout, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		evs := dec.Decode(l)
+		assert.NotEmpty(t, evs, "line decoded to nothing: %.200s", l)
+		for _, ev := range evs {
+			CheckEvent(t, ev)
+		}
+	}
+}
+
+// CheckEvent asserts the invariants of one decoded event.
+func CheckEvent(t testing.TB, ev adapters.Event) {
+	t.Helper()
+	assert.True(t, slices.Contains(adapters.Kinds, ev.Kind), "unknown kind %q", ev.Kind)
+	assert.Zero(t, ev.Seq, "adapters must not set Seq")
+	assert.True(t, ev.Time.IsZero(), "adapters must not set Time")
+	if ev.ToolResult != nil {
+		assert.LessOrEqual(t, len(ev.ToolResult.Preview), adapters.PreviewLimit)
+	}
+	if ev.Kind == adapters.KindRaw {
+		assert.NotEmpty(t, ev.Raw, "raw event must carry its line")
+	}
+}
+
+// FuzzDecode fuzzes an adapter's decoder: it must never panic and must turn
+// every non-empty line into at least one valid event. Seed it with fixture lines.
+func FuzzDecode(f *testing.F, newAdapter func() adapters.Adapter, fixtures string) {
+	f.Helper()
+	if cases, err := Load(fixtures); err == nil {
+		for _, c := range cases {
+			for _, l := range strings.Split(string(c.Stdout), "\n") {
+				f.Add([]byte(l))
+			}
+		}
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"type":null}`))
+	f.Add([]byte(`[1,2]`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		a := newAdapter()
+		dec := a.NewDecoder()
+		evs := dec.Decode(line)
+		if len(bytes.TrimSpace(line)) > 0 && len(evs) == 0 {
+			t.Fatalf("line decoded to nothing: %q", line)
+		}
+		for _, ev := range evs {
+			CheckEvent(t, ev)
+		}
+	})
+}

@@ -1,0 +1,206 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// stopReason says why the harness, not the CLI, ended a turn.
+type stopReason int
+
+const (
+	stopNone     stopReason = iota
+	stopSettled             // the CLI lingered after its finished event
+	stopCanceled            // the caller cancelled
+	stopDeadline            // the turn deadline passed
+	stopIdle                // the CLI printed nothing for the idle timeout
+)
+
+// verdict is everything classification looks at besides the collector.
+type verdict struct {
+	exit     sandbox.ExitStatus
+	exited   bool
+	stop     stopReason
+	deadline time.Duration
+	idle     time.Duration
+	cause    error // the context error behind a stop, if any
+}
+
+// classify turns a finished turn into nil or an *outposterr.Error. It never
+// looks at assistant text: only at the exit status, failure events, blocking
+// quota events, retry notices and stderr.
+func classify(c *collector, v verdict) error {
+	name := c.adapter.Name()
+	caps := c.adapter.Capabilities()
+	d := outposterr.Details{Agent: name}
+	if v.exited {
+		d.Exited, d.ExitCode, d.Signal = true, v.exit.Code, v.exit.Signal
+	}
+	succeeded := len(c.failures) == 0 && (c.finishedOK() || (!caps.RequiresFinished && c.finished == nil)) &&
+		(v.exit.Success() || v.stop == stopSettled || (c.finishedOK() && v.stop != stopNone))
+
+	switch v.stop {
+	case stopCanceled:
+		if succeeded {
+			return nil
+		}
+		return &outposterr.Error{Class: outposterr.Aborted, Message: name + ": turn cancelled", Details: d, Cause: v.cause}
+	case stopDeadline:
+		if succeeded {
+			return nil
+		}
+		d.Retryable = true
+		if r := c.outage(); r != "" {
+			d.Unavailable = r
+		}
+		return &outposterr.Error{Class: outposterr.Timeout,
+			Message: fmt.Sprintf("%s: turn exceeded its deadline of %s", name, v.deadline), Details: d, Cause: v.cause}
+	case stopIdle:
+		d.Retryable = true
+		if r := c.outage(); r != "" {
+			d.Unavailable = r
+		}
+		return &outposterr.Error{Class: outposterr.Timeout,
+			Message: fmt.Sprintf("%s: no output for %s (idle timeout)", name, v.idle), Details: d}
+	}
+	if succeeded {
+		return nil
+	}
+
+	// The turn failed: describe it as a process failure, then reclassify.
+	msg := c.failureText()
+	switch {
+	case v.exit.OOMKilled:
+		msg = "killed: out of memory" + suffix(msg)
+	case msg != "":
+	case c.finished != nil && !c.finished.OK:
+		msg = "CLI reported failure" + suffix(c.finished.Reason)
+	case v.exited && v.exit.Success() && caps.RequiresFinished && c.finished == nil:
+		msg = "CLI exited 0 without its final event"
+	case c.lastStderr != "":
+		msg = c.lastStderr
+	case v.exited:
+		msg = "CLI " + v.exit.String()
+	default:
+		msg = "CLI did not run"
+	}
+	if v.exited && !v.exit.Success() && !strings.Contains(msg, v.exit.String()) {
+		msg += " (" + v.exit.String() + ")"
+	}
+	perr := &outposterr.Error{Class: outposterr.Process, Message: name + ": " + msg, Details: d}
+
+	// Quota: the failure text, then the last blocking quota event, then stderr.
+	if q, ok := c.quota(); ok {
+		qd := d
+		qd.ResetAt = q.resetAt
+		return &outposterr.Error{Class: outposterr.Quota, Message: name + ": quota: " + q.text, Details: qd, Cause: perr}
+	}
+	if r := c.outage(); r != "" {
+		perr.Details.Unavailable = r
+		perr.Details.Retryable = true
+	}
+	if r := c.auth(); r != "" {
+		perr.Details.Auth = r
+	}
+	return perr
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// failureText is the last failure event's text, or "".
+func (c *collector) failureText() string {
+	for i := len(c.failures) - 1; i >= 0; i-- {
+		if t := strings.TrimSpace(c.failures[i].Text); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// quota finds the quota evidence of a failed turn.
+func (c *collector) quota() (textMatch, bool) {
+	var structured time.Time
+	if c.blocking != nil && c.blocking.Quota != nil {
+		structured = c.blocking.Quota.ResetAt
+	}
+	pick := func(m textMatch) textMatch {
+		// Structured epochs beat times parsed from text.
+		if !structured.IsZero() {
+			m.resetAt = structured
+		}
+		return m
+	}
+	for i := len(c.failures) - 1; i >= 0; i-- {
+		f := c.failures[i]
+		if ok, reset := c.adapter.Quota(f.Text, f.Time); ok {
+			return pick(textMatch{text: f.Text, resetAt: reset, at: f.Time}), true
+		}
+	}
+	if c.blocking != nil {
+		text := c.blocking.Text
+		reset := structured
+		if ok, r := c.adapter.Quota(text, c.blocking.Time); ok && reset.IsZero() {
+			reset = r
+		}
+		if text == "" {
+			text = "rate limit " + c.blocking.Quota.Status
+		}
+		return textMatch{text: text, resetAt: reset, at: c.blocking.Time}, true
+	}
+	if c.stderrQuota != nil {
+		return pick(*c.stderrQuota), true
+	}
+	return textMatch{}, false
+}
+
+// outage names the outage behind a failed turn, or "".
+func (c *collector) outage() string {
+	for i := len(c.failures) - 1; i >= 0; i-- {
+		f := c.failures[i]
+		if r, ok := c.adapter.Unavailable(f.Text); ok {
+			return r
+		}
+		if f.Failure != nil && (f.Failure.Status >= 500 || f.Failure.Status == 529) {
+			return fmt.Sprintf("http %d", f.Failure.Status)
+		}
+	}
+	if c.stderrOut != nil {
+		return c.stderrOut.reason
+	}
+	return ""
+}
+
+// auth names the authentication failure behind a failed turn, or "".
+func (c *collector) auth() string {
+	for i := len(c.failures) - 1; i >= 0; i-- {
+		f := c.failures[i]
+		if r, ok := c.adapter.Auth(f.Text); ok {
+			return r
+		}
+		if f.Failure != nil && f.Failure.Status == 401 {
+			return "http 401"
+		}
+	}
+	if c.stderrAuth != nil {
+		return c.stderrAuth.reason
+	}
+	return ""
+}
+
+// contextStop maps a done context to a stop reason.
+func contextStop(parent context.Context) stopReason {
+	if parent.Err() != nil {
+		return stopCanceled
+	}
+	return stopDeadline
+}

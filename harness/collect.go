@@ -1,0 +1,216 @@
+package harness
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// maxFailures bounds the failure events remembered for classification.
+const maxFailures = 32
+
+// textMatch is a recognizer hit with the instant its text was seen.
+type textMatch struct {
+	text    string
+	reason  string
+	resetAt time.Time
+	at      time.Time
+}
+
+// collector turns one turn's output into events and the facts classification
+// needs. Run and Replay share it, so a replayed log is judged exactly like a
+// live turn. It is used from one goroutine.
+type collector struct {
+	adapter adapters.Adapter
+	dec     adapters.Decoder
+	now     func() time.Time
+	onEvent func(adapters.Event)
+	keep    bool
+
+	seq    int64
+	res    *Result
+	ledger usage.Ledger
+
+	texts       []string
+	resultText  string
+	haveResult  bool
+	finished    *adapters.FinishedDetail
+	failures    []adapters.Event
+	blocking    *adapters.Event // last blocking quota event
+	lastRetry   *adapters.RetryNotice
+	stderrQuota *textMatch // first stderr line that reads as quota
+	stderrOut   *textMatch // first stderr line that reads as an outage
+	stderrAuth  *textMatch // first stderr line that reads as an auth failure
+	lastStderr  string
+
+	stdoutTail, stderrTail *tail
+}
+
+func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapters.Event), keep bool, tailBytes int, res *Result) *collector {
+	return &collector{
+		adapter: a, dec: a.NewDecoder(), now: now, onEvent: onEvent, keep: keep, res: res,
+		stdoutTail: newTail(tailBytes), stderrTail: newTail(tailBytes),
+	}
+}
+
+// stdoutLine decodes one stdout line (without its newline).
+func (c *collector) stdoutLine(line []byte) {
+	c.stdoutTail.writeLine(line)
+	for _, ev := range c.dec.Decode(line) {
+		c.emit(ev)
+	}
+}
+
+// stderrLine records one stderr line.
+func (c *collector) stderrLine(line []byte) {
+	c.stderrTail.writeLine(line)
+	text := strings.TrimRight(string(line), "\r")
+	if strings.TrimSpace(text) == "" {
+		return
+	}
+	ev := c.emit(adapters.Event{Kind: adapters.KindStderr, Text: text})
+	c.lastStderr = text
+	// Recognizers run on every stderr line as it arrives, but their verdicts
+	// are used only if the turn fails.
+	if c.stderrQuota == nil {
+		if ok, reset := c.adapter.Quota(text, ev.Time); ok {
+			c.stderrQuota = &textMatch{text: text, resetAt: reset, at: ev.Time}
+		}
+	}
+	if c.stderrOut == nil {
+		if r, ok := c.adapter.Unavailable(text); ok {
+			c.stderrOut = &textMatch{text: text, reason: r, at: ev.Time}
+		}
+	}
+	if c.stderrAuth == nil {
+		if r, ok := c.adapter.Auth(text); ok {
+			c.stderrAuth = &textMatch{text: text, reason: r, at: ev.Time}
+		}
+	}
+}
+
+// warn emits a harness warning event and records it on the result.
+func (c *collector) warn(text string) {
+	c.res.Warnings = append(c.res.Warnings, text)
+	c.emit(adapters.Event{Kind: adapters.KindWarning, Text: text})
+}
+
+// emit stamps ev with its sequence number and time, folds it into the
+// result, and hands it to the caller.
+func (c *collector) emit(ev adapters.Event) adapters.Event {
+	c.seq++
+	ev.Seq = c.seq
+	if len(ev.Raw) > 0 && !json.Valid(ev.Raw) {
+		// A raw line that is not JSON travels as a JSON string, so events
+		// always marshal.
+		q, _ := json.Marshal(string(ev.Raw))
+		ev.Raw = q
+	}
+	ev.Time = c.now()
+	if c.res.Counts == nil {
+		c.res.Counts = map[adapters.Kind]int{}
+	}
+	c.res.Counts[ev.Kind]++
+	switch ev.Kind {
+	case adapters.KindConversation:
+		if ev.Conversation != "" && ev.Subagent == "" {
+			c.res.Conversation = ev.Conversation
+		}
+		if ev.Version != "" {
+			c.res.CLIVersion = ev.Version
+		}
+		if ev.Model != "" {
+			c.res.Model = ev.Model
+		}
+	case adapters.KindText:
+		if ev.Subagent == "" {
+			c.texts = append(c.texts, ev.Text)
+		}
+	case adapters.KindResult:
+		c.resultText, c.haveResult = ev.Text, true
+	case adapters.KindUsage:
+		if ev.Usage != nil && ev.Subagent == "" {
+			c.ledger.Add(*ev.Usage)
+		} else if ev.Usage != nil && ev.Usage.Scope == usage.ScopeMessage {
+			// Sub-agent messages cost tokens too; they have their own ids.
+			c.ledger.Add(*ev.Usage)
+		}
+	case adapters.KindFailure:
+		if len(c.failures) == maxFailures {
+			c.failures = append(c.failures[:0], c.failures[1:]...)
+		}
+		c.failures = append(c.failures, ev)
+	case adapters.KindQuota:
+		if ev.Quota.Blocking() {
+			e := ev
+			c.blocking = &e
+		}
+	case adapters.KindRetry:
+		c.lastRetry = ev.Retry
+	case adapters.KindFinished:
+		f := adapters.FinishedDetail{}
+		if ev.Finished != nil {
+			f = *ev.Finished
+		}
+		c.finished = &f
+	}
+	if c.keep {
+		c.res.Events = append(c.res.Events, ev)
+	}
+	if c.onEvent != nil {
+		c.onEvent(ev)
+	}
+	return ev
+}
+
+// finishedOK reports whether the CLI's terminal event said the turn succeeded.
+func (c *collector) finishedOK() bool { return c.finished != nil && c.finished.OK }
+
+// finalize fills the result's text, usage and tails.
+func (c *collector) finalize() {
+	if c.haveResult {
+		c.res.Text = c.resultText
+	} else {
+		c.res.Text = strings.Join(c.texts, "\n")
+	}
+	if c.ledger.Empty() {
+		// No report at all: nothing is known, so nothing is complete.
+		c.res.Usage = usage.Usage{}
+	} else {
+		c.res.Usage = c.ledger.Total()
+	}
+	if !c.res.Usage.Complete && c.res.Err == nil && !c.ledger.Empty() {
+		c.res.Warnings = append(c.res.Warnings, "token usage is incomplete; reported counters are a lower bound")
+	}
+	c.res.StdoutTail = c.stdoutTail.String()
+	c.res.StderrTail = c.stderrTail.String()
+}
+
+// tail keeps the last n bytes written to it.
+type tail struct {
+	buf []byte
+	n   int
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) writeLine(p []byte) {
+	t.write(p)
+	t.write([]byte{'\n'})
+}
+
+func (t *tail) write(p []byte) {
+	if len(p) >= t.n {
+		t.buf = append(t.buf[:0], p[len(p)-t.n:]...)
+		return
+	}
+	if over := len(t.buf) + len(p) - t.n; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+}
+
+func (t *tail) String() string { return string(t.buf) }

@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"time"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// Outcome is the stable, serializable verdict of a turn: what `outpost
+// replay` and `outpost run --json` print last, and what batch results hold.
+// Its JSON field names are a compatibility promise.
+type Outcome struct {
+	Type         string      `json:"type"` // always "outcome"
+	OK           bool        `json:"ok"`
+	Class        string      `json:"class"`
+	Unavailable  string      `json:"unavailable"`
+	Auth         string      `json:"auth,omitempty"`
+	ResetAt      string      `json:"reset_at"`
+	Conversation string      `json:"conversation"`
+	Text         string      `json:"text"`
+	Usage        usage.Usage `json:"usage"`
+	Error        string      `json:"error,omitempty"`
+	ExitCode     int         `json:"exit_code"`
+	Agent        string      `json:"agent,omitempty"`
+	CLIVersion   string      `json:"cli_version,omitempty"`
+}
+
+// Outcome summarizes r.
+func (r *Result) Outcome() Outcome {
+	o := Outcome{
+		Type: "outcome", OK: r.Err == nil, Conversation: r.Conversation, Text: r.Text,
+		Usage: r.Usage, ExitCode: r.Exit.Code, Agent: r.Agent, CLIVersion: r.CLIVersion,
+	}
+	if r.Err != nil {
+		o.Class = string(outposterr.ClassOf(r.Err))
+		o.Unavailable = outposterr.Unavailable(r.Err)
+		o.Auth, _ = outposterr.IsAuth(r.Err)
+		o.Error = r.Err.Error()
+		if t, ok := outposterr.ResetAt(r.Err); ok {
+			o.ResetAt = t.UTC().Format(time.RFC3339)
+		}
+	}
+	return o
+}

@@ -1,0 +1,368 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Run executes one turn and returns its result. The returned error is
+// Result.Err: nil on success, else an *outposterr.Error. Run always returns a
+// non-nil Result.
+func Run(ctx context.Context, t Turn) (*Result, error) {
+	t = t.withDefaults()
+	res := &Result{Started: t.Now(), Counts: map[adapters.Kind]int{}}
+	finish := func(err error) (*Result, error) {
+		res.Err = err
+		res.Duration = t.Now().Sub(res.Started)
+		return res, err
+	}
+	if t.Adapter == nil {
+		return finish(outposterr.New(outposterr.Configuration, "turn has no adapter"))
+	}
+	res.Agent = t.Adapter.Name()
+	if err := preflight(t); err != nil {
+		return finish(err)
+	}
+
+	turnCtx, cancel := context.WithTimeout(ctx, t.Deadline)
+	defer cancel()
+
+	sb := t.Sandbox
+	if sb == nil {
+		var err error
+		sb, err = t.Provider.Acquire(turnCtx, t.Spec)
+		if err != nil {
+			return finish(classifyInfra(ctx, t, outposterr.Sandbox, "acquire sandbox", err))
+		}
+		defer func() {
+			// Release runs even after cancellation, bounded.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer rcancel()
+			if err := sb.Release(rctx); err != nil {
+				t.Logger.Warn("release sandbox", "sandbox", sb.ID(), "err", err)
+				res.Warnings = append(res.Warnings, "release sandbox: "+err.Error())
+			}
+		}()
+	}
+
+	in := t.Input
+	if in.Workdir == "" {
+		in.Workdir = sb.Root()
+	}
+	if in.Home == "" {
+		in.Home = sb.Home()
+	}
+	cmd, err := t.Adapter.Request(in)
+	if err != nil {
+		return finish(asClass(err, outposterr.Configuration, "build request"))
+	}
+	if err := cmd.Validate(); err != nil {
+		return finish(outposterr.Wrap(outposterr.Configuration, err, "%s: invalid command", res.Agent))
+	}
+	t.Logger.Debug("exec", "agent", res.Agent, "sandbox", sb.ID(), "cmd", cmd.Redacted())
+
+	// The exec context outlives the caller's: the harness stops the CLI
+	// itself (TERM, grace, KILL) and cancels this only as a last resort.
+	execCtx, execCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer execCancel()
+	proc, err := sb.Exec(execCtx, cmd)
+	if err != nil {
+		return finish(classifyInfra(ctx, t, outposterr.Sandbox, "start "+t.Adapter.Binary(), err))
+	}
+	col := newCollector(t.Adapter, t.Now, t.OnEvent, t.KeepEvents, t.TailBytes, res)
+	v := supervise(ctx, turnCtx, t, proc, col)
+	res.Exit, res.Exited = v.exit, v.exited
+	if v.stop == stopSettled {
+		col.warn("CLI kept running after its final event; stopped after the settle window")
+	}
+	err = classify(col, v)
+	res.Err = err
+	col.finalize()
+	return finish(err)
+}
+
+func (t Turn) withDefaults() Turn {
+	if t.Deadline <= 0 {
+		t.Deadline = DefaultDeadline
+	}
+	if t.IdleTimeout <= 0 {
+		t.IdleTimeout = DefaultIdleTimeout
+	}
+	if t.Settle <= 0 {
+		t.Settle = DefaultSettle
+	}
+	if t.KillGrace <= 0 {
+		t.KillGrace = DefaultKillGrace
+	}
+	if t.Drain <= 0 {
+		t.Drain = DefaultDrain
+	}
+	if t.TailBytes <= 0 {
+		t.TailBytes = DefaultTailBytes
+	}
+	if t.Logger == nil {
+		t.Logger = slog.New(slog.DiscardHandler)
+	}
+	if t.Now == nil {
+		t.Now = time.Now
+	}
+	return t
+}
+
+// preflight checks the turn before any sandbox exists.
+func preflight(t Turn) error {
+	caps := t.Adapter.Capabilities()
+	name := t.Adapter.Name()
+	switch {
+	case t.Sandbox == nil && t.Provider == nil:
+		return outposterr.New(outposterr.Configuration, "turn has neither a sandbox nor a provider")
+	case t.Input.Prompt == "":
+		return outposterr.New(outposterr.Configuration, "%s: empty prompt", name)
+	case t.Input.Fork && t.Input.Continue == "":
+		return outposterr.New(outposterr.Configuration, "%s: fork needs the conversation to fork", name)
+	case t.Input.Fork && !caps.Forkable:
+		return outposterr.New(outposterr.Configuration, "%s does not support fork", name)
+	case t.Input.Continue != "" && !caps.Resumable:
+		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
+	}
+	return nil
+}
+
+// classifyInfra classifies a failure of the sandbox layer, keeping the
+// class of an error that already has one and honouring cancellation.
+func classifyInfra(ctx context.Context, t Turn, class outposterr.Class, what string, err error) error {
+	if ctx.Err() != nil {
+		return outposterr.Wrap(outposterr.Aborted, err, "%s: %s", t.Adapter.Name(), what)
+	}
+	return asClass(err, class, t.Adapter.Name()+": "+what)
+}
+
+// asClass keeps err's Outpost class, or gives it class.
+func asClass(err error, class outposterr.Class, what string) error {
+	if _, ok := outposterr.As(err); ok {
+		return err
+	}
+	return outposterr.Wrap(class, err, "%s", what)
+}
+
+// line is one output line from stdout or stderr.
+type line struct {
+	data      []byte
+	stderr    bool
+	oversized bool // the line exceeded MaxLineBytes and was dropped
+}
+
+// exitResult is what Process.Wait returned.
+type exitResult struct {
+	st  sandbox.ExitStatus
+	err error
+}
+
+// supervise streams the process's output into the collector until the
+// process exits (plus the drain window), enforcing deadline, idle timeout,
+// settle window and cancellation.
+func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector) verdict {
+	v := verdict{deadline: t.Deadline, idle: t.IdleTimeout}
+	lines := make(chan line, 64)
+	quit := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go readLines(proc.Stdout(), false, lines, quit, &readers)
+	go readLines(proc.Stderr(), true, lines, quit, &readers)
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(readersDone) }()
+
+	exitCh := make(chan exitResult, 1)
+	go func() {
+		st, err := proc.Wait()
+		exitCh <- exitResult{st, err}
+	}()
+
+	idle := time.NewTimer(t.IdleTimeout)
+	defer idle.Stop()
+	var settle <-chan time.Time
+	var stopOnce sync.Once
+	stopped := make(chan struct{})
+	stop := func(r stopReason, cause error) {
+		stopOnce.Do(func() {
+			v.stop, v.cause = r, cause
+			go func() {
+				defer close(stopped)
+				terminate(proc, t.KillGrace, exitCh)
+			}()
+		})
+	}
+	var killWait <-chan time.Time
+
+	handle := func(l line) {
+		if l.oversized {
+			col.warn("dropped an output line longer than 16 MiB")
+			return
+		}
+		if l.stderr {
+			col.stderrLine(l.data)
+		} else {
+			hadFinished := col.finished != nil
+			col.stdoutLine(l.data)
+			if !hadFinished && col.finished != nil {
+				settle = time.After(t.Settle)
+			}
+		}
+	}
+	done := turnCtx.Done()
+
+loop:
+	for {
+		select {
+		case l := <-lines:
+			handle(l)
+			resetTimer(idle, t.IdleTimeout)
+		case r := <-exitCh:
+			v.exit, v.exited = r.st, r.err == nil
+			if r.err != nil {
+				col.warn("wait for CLI: " + r.err.Error())
+			}
+			exitCh <- r // terminate may be waiting on it too
+			break loop
+		case <-idle.C:
+			stop(stopIdle, nil)
+			killWait = time.After(t.KillGrace + 10*time.Second)
+		case <-settle:
+			settle = nil
+			stop(stopSettled, nil)
+			killWait = time.After(t.KillGrace + 10*time.Second)
+		case <-done:
+			done = nil
+			if col.finishedOK() {
+				stop(stopSettled, nil)
+			} else {
+				stop(contextStop(parent), context.Cause(turnCtx))
+			}
+			killWait = time.After(t.KillGrace + 10*time.Second)
+		case <-killWait:
+			// The process did not report its exit even after SIGKILL.
+			col.warn("CLI did not exit after SIGKILL; abandoning it")
+			break loop
+		}
+	}
+
+	// Drain: output already in flight is still collected for a short while.
+	drain := time.NewTimer(t.Drain)
+	defer drain.Stop()
+drainLoop:
+	for {
+		select {
+		case l := <-lines:
+			handle(l)
+		case <-readersDone:
+			// Both streams are closed; take what is still buffered.
+			for {
+				select {
+				case l := <-lines:
+					handle(l)
+				default:
+					break drainLoop
+				}
+			}
+		case <-drain.C:
+			break drainLoop
+		}
+	}
+	close(quit)
+	_ = proc.Close()
+	select {
+	case <-readersDone:
+	case <-time.After(5 * time.Second):
+	}
+	if v.stop != stopNone {
+		select {
+		case <-stopped:
+		case <-time.After(t.KillGrace + 5*time.Second):
+		}
+	}
+	return v
+}
+
+// terminate stops the process group: SIGTERM, then SIGKILL after grace
+// unless the process exited first.
+func terminate(proc sandbox.Process, grace time.Duration, exitCh chan exitResult) {
+	_ = proc.Signal(syscall.SIGTERM)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case r := <-exitCh:
+		exitCh <- r
+		return
+	case <-timer.C:
+	}
+	_ = proc.Signal(syscall.SIGKILL)
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	t.Reset(d)
+}
+
+// readLines splits r into lines and sends them, bounded by MaxLineBytes: a
+// longer line is reported as a warning and skipped up to its newline.
+func readLines(r io.Reader, stderr bool, out chan<- line, quit <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	if r == nil {
+		return
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	oversized := false
+	send := func(b []byte, over bool) bool {
+		select {
+		case out <- line{data: b, stderr: stderr, oversized: over}:
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 && !oversized {
+			if len(buf)+len(chunk) > MaxLineBytes {
+				oversized = true
+				buf = nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		complete := err == nil
+		if complete || (err != nil && len(buf) > 0) {
+			if oversized {
+				if !send(nil, true) {
+					return
+				}
+			} else {
+				b := buf
+				if n := len(b); n > 0 && b[n-1] == '\n' {
+					b = b[:n-1]
+				}
+				if !send(append([]byte(nil), b...), false) {
+					return
+				}
+			}
+			buf, oversized = buf[:0], false
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,248 @@
+// Package fakecli is a scriptable fake agent CLI and its adapter, for tests of
+// the harness, the sandboxes and the outpost command without a real CLI.
+//
+// The fake CLI is the test binary itself: a test's TestMain calls [Main] when
+// [IsChild] reports that the process was started as the fake. Its prompt
+// (stdin) is a script, one command per line:
+//
+//	emit JSON          print JSON on stdout (one line)
+//	stderr TEXT        print TEXT on stderr
+//	sleep DURATION     sleep (Go duration)
+//	spawn-sleep SECS   start a background `sleep SECS` that inherits stdout and stderr
+//	trap-term          ignore SIGTERM from now on
+//	hang               block forever
+//	big BYTES          print one stdout line of BYTES bytes
+//	exit CODE          exit with CODE (default 0 at the end of the script)
+//
+// The adapter decodes the JSON lines: {"type":"conversation","id":…},
+// {"type":"text","text":…}, {"type":"result","text":…}, {"type":"failure","text":…,"status":N},
+// {"type":"finished","ok":bool}, {"type":"usage","input":N,"output":N,"cost":F,"id":…,"scope":…},
+// {"type":"quota","status":…,"reset":RFC3339}, {"type":"retry","attempt":N,"status":N};
+// anything else becomes a raw event.
+package fakecli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// ChildEnv marks a process started as the fake CLI.
+const ChildEnv = "OUTPOST_FAKECLI"
+
+// IsChild reports whether this process runs as the fake CLI.
+func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
+
+// Main runs the fake CLI and exits.
+func Main() {
+	script, _ := readAll(os.Stdin)
+	code := 0
+	out := bufio.NewWriter(os.Stdout)
+	flush := func() { _ = out.Flush() }
+	for _, raw := range strings.Split(script, "\n") {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(raw), " ")
+		switch cmd {
+		case "":
+		case "emit":
+			fmt.Fprintln(out, arg)
+			flush()
+		case "stderr":
+			fmt.Fprintln(os.Stderr, arg)
+		case "sleep":
+			d, _ := time.ParseDuration(arg)
+			time.Sleep(d)
+		case "spawn-sleep":
+			c := exec.Command("sleep", arg)
+			c.Stdout, c.Stderr = os.Stdout, os.Stderr
+			_ = c.Start()
+		case "trap-term":
+			signal.Ignore(syscall.SIGTERM)
+		case "hang":
+			flush()
+			select {}
+		case "big":
+			n, _ := strconv.Atoi(arg)
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = 'x'
+			}
+			_, _ = out.Write(b)
+			_, _ = out.WriteString("\n")
+			flush()
+		case "exit":
+			code, _ = strconv.Atoi(arg)
+			flush()
+			os.Exit(code)
+		default:
+			fmt.Fprintln(os.Stderr, "fakecli: unknown command", cmd)
+			flush()
+			os.Exit(99)
+		}
+	}
+	flush()
+	os.Exit(code)
+}
+
+func readAll(f *os.File) (string, error) {
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := f.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			return sb.String(), nil
+		}
+	}
+}
+
+// Adapter is the fake CLI's adapter.
+type Adapter struct {
+	// Path is the fake binary (usually the test executable).
+	Path string
+	// Caps overrides the capabilities; zero value: resumable, requires finished, events usage.
+	Caps *adapters.Capabilities
+}
+
+var _ adapters.Adapter = (*Adapter)(nil)
+
+// New returns an adapter that runs path as the fake CLI.
+func New(path string) *Adapter { return &Adapter{Path: path} }
+
+// Name implements adapters.Adapter.
+func (a *Adapter) Name() string { return "fake" }
+
+// Binary implements adapters.Adapter.
+func (a *Adapter) Binary() string { return a.Path }
+
+// Capabilities implements adapters.Adapter.
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	if a.Caps != nil {
+		return *a.Caps
+	}
+	return adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageEvents}
+}
+
+// Request implements adapters.Adapter: the prompt is the script.
+func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
+	if in.Prompt == "" {
+		return sandbox.Command{}, outposterr.New(outposterr.Configuration, "fake: empty prompt")
+	}
+	env := map[string]string{ChildEnv: "1"}
+	for k, v := range in.Env {
+		env[k] = v
+	}
+	args := []string{a.Path}
+	if in.Continue != "" {
+		args = append(args, "--resume", in.Continue)
+	}
+	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
+}
+
+// NewDecoder implements adapters.Adapter.
+func (a *Adapter) NewDecoder() adapters.Decoder { return decoder{} }
+
+type decoder struct{}
+
+type line struct {
+	Type    string  `json:"type"`
+	ID      string  `json:"id"`
+	Text    string  `json:"text"`
+	Status  any     `json:"status"`
+	OK      bool    `json:"ok"`
+	Input   int64   `json:"input"`
+	Output  int64   `json:"output"`
+	Cost    float64 `json:"cost"`
+	Scope   string  `json:"scope"`
+	Reset   string  `json:"reset"`
+	Attempt int     `json:"attempt"`
+}
+
+func (decoder) Decode(b []byte) []adapters.Event {
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return []adapters.Event{{Kind: adapters.KindRaw, Raw: rawJSON(b)}}
+	}
+	status, _ := l.Status.(float64)
+	switch l.Type {
+	case "conversation":
+		return []adapters.Event{{Kind: adapters.KindConversation, Conversation: l.ID}}
+	case "text":
+		return []adapters.Event{{Kind: adapters.KindText, Text: l.Text}}
+	case "result":
+		return []adapters.Event{{Kind: adapters.KindResult, Text: l.Text}}
+	case "failure":
+		return []adapters.Event{{Kind: adapters.KindFailure, Text: l.Text, Failure: &adapters.FailureDetail{Status: int(status)}}}
+	case "finished":
+		return []adapters.Event{{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: l.OK}}}
+	case "usage":
+		scope := usage.ScopeMessage
+		if l.Scope != "" {
+			scope = usage.Scope(l.Scope)
+		}
+		return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: scope, MessageID: l.ID,
+			Usage: usage.Usage{Input: l.Input, Output: l.Output, CostUSD: l.Cost}, HasCost: l.Cost != 0}}}
+	case "quota":
+		reset, _ := time.Parse(time.RFC3339, l.Reset)
+		st, _ := l.Status.(string)
+		return []adapters.Event{{Kind: adapters.KindQuota, Text: l.Text, Quota: &adapters.QuotaSignal{Status: st, ResetAt: reset}}}
+	case "retry":
+		return []adapters.Event{{Kind: adapters.KindRetry, Retry: &adapters.RetryNotice{Attempt: l.Attempt, Status: int(status)}}}
+	}
+	return []adapters.Event{{Kind: adapters.KindRaw, Raw: rawJSON(b)}}
+}
+
+func rawJSON(b []byte) json.RawMessage {
+	if json.Valid(b) {
+		return append(json.RawMessage(nil), b...)
+	}
+	q, _ := json.Marshal(string(b))
+	return q
+}
+
+var resetRe = regexp.MustCompile(`reset=(\S+)`)
+
+// Quota implements adapters.Adapter: texts containing "quota" match;
+// "reset=RFC3339" gives the reset, "reset=+DURATION" one relative to at.
+func (a *Adapter) Quota(text string, at time.Time) (bool, time.Time) {
+	if !strings.Contains(strings.ToLower(text), "quota") {
+		return false, time.Time{}
+	}
+	m := resetRe.FindStringSubmatch(text)
+	if m == nil {
+		return true, time.Time{}
+	}
+	if d, err := time.ParseDuration(strings.TrimPrefix(m[1], "+")); err == nil && strings.HasPrefix(m[1], "+") {
+		return true, at.Add(d)
+	}
+	t, _ := time.Parse(time.RFC3339, m[1])
+	return true, t
+}
+
+// Unavailable implements adapters.Adapter.
+func (a *Adapter) Unavailable(text string) (string, bool) {
+	if strings.Contains(strings.ToLower(text), "overloaded") {
+		return "overloaded", true
+	}
+	return "", false
+}
+
+// Auth implements adapters.Adapter.
+func (a *Adapter) Auth(text string) (string, bool) {
+	if strings.Contains(strings.ToLower(text), "unauthorized") {
+		return "unauthorized", true
+	}
+	return "", false
+}
