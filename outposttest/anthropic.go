@@ -1,0 +1,485 @@
+package outposttest
+
+// Anthropic Messages API (https://docs.anthropic.com/en/api/messages), as
+// Claude Code uses it: POST /v1/messages (streaming and not),
+// POST /v1/messages/count_tokens, GET /v1/models.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+const apiAnthropic = "anthropic"
+
+// maxBody bounds a decoded request body.
+const maxBody = 64 << 20
+
+func (s *Server) registerAnthropic(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/messages", s.anthropicMessages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.anthropicCountTokens)
+	mux.HandleFunc("GET /v1/models", s.anthropicModels)
+	mux.HandleFunc("GET /v1/models/{id}", s.anthropicModel)
+}
+
+type anthropicRequest struct {
+	Model     string             `json:"model"`
+	MaxTokens int                `json:"max_tokens"`
+	Stream    bool               `json:"stream"`
+	Messages  []anthropicMessage `json:"messages"`
+	Tools     []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type anthropicBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+// blocks decodes a content field that is either a string or a block list.
+func blocks(raw json.RawMessage) []anthropicBlock {
+	if len(raw) == 0 {
+		return nil
+	}
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return []anthropicBlock{{Type: "text", Text: str}}
+	}
+	var bs []anthropicBlock
+	if json.Unmarshal(raw, &bs) == nil {
+		return bs
+	}
+	return nil
+}
+
+// blockText is the text of a text block or of a tool result's content.
+func blockText(b anthropicBlock) string {
+	if b.Type != "tool_result" {
+		return b.Text
+	}
+	var parts []string
+	for _, c := range blocks(b.Content) {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func decodeAnthropic(body []byte) (anthropicRequest, []Message, error) {
+	var req anthropicRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, nil, fmt.Errorf("invalid JSON body: %w", err)
+	}
+	if req.Model == "" {
+		return req, nil, fmt.Errorf("model: Field required")
+	}
+	msgs := make([]Message, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		msg := Message{Role: m.Role}
+		for _, b := range blocks(m.Content) {
+			c := Content{Type: b.Type, Text: blockText(b), IsError: b.IsError}
+			switch b.Type {
+			case "tool_use":
+				c.ToolUseID, c.ToolName, c.ToolInput = b.ID, b.Name, string(b.Input)
+			case "tool_result":
+				c.ToolUseID = b.ToolUseID
+			}
+			msg.Content = append(msg.Content, c)
+		}
+		msgs = append(msgs, msg)
+	}
+	return req, msgs, nil
+}
+
+// conversationOf builds the API-neutral view of decoded messages.
+func conversationOf(msgs []Message) conversation {
+	isTurn := func(m Message) bool {
+		if m.Role != "user" {
+			return false
+		}
+		text := false
+		for _, c := range m.Content {
+			switch c.Type {
+			case "tool_result":
+				return false
+			case "text":
+				text = true
+			}
+		}
+		return text
+	}
+	cur := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if isTurn(msgs[i]) {
+			cur = i
+			break
+		}
+	}
+	var c conversation
+	var earlier []string
+	for i, m := range msgs {
+		switch {
+		case i < cur && m.Role == "user":
+			earlier = append(earlier, m.Text())
+		case i == cur:
+			c.current = m.Text()
+		case i > cur && m.Role == "user":
+			for _, b := range m.Content {
+				if b.Type == "tool_result" {
+					c.toolResults++
+					c.lastToolResult = b.Text
+				}
+			}
+		}
+	}
+	c.earlier = strings.Join(earlier, "\n")
+	return c
+}
+
+func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: "read body: " + err.Error()})
+		return
+	}
+	req, msgs, err := decodeAnthropic(body)
+	conv := conversationOf(msgs)
+	directive, derr := conv.directive()
+	aux := !req.Stream && len(req.Tools) == 0
+	s.annotate(r.Context(), func(e *Request) {
+		e.API, e.Endpoint = apiAnthropic, "messages"
+		e.Model, e.Stream, e.MaxTokens, e.Messages = req.Model, req.Stream, req.MaxTokens, msgs
+		for _, t := range req.Tools {
+			e.Tools = append(e.Tools, t.Name)
+		}
+		e.Auxiliary = aux && err == nil
+		e.Directive = directive
+	})
+	if err != nil {
+		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: err.Error()})
+		return
+	}
+	if aux {
+		// Titles, topics and other side queries: answer sanely, leave the
+		// scenario state alone.
+		u := estimateUsage(body, req)
+		s.writeAnthropicJSON(w, req.Model, plan{scenario: ScenarioOK, text: conv.okText()}, u)
+		return
+	}
+	if derr != nil {
+		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: "outposttest: " + derr.Error()})
+		return
+	}
+	sc := directive
+	if sc == "" {
+		sc = s.next()
+	}
+	p := s.decide(sc, conv)
+	s.annotate(r.Context(), func(e *Request) { e.Scenario = p.scenario })
+	switch {
+	case p.hang:
+		s.hang(r.Context())
+	case p.failure != nil:
+		writeAnthropicError(w, *p.failure)
+	case req.Stream:
+		s.streamAnthropic(w, r, req.Model, p, estimateUsage(body, req))
+	default:
+		if !s.wait(r.Context(), p.delay) {
+			return
+		}
+		s.writeAnthropicJSON(w, req.Model, p, estimateUsage(body, req))
+	}
+}
+
+// usage is an Anthropic usage object.
+type usage struct {
+	Input         int `json:"input_tokens"`
+	CacheCreation int `json:"cache_creation_input_tokens"`
+	CacheRead     int `json:"cache_read_input_tokens"`
+	Output        int `json:"output_tokens"`
+}
+
+// estimateUsage makes plausible input counters: about four bytes a token.
+// With prompt caching requested (cache_control marks), everything up to the
+// last marked message counts as cached (written on a conversation's first
+// request, read on later ones) and only the tail as uncached input, as the
+// real API reports it.
+func estimateUsage(body []byte, req anthropicRequest) usage {
+	total := max(len(body)/4, 1)
+	mark := []byte(`"cache_control"`)
+	if !bytes.Contains(body, mark) {
+		return usage{Input: total}
+	}
+	tail, first := 0, true
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if bytes.Contains(m.Content, mark) {
+			break
+		}
+		tail += len(m.Content)
+	}
+	for _, m := range req.Messages {
+		if m.Role == "assistant" {
+			first = false
+		}
+	}
+	input := min(tail/4+3, total)
+	if first {
+		return usage{Input: input, CacheCreation: total - input}
+	}
+	return usage{Input: input, CacheRead: total - input}
+}
+
+func outputTokens(p plan) int {
+	n := len(p.preamble) + len(p.text)
+	if p.tool != nil {
+		n += len(p.tool.command) + len(p.tool.desc) + 40
+	}
+	return max(n/4, 1)
+}
+
+func randomID(prefix string, n int) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return prefix + string(b)
+}
+
+func requestID() string { return randomID("req_011C", 20) }
+
+func writeAnthropicError(w http.ResponseWriter, f failure) {
+	id := requestID()
+	for k, v := range f.header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("request-id", id)
+	w.WriteHeader(f.status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type":       "error",
+		"error":      map[string]string{"type": f.kind, "message": f.message},
+		"request_id": id,
+	})
+}
+
+// anthropicBlocks renders the content blocks of a plan.
+func anthropicBlocks(p plan) []map[string]any {
+	var out []map[string]any
+	if p.preamble != "" {
+		out = append(out, map[string]any{"type": "text", "text": p.preamble})
+	}
+	if p.text != "" {
+		out = append(out, map[string]any{"type": "text", "text": p.text})
+	}
+	if p.tool != nil {
+		out = append(out, map[string]any{"type": "tool_use", "id": randomID("toolu_01", 22),
+			"name": p.tool.name, "input": toolInput(p.tool)})
+	}
+	return out
+}
+
+func toolInput(t *toolCall) map[string]any {
+	return map[string]any{"command": t.command, "description": t.desc}
+}
+
+func stopReason(p plan) string {
+	if p.tool != nil {
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+func (s *Server) writeAnthropicJSON(w http.ResponseWriter, model string, p plan, u usage) {
+	u.Output = outputTokens(p)
+	for k, v := range p.header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("request-id", requestID())
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id":            randomID("msg_01", 22),
+		"type":          "message",
+		"role":          "assistant",
+		"model":         model,
+		"content":       anthropicBlocks(p),
+		"stop_reason":   stopReason(p),
+		"stop_sequence": nil,
+		"usage":         usageJSON(u),
+	})
+}
+
+func usageJSON(u usage) map[string]any {
+	return map[string]any{
+		"input_tokens":                u.Input,
+		"cache_creation_input_tokens": u.CacheCreation,
+		"cache_read_input_tokens":     u.CacheRead,
+		"cache_creation": map[string]int{
+			"ephemeral_5m_input_tokens": u.CacheCreation,
+			"ephemeral_1h_input_tokens": 0,
+		},
+		"output_tokens": u.Output,
+		"service_tier":  "standard",
+	}
+}
+
+// sse writes Server-Sent Events the way the Anthropic API does:
+// "event: <type>\ndata: <json>\n\n", flushed per event.
+type sse struct {
+	w     http.ResponseWriter
+	s     *Server
+	r     *http.Request
+	delay time.Duration
+	ok    bool
+}
+
+func (e *sse) send(typ string, data any) {
+	if !e.ok {
+		return
+	}
+	if !e.s.wait(e.r.Context(), e.delay) {
+		e.ok = false
+		return
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		e.ok = false
+		return
+	}
+	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", typ, b); err != nil {
+		e.ok = false
+		return
+	}
+	if f, ok := e.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model string, p plan, u usage) {
+	h := w.Header()
+	for k, v := range p.header {
+		h.Set(k, v)
+	}
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("request-id", requestID())
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	e := &sse{w: w, s: s, r: r, delay: p.delay, ok: true}
+	start := u
+	start.Output = 1
+	e.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": randomID("msg_01", 22), "type": "message", "role": "assistant", "model": model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usageJSON(start),
+	}})
+	e.send("ping", map[string]string{"type": "ping"})
+	for i, b := range anthropicBlocks(p) {
+		switch b["type"] {
+		case "text":
+			e.send("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+				"content_block": map[string]any{"type": "text", "text": ""}})
+			for _, chunk := range chunks(b["text"].(string), 24) {
+				e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+					"delta": map[string]string{"type": "text_delta", "text": chunk}})
+			}
+		case "tool_use":
+			e.send("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+				"content_block": map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
+			input, _ := json.Marshal(b["input"])
+			for _, chunk := range append([]string{""}, chunks(string(input), 32)...) {
+				e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+					"delta": map[string]string{"type": "input_json_delta", "partial_json": chunk}})
+			}
+		}
+		e.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+	}
+	u.Output = outputTokens(p)
+	e.send("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stopReason(p), "stop_sequence": nil},
+		"usage": map[string]int{
+			"input_tokens":                u.Input,
+			"cache_creation_input_tokens": u.CacheCreation,
+			"cache_read_input_tokens":     u.CacheRead,
+			"output_tokens":               u.Output,
+		}})
+	e.send("message_stop", map[string]string{"type": "message_stop"})
+}
+
+// chunks splits s into pieces of about n bytes, on rune boundaries.
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		cut := n
+		for cut < len(s) && !utf8Start(s[cut]) {
+			cut++
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	if s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+func (s *Server) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	req, msgs, err := decodeAnthropic(body)
+	s.annotate(r.Context(), func(e *Request) {
+		e.API, e.Endpoint, e.Model, e.Messages = apiAnthropic, "count_tokens", req.Model, msgs
+	})
+	if err != nil {
+		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]int{"input_tokens": max(len(body)/4, 1)})
+}
+
+// models is what GET /v1/models lists.
+var models = []string{"claude-opus-5-5", "claude-sonnet-5", "claude-haiku-4-5"}
+
+func modelJSON(id string) map[string]any {
+	return map[string]any{"type": "model", "id": id, "display_name": id, "created_at": "2026-01-01T00:00:00Z"}
+}
+
+func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request) {
+	s.annotate(r.Context(), func(e *Request) { e.API, e.Endpoint = apiAnthropic, "models" })
+	data := make([]map[string]any, len(models))
+	for i, m := range models {
+		data[i] = modelJSON(m)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "has_more": false,
+		"first_id": models[0], "last_id": models[len(models)-1]})
+}
+
+func (s *Server) anthropicModel(w http.ResponseWriter, r *http.Request) {
+	s.annotate(r.Context(), func(e *Request) { e.API, e.Endpoint = apiAnthropic, "models" })
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(modelJSON(r.PathValue("id")))
+}

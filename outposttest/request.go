@@ -1,0 +1,230 @@
+package outposttest
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Redacted replaces the value of every credential-bearing header in the
+// request log.
+const Redacted = "REDACTED"
+
+// Request is one logged request. Model fields are set only for model
+// endpoints whose body decoded.
+type Request struct {
+	// Time is when the request arrived (by the server's clock).
+	Time time.Time
+	// Method, Path and Query are the request line.
+	Method, Path, Query string
+	// Header holds the request headers with credential values (X-Api-Key,
+	// Authorization, cookies, anything named like a key, token or secret)
+	// replaced by [Redacted].
+	Header http.Header
+	// API names the wire API that served the request ("anthropic"), or ""
+	// for probes and unknown paths.
+	API string
+	// Endpoint is a short name of what was served: "messages",
+	// "count_tokens", "models", "probe" or "" (not found).
+	Endpoint string
+	// Model, Stream, MaxTokens, Tools (names) and Messages are decoded from
+	// the body.
+	Model     string
+	Stream    bool
+	MaxTokens int
+	Tools     []string
+	Messages  []Message
+	// Auxiliary is true for a model request answered outside the scenario
+	// machinery (no tools and not streaming: titles, topics, probes).
+	Auxiliary bool
+	// Directive is the scenario named by a prompt directive, if any.
+	Directive Scenario
+	// Scenario is the scenario that answered a model request.
+	Scenario Scenario
+	// Status is the HTTP status sent; 0 when the handler never answered
+	// (a hang released by the client or by Close).
+	Status int
+}
+
+// Message is one decoded conversation message.
+type Message struct {
+	// Role is the wire role ("user", "assistant", "system", ...).
+	Role    string
+	Content []Content
+}
+
+// Content is one block of a message.
+type Content struct {
+	// Type is the wire block type ("text", "tool_use", "tool_result", ...).
+	Type string
+	// Text is the text of a text block, or the text of a tool result.
+	Text string
+	// ToolUseID is the call id of a tool_use or tool_result block.
+	ToolUseID string
+	// ToolName and ToolInput (raw JSON) describe a tool_use block.
+	ToolName  string
+	ToolInput string
+	// IsError is the error flag of a tool_result block.
+	IsError bool
+}
+
+// Text returns the concatenated text blocks of m.
+func (m Message) Text() string {
+	var parts []string
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// UserText returns the concatenated text of the request's user messages.
+func (r Request) UserText() string {
+	var parts []string
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			if t := m.Text(); t != "" {
+				parts = append(parts, t)
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Requests returns a copy of the request log, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		out[i] = r.clone()
+	}
+	return out
+}
+
+// ModelRequests returns the logged requests to model endpoints that were
+// answered by a scenario (not auxiliary), oldest first.
+func (s *Server) ModelRequests() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.Scenario != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ResetRequests empties the request log.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
+	s.logGen++
+}
+
+func (r Request) clone() Request {
+	c := r
+	c.Header = r.Header.Clone()
+	c.Tools = slices.Clone(r.Tools)
+	c.Messages = make([]Message, len(r.Messages))
+	for i, m := range r.Messages {
+		c.Messages[i] = Message{Role: m.Role, Content: slices.Clone(m.Content)}
+	}
+	if r.Messages == nil {
+		c.Messages = nil
+	}
+	return c
+}
+
+func redact(h http.Header) http.Header {
+	out := h.Clone()
+	if out == nil {
+		out = http.Header{}
+	}
+	for k, v := range out {
+		lk := strings.ToLower(k)
+		if lk == "authorization" || lk == "proxy-authorization" || lk == "cookie" ||
+			strings.Contains(lk, "key") || strings.Contains(lk, "token") || strings.Contains(lk, "secret") {
+			red := make([]string, len(v))
+			for i := range red {
+				red[i] = Redacted
+			}
+			out[k] = red
+		}
+	}
+	return out
+}
+
+type logKey struct{}
+
+// logged appends a log entry for every request and records its status.
+func (s *Server) logged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entry := Request{
+			Time:   s.cfg.now(),
+			Method: r.Method,
+			Path:   r.URL.Path,
+			Query:  r.URL.RawQuery,
+			Header: redact(r.Header),
+		}
+		s.mu.Lock()
+		idx := len(s.requests)
+		s.requests = append(s.requests, entry)
+		gen := s.logGen
+		s.mu.Unlock()
+		rec := &statusWriter{ResponseWriter: w}
+		ctx := context.WithValue(r.Context(), logKey{}, logRef{idx: idx, gen: gen})
+		next.ServeHTTP(rec, r.WithContext(ctx))
+		s.annotate(ctx, func(e *Request) { e.Status = rec.status })
+	})
+}
+
+// logRef finds a log entry again; gen detects a ResetRequests in between.
+type logRef struct {
+	idx, gen int
+}
+
+// annotate updates the log entry of the request whose context is ctx.
+func (s *Server) annotate(ctx context.Context, f func(*Request)) {
+	ref, ok := ctx.Value(logKey{}).(logRef)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ref.gen != s.logGen || ref.idx >= len(s.requests) {
+		return
+	}
+	f(&s.requests[ref.idx])
+}
+
+// statusWriter records the status and passes flushes through.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,327 @@
+package outposttest
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Scenario names how the server answers a model request. The zero value
+// means [ScenarioOK].
+type Scenario string
+
+// The scenarios. Their wire behaviour is described per API in the package
+// documentation; the names are what a prompt directive accepts.
+const (
+	// ScenarioOK answers with a final text that echoes the markers of the
+	// current user turn and remembers the markers of earlier user turns.
+	ScenarioOK Scenario = "ok"
+	// ScenarioTool first asks for a Bash tool call that writes a file into
+	// the working directory (see [ToolFile]); once the client sends the
+	// tool result back it answers with a final text.
+	ScenarioTool Scenario = "tool"
+	// ScenarioRateLimit answers 429 rate_limit_error with a retry-after header.
+	ScenarioRateLimit Scenario = "rate_limit"
+	// ScenarioQuota answers 429 rate_limit_error carrying Anthropic's
+	// subscription usage-limit headers (anthropic-ratelimit-unified-*,
+	// status rejected, reset at the configured instant).
+	ScenarioQuota Scenario = "quota"
+	// ScenarioSpendLimit answers 400 invalid_request_error "You have reached
+	// your specified API usage limits. You will regain access on <date> at
+	// 00:00 UTC." (the API-key spend cap).
+	ScenarioSpendLimit Scenario = "spend_limit"
+	// ScenarioQuotaWarning answers like [ScenarioOK] but with the
+	// subscription headers saying "allowed_warning" (utilization 0.92).
+	ScenarioQuotaWarning Scenario = "quota_warning"
+	// ScenarioCredits answers 400 invalid_request_error "Your credit balance
+	// is too low to access the Anthropic API. ..."
+	ScenarioCredits Scenario = "credits"
+	// ScenarioOverloaded answers 529 overloaded_error.
+	ScenarioOverloaded Scenario = "overloaded"
+	// ScenarioUnavailable answers 503 api_error (an outage).
+	ScenarioUnavailable Scenario = "unavailable"
+	// ScenarioServerError answers 500 api_error.
+	ScenarioServerError Scenario = "server_error"
+	// ScenarioUnauthorized answers 401 authentication_error "Invalid bearer token".
+	ScenarioUnauthorized Scenario = "unauthorized"
+	// ScenarioHang accepts the request and never answers: the handler
+	// returns only when the client goes away or the server is closed.
+	ScenarioHang Scenario = "hang"
+	// ScenarioSlow streams the [ScenarioOK] answer with a delay (see
+	// [WithChunkDelay]) before every stream event.
+	ScenarioSlow Scenario = "slow"
+)
+
+// Scenarios lists every scenario.
+var Scenarios = []Scenario{ScenarioOK, ScenarioTool, ScenarioRateLimit, ScenarioQuota, ScenarioQuotaWarning,
+	ScenarioSpendLimit, ScenarioCredits, ScenarioOverloaded, ScenarioUnavailable,
+	ScenarioServerError, ScenarioUnauthorized, ScenarioHang, ScenarioSlow}
+
+// Valid reports whether s is one of [Scenarios].
+func (s Scenario) Valid() bool {
+	for _, k := range Scenarios {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseScenario returns the scenario named name, or an error naming the
+// valid ones.
+func ParseScenario(name string) (Scenario, error) {
+	s := Scenario(strings.TrimSpace(strings.ToLower(name)))
+	if !s.Valid() {
+		return "", fmt.Errorf("unknown scenario %q (valid: %s)", name, scenarioNames())
+	}
+	return s, nil
+}
+
+func scenarioNames() string {
+	names := make([]string, len(Scenarios))
+	for i, s := range Scenarios {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Directive returns the prompt directive that selects s for one request,
+// e.g. "[[outpost:scenario=tool]]".
+func Directive(s Scenario) string { return "[[outpost:scenario=" + string(s) + "]]" }
+
+// directiveRE matches a directive anywhere in the text of the current user
+// turn. The name is validated separately so a typo is an error, not ok.
+var directiveRE = regexp.MustCompile(`\[\[outpost:scenario=([A-Za-z0-9_-]*)\]\]`)
+
+// markerRE matches a marker: "MARK-" followed by letters, digits, '_' or '-'.
+// The alphabet is shell- and file-name-safe on purpose (see [ToolFile]).
+var markerRE = regexp.MustCompile(`MARK-[A-Za-z0-9_-]+`)
+
+// Markers returns the distinct markers in text, in order of appearance.
+func Markers(text string) []string {
+	return appendUnique(nil, markerRE.FindAllString(text, -1)...)
+}
+
+func appendUnique(dst []string, items ...string) []string {
+	for _, it := range items {
+		seen := false
+		for _, d := range dst {
+			if d == it {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			dst = append(dst, it)
+		}
+	}
+	return dst
+}
+
+// ToolFile returns the name and content of the file that [ScenarioTool]
+// asks the agent to write for a turn whose first marker is marker:
+// "outpost-<marker>.txt" holding exactly marker. Without a marker it is
+// "outpost-tool.txt" holding "outpost".
+func ToolFile(marker string) (name, content string) {
+	if marker == "" {
+		return "outpost-tool.txt", "outpost"
+	}
+	return "outpost-" + marker + ".txt", marker
+}
+
+// ToolCommand is the shell command [ScenarioTool] asks the Bash tool to run.
+func ToolCommand(marker string) string {
+	name, content := ToolFile(marker)
+	return fmt.Sprintf("printf '%%s' '%s' > '%s'", content, name)
+}
+
+// conversation is the API-neutral view of a model request that scenarios
+// decide on. Each API decoder builds one.
+type conversation struct {
+	// current is the text of the current user turn: the last user message
+	// that carries text and no tool results.
+	current string
+	// earlier is the text of the user turns before the current one.
+	earlier string
+	// toolResults counts tool results sent after the current user turn.
+	toolResults int
+	// lastToolResult is the text of the latest of them.
+	lastToolResult string
+}
+
+// directive returns the scenario named by a directive in the current turn,
+// "" when there is none, or an error for an unknown name.
+func (c conversation) directive() (Scenario, error) {
+	m := directiveRE.FindAllStringSubmatch(c.current, -1)
+	if len(m) == 0 {
+		return "", nil
+	}
+	return ParseScenario(m[len(m)-1][1])
+}
+
+// okText is the final answer of ScenarioOK (and the closing text of
+// ScenarioTool): it echoes the markers of the current turn and lists the
+// remembered markers of earlier turns.
+func (c conversation) okText() string {
+	cur := Markers(c.current)
+	var b strings.Builder
+	b.WriteString("outpost ok")
+	if len(cur) > 0 {
+		b.WriteString(": ")
+		b.WriteString(strings.Join(cur, " "))
+	}
+	b.WriteString(".")
+	if rem := c.remembered(cur); len(rem) > 0 {
+		b.WriteString(" remembered: ")
+		b.WriteString(strings.Join(rem, " "))
+	}
+	return b.String()
+}
+
+func (c conversation) remembered(cur []string) []string {
+	var out []string
+	for _, m := range Markers(c.earlier) {
+		skip := false
+		for _, x := range cur {
+			if x == m {
+				skip = true
+				break
+			}
+		}
+		if !skip {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (c conversation) marker() string {
+	if m := Markers(c.current); len(m) > 0 {
+		return m[0]
+	}
+	return ""
+}
+
+// plan is what the server answers, API-neutral. Exactly one of failure,
+// hang or a message (text and/or tool call) is set.
+type plan struct {
+	scenario Scenario
+	failure  *failure
+	hang     bool
+	delay    time.Duration
+	// preamble is text sent before a tool call.
+	preamble string
+	text     string
+	tool     *toolCall
+	// header is sent with a successful answer.
+	header map[string]string
+}
+
+type toolCall struct {
+	name    string
+	command string
+	desc    string
+}
+
+// failure is an API error, rendered per API.
+type failure struct {
+	status  int
+	kind    string // Anthropic error type, e.g. rate_limit_error
+	message string
+	header  map[string]string
+}
+
+// decide turns a scenario and a conversation into a plan.
+func (s *Server) decide(sc Scenario, c conversation) plan {
+	p := plan{scenario: sc}
+	now := s.cfg.now()
+	switch sc {
+	case ScenarioTool:
+		if c.toolResults > 0 {
+			name, _ := ToolFile(c.marker())
+			p.text = "outpost tool done: wrote " + name + ". " + c.okText()
+			return p
+		}
+		name, _ := ToolFile(c.marker())
+		p.preamble = "I will write " + name + "."
+		p.tool = &toolCall{name: "Bash", command: ToolCommand(c.marker()), desc: "Write the outpost marker file"}
+	case ScenarioRateLimit:
+		secs := int((s.cfg.retryAfter + time.Second - 1) / time.Second)
+		p.failure = &failure{status: 429, kind: "rate_limit_error",
+			message: "This request would exceed your account's rate limit. Please try again later.",
+			header:  map[string]string{"retry-after": fmt.Sprint(secs)}}
+	case ScenarioQuota:
+		reset := s.quotaReset(now)
+		secs := max(int(reset.Sub(now).Round(time.Second)/time.Second), 0)
+		h := s.unifiedHeaders("rejected", reset, 1)
+		h["retry-after"] = fmt.Sprint(secs)
+		h["anthropic-ratelimit-unified-overage-status"] = "rejected"
+		h["anthropic-ratelimit-unified-overage-disabled-reason"] = "org_level_disabled"
+		p.failure = &failure{status: 429, kind: "rate_limit_error",
+			message: "This request would exceed your account's rate limit. Please try again later.",
+			header:  h}
+	case ScenarioQuotaWarning:
+		p.text = c.okText()
+		p.header = s.unifiedHeaders("allowed_warning", s.quotaReset(now), 0.92)
+	case ScenarioSpendLimit:
+		reset := s.quotaReset(now).UTC()
+		p.failure = &failure{status: 400, kind: "invalid_request_error",
+			message: "You have reached your specified API usage limits. You will regain access on " +
+				reset.Format("2006-01-02") + " at " + reset.Format("15:04") + " UTC."}
+	case ScenarioCredits:
+		p.failure = &failure{status: 400, kind: "invalid_request_error",
+			message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}
+	case ScenarioOverloaded:
+		p.failure = &failure{status: 529, kind: "overloaded_error", message: "Overloaded"}
+	case ScenarioUnavailable:
+		p.failure = &failure{status: 503, kind: "api_error", message: "Service Unavailable"}
+	case ScenarioServerError:
+		p.failure = &failure{status: 500, kind: "api_error", message: "Internal server error"}
+	case ScenarioUnauthorized:
+		p.failure = &failure{status: 401, kind: "authentication_error", message: "Invalid bearer token"}
+	case ScenarioHang:
+		p.hang = true
+	case ScenarioSlow:
+		p.delay = s.cfg.chunkDelay
+		p.text = c.okText()
+	default: // ScenarioOK
+		p.scenario = ScenarioOK
+		p.text = c.okText()
+	}
+	if p.failure == nil && p.header == nil {
+		p.header = s.unifiedHeaders("allowed", s.quotaReset(now), 0.12)
+	}
+	return p
+}
+
+// unifiedHeaders are the subscription rate-limit headers the Anthropic API
+// sends to OAuth (Claude subscription) clients; Claude Code turns them into
+// rate_limit_event lines and, when rejected, into "You've hit your ... limit".
+// API-key clients ignore them.
+func (s *Server) unifiedHeaders(status string, reset time.Time, utilization float64) map[string]string {
+	window := s.cfg.quotaWindow
+	h := map[string]string{
+		"anthropic-ratelimit-unified-status":               status,
+		"anthropic-ratelimit-unified-reset":                fmt.Sprint(reset.Unix()),
+		"anthropic-ratelimit-unified-representative-claim": window,
+	}
+	if short, ok := windowHeader[window]; ok {
+		p := "anthropic-ratelimit-unified-" + short + "-"
+		h[p+"status"] = status
+		h[p+"reset"] = fmt.Sprint(reset.Unix())
+		h[p+"utilization"] = fmt.Sprint(utilization)
+	}
+	return h
+}
+
+// windowHeader maps a representative claim to its per-window header infix.
+var windowHeader = map[string]string{"five_hour": "5h", "seven_day": "7d"}
+
+// quotaReset is the configured reset instant, or the next midnight UTC.
+func (s *Server) quotaReset(now time.Time) time.Time {
+	if !s.cfg.quotaReset.IsZero() {
+		return s.cfg.quotaReset
+	}
+	return now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+}

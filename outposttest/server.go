@@ -1,0 +1,365 @@
+package outposttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Option configures a [Server]. Options are applied in order by [NewServer]
+// and [NewUnstartedServer]; an option that gets an invalid value makes the
+// constructor fail.
+type Option func(*config) error
+
+type config struct {
+	addr       string
+	scenario   Scenario
+	sequence   []Scenario
+	retryAfter time.Duration
+	quotaReset time.Time
+	chunkDelay time.Duration
+	// quotaWindow is the representative claim of the subscription headers.
+	quotaWindow string
+	now         func() time.Time
+}
+
+func defaultConfig() config {
+	return config{
+		addr:        "127.0.0.1:0",
+		scenario:    ScenarioOK,
+		retryAfter:  time.Second,
+		chunkDelay:  200 * time.Millisecond,
+		quotaWindow: "five_hour",
+		now:         time.Now,
+	}
+}
+
+// WithScenario sets the default scenario (zero value: [ScenarioOK]).
+func WithScenario(s Scenario) Option {
+	return func(c *config) error {
+		if !s.Valid() {
+			return fmt.Errorf("with scenario: unknown scenario %q", s)
+		}
+		c.scenario = s
+		return nil
+	}
+}
+
+// WithSequence scripts the first len(steps) primary model requests: the
+// n-th such request is answered with steps[n-1]; later ones fall back to the
+// current scenario (see [Server.SetScenario]). Requests carrying a prompt
+// directive and auxiliary requests do not consume a step. Useful for
+// "recovers after an outage": WithSequence(ScenarioOverloaded, ScenarioOverloaded).
+func WithSequence(steps ...Scenario) Option {
+	return func(c *config) error {
+		for _, s := range steps {
+			if !s.Valid() {
+				return fmt.Errorf("with sequence: unknown scenario %q", s)
+			}
+		}
+		c.sequence = append([]Scenario(nil), steps...)
+		return nil
+	}
+}
+
+// WithRetryAfter sets the retry-after header of [ScenarioRateLimit], rounded
+// up to whole seconds (zero value: 1s; 0 sends "retry-after: 0").
+func WithRetryAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return errors.New("with retry after: negative duration")
+		}
+		c.retryAfter = d
+		return nil
+	}
+}
+
+// WithQuotaReset sets the instant at which [ScenarioQuota] and
+// [ScenarioSpendLimit] say access returns (zero value: the next midnight UTC
+// after the request).
+func WithQuotaReset(t time.Time) Option {
+	return func(c *config) error {
+		c.quotaReset = t
+		return nil
+	}
+}
+
+// WithQuotaWindow sets which subscription window [ScenarioQuota] says is
+// exhausted: "five_hour" (zero value; Claude Code says "5-hour limit"),
+// "seven_day" (weekly), or another representative claim such as
+// "seven_day_opus".
+func WithQuotaWindow(claim string) Option {
+	return func(c *config) error {
+		if claim == "" {
+			return errors.New("with quota window: empty claim")
+		}
+		c.quotaWindow = claim
+		return nil
+	}
+}
+
+// WithChunkDelay sets the delay before every stream event of [ScenarioSlow]
+// (zero value: 200ms).
+func WithChunkDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return errors.New("with chunk delay: negative duration")
+		}
+		c.chunkDelay = d
+		return nil
+	}
+}
+
+// WithAddr sets the listen address. It must be a loopback address; the
+// zero value is "127.0.0.1:0" (a random free port).
+func WithAddr(addr string) Option {
+	return func(c *config) error {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("with addr: %w", err)
+		}
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("with addr: %q is not a loopback address", addr)
+		}
+		c.addr = addr
+		return nil
+	}
+}
+
+// WithClock sets the clock used for reset instants and request times
+// (zero value: time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("with clock: nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// Server is a scripted model server. Create it with [NewServer] (listening)
+// or [NewUnstartedServer] (for [Server.Handler] only, or [Server.Start]
+// later), and always [Server.Close] it. All methods are safe for concurrent
+// use.
+type Server struct {
+	cfg     config
+	handler http.Handler
+
+	// done is closed by Close; it releases hanging and slow handlers.
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	scenario Scenario
+	sequence []Scenario
+	requests []Request
+	logGen   int
+	ln       net.Listener
+	srv      *http.Server
+	serveErr chan error
+	url      string
+}
+
+// NewServer creates a server and starts it on a loopback port.
+func NewServer(opts ...Option) (*Server, error) {
+	s, err := NewUnstartedServer(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewUnstartedServer creates a server without listening. Its [Server.Handler]
+// can be mounted anywhere; [Server.Start] listens.
+func NewUnstartedServer(opts ...Option) (*Server, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("outposttest: %w", err)
+		}
+	}
+	s := &Server{
+		cfg:      cfg,
+		done:     make(chan struct{}),
+		scenario: cfg.scenario,
+		sequence: cfg.sequence,
+	}
+	mux := http.NewServeMux()
+	s.registerAnthropic(mux)
+	mux.HandleFunc("/", s.notFound)
+	s.handler = s.logged(mux)
+	return s, nil
+}
+
+// Start listens on the configured loopback address and serves in the
+// background. It fails if the server is already started or closed.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed() {
+		return errors.New("outposttest: start: server closed")
+	}
+	if s.ln != nil {
+		return errors.New("outposttest: start: already started")
+	}
+	ln, err := net.Listen("tcp", s.cfg.addr)
+	if err != nil {
+		return fmt.Errorf("outposttest: listen: %w", err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.url = "http://" + ln.Addr().String()
+	s.serveErr = make(chan error, 1)
+	go func(srv *http.Server, ln net.Listener, ch chan<- error) {
+		ch <- srv.Serve(ln)
+	}(s.srv, ln, s.serveErr)
+	return nil
+}
+
+// URL is the base URL ("http://127.0.0.1:PORT", no trailing slash), or ""
+// before [Server.Start].
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Handler serves every API of the server. It can be mounted in another
+// http.Server; [Server.Close] still releases its hanging requests.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close releases hanging and slow requests, stops listening and closes all
+// connections. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { close(s.done) })
+	s.mu.Lock()
+	srv, ch := s.srv, s.serveErr
+	s.srv = nil
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	err := srv.Close()
+	if serr := <-ch; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("outposttest: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// SetScenario changes the scenario used by requests without a directive once
+// any scripted sequence is used up.
+func (s *Server) SetScenario(sc Scenario) error {
+	if !sc.Valid() {
+		return fmt.Errorf("outposttest: set scenario: unknown scenario %q", sc)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scenario = sc
+	return nil
+}
+
+// Scenario returns the current fallback scenario.
+func (s *Server) Scenario() Scenario {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scenario
+}
+
+// SetSequence replaces the remaining scripted sequence (see [WithSequence]).
+func (s *Server) SetSequence(steps ...Scenario) error {
+	for _, sc := range steps {
+		if !sc.Valid() {
+			return fmt.Errorf("outposttest: set sequence: unknown scenario %q", sc)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sequence = append([]Scenario(nil), steps...)
+	return nil
+}
+
+// next picks the scenario of a primary model request without a directive,
+// consuming one sequence step if any remain.
+func (s *Server) next() Scenario {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sequence) > 0 {
+		sc := s.sequence[0]
+		s.sequence = s.sequence[1:]
+		return sc
+	}
+	return s.scenario
+}
+
+// wait blocks for d, or until the request's client goes away or the server
+// closes; it reports whether the full delay elapsed.
+func (s *Server) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil && !s.closed()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// hang blocks until the client goes away or the server closes.
+func (s *Server) hang(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	}
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	// Connectivity probes (Claude Code sends HEAD /api/hello without
+	// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC) and the root answer 200.
+	if r.URL.Path == "/" || r.URL.Path == "/api/hello" {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusOK)
+			if r.Method == http.MethodGet {
+				_, _ = w.Write([]byte("ok\n"))
+			}
+			return
+		}
+	}
+	// Every other path answers like the API of its family.
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		writeAnthropicError(w, failure{status: http.StatusNotFound, kind: "not_found_error",
+			message: "Not found: " + r.Method + " " + r.URL.Path})
+		return
+	}
+	http.NotFound(w, r)
+}
