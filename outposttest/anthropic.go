@@ -203,7 +203,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		s.streamAnthropic(w, r, req.Model, p, estimateUsage(body, req))
 	default:
 		if !s.wait(r.Context(), p.delay) {
-			return
+			abort()
 		}
 		s.writeAnthropicJSON(w, req.Model, p, estimateUsage(body, req))
 	}
@@ -425,6 +425,9 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model s
 			"output_tokens":               u.Output,
 		}})
 	e.send("message_stop", map[string]string{"type": "message_stop"})
+	if !e.ok {
+		abort()
+	}
 }
 
 // chunks splits s into pieces of about n bytes, on rune boundaries.

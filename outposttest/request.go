@@ -177,8 +177,9 @@ func (s *Server) logged(next http.Handler) http.Handler {
 		s.mu.Unlock()
 		rec := &statusWriter{ResponseWriter: w}
 		ctx := context.WithValue(r.Context(), logKey{}, logRef{idx: idx, gen: gen})
+		// Deferred: an aborted response (a released hang) panics through.
+		defer s.annotate(ctx, func(e *Request) { e.Status = rec.status })
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		s.annotate(ctx, func(e *Request) { e.Status = rec.status })
 	})
 }
 

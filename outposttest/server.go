@@ -334,13 +334,21 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// hang blocks until the client goes away or the server closes.
+// hang blocks until the client goes away or the server closes, then aborts
+// the response (see [abort]).
 func (s *Server) hang(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-s.done:
 	}
+	abort()
 }
+
+// abort ends a handler without completing its response: net/http drops the
+// connection, so a client sees a broken response rather than a clean empty
+// or truncated one. A handler mounted elsewhere panics with
+// http.ErrAbortHandler, which http.Server handles the same way.
+func abort() { panic(http.ErrAbortHandler) }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	// Connectivity probes (Claude Code sends HEAD /api/hello without
