@@ -85,6 +85,10 @@ type Endpoint struct {
 	BaseURL string
 	// APIKey is the key sent to the endpoint (a placeholder for local bridges).
 	APIKey string
+	// OAuthToken, when set instead of APIKey, authenticates as a subscription
+	// account would (Claude: CLAUDE_CODE_OAUTH_TOKEN), which makes the CLI
+	// read and report subscription rate limits.
+	OAuthToken string
 }
 
 // Adapter describes one CLI.

@@ -140,7 +140,8 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Prompt == "" {
 		return sandbox.Command{}, outposterr.New(outposterr.Configuration, "fake: empty prompt")
 	}
-	env := map[string]string{ChildEnv: "1"}
+	// A race-enabled test binary otherwise sleeps a second at exit.
+	env := map[string]string{ChildEnv: "1", "GORACE": "atexit_sleep_ms=0"}
 	for k, v := range in.Env {
 		env[k] = v
 	}

@@ -1,0 +1,212 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/internal/fakecli"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/host"
+)
+
+func TestMain(m *testing.M) {
+	if fakecli.IsChild() {
+		fakecli.Main()
+	}
+	os.Exit(m.Run())
+}
+
+// fakeTurn returns a turn running the fake CLI with script as its prompt in a
+// fresh host lease.
+func fakeTurn(t *testing.T, script string) Turn {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return Turn{
+		Adapter:    fakecli.New(exe),
+		Input:      adapters.Input{Prompt: script},
+		Provider:   host.New(host.Options{Env: map[string]string{"PATH": os.Getenv("PATH")}, TempDir: t.TempDir()}),
+		KeepEvents: true,
+		Deadline:   60 * time.Second,
+		Settle:     300 * time.Millisecond,
+		KillGrace:  300 * time.Millisecond,
+	}
+}
+
+func TestRunOK(t *testing.T) {
+	var live []adapters.Event
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+emit {"type":"text","text":"hello"}
+stderr a harmless note
+emit {"type":"usage","scope":"turn","input":5,"output":2,"cost":0.01}
+emit {"type":"result","text":"hello"}
+emit {"type":"finished","ok":true}`)
+	turn.OnEvent = func(ev adapters.Event) { live = append(live, ev) }
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.True(t, res.OK())
+	assert.Equal(t, "c1", res.Conversation)
+	assert.Equal(t, "hello", res.Text)
+	assert.Equal(t, int64(5), res.Usage.Input)
+	assert.True(t, res.Usage.Complete)
+	assert.Equal(t, 0, res.Exit.Code, "exit %+v warnings %v", res.Exit, res.Warnings)
+	assert.True(t, res.Exited)
+	assert.Equal(t, res.Events, live, "events reach the caller live, in order")
+	assert.Equal(t, 1, res.Counts[adapters.KindStderr])
+	assert.Contains(t, res.StderrTail, "a harmless note")
+	for i, ev := range res.Events {
+		assert.Equal(t, int64(i+1), ev.Seq)
+		assert.False(t, ev.Time.IsZero())
+	}
+}
+
+func TestRunEventsStreamLive(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"text","text":"first"}
+sleep 30s
+emit {"type":"finished","ok":true}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan adapters.Event, 16)
+	turn.OnEvent = func(ev adapters.Event) {
+		got <- ev
+		if ev.Kind == adapters.KindText {
+			cancel() // the first event arrived while the CLI still sleeps
+		}
+	}
+	res, err := Run(ctx, turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Aborted, outposterr.ClassOf(err))
+	assert.Equal(t, "first", (<-got).Text)
+	assert.Less(t, res.Duration, 25*time.Second, "cancel stopped the CLI long before its sleep ended")
+}
+
+func TestRunFailureClassified(t *testing.T) {
+	res, err := Run(context.Background(), fakeTurn(t, `emit {"type":"conversation","id":"c2"}
+emit {"type":"failure","text":"quota exhausted reset=+3h"}
+emit {"type":"finished","ok":false}
+exit 1`))
+	require.Error(t, err)
+	assert.True(t, outposterr.IsQuota(err))
+	reset, ok := outposterr.ResetAt(err)
+	require.True(t, ok)
+	assert.WithinDuration(t, time.Now().Add(3*time.Hour), reset, time.Minute)
+	assert.Equal(t, "c2", res.Conversation, "a failed turn still reports its conversation")
+	assert.Equal(t, 1, res.Exit.Code)
+}
+
+func TestRunExitZeroWithoutFinished(t *testing.T) {
+	_, err := Run(context.Background(), fakeTurn(t, `emit {"type":"text","text":"partial"}`))
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Process, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "without its final event")
+}
+
+func TestRunSettleStopsLingeringCLI(t *testing.T) {
+	res, err := Run(context.Background(), fakeTurn(t, `emit {"type":"result","text":"done"}
+emit {"type":"finished","ok":true}
+hang`))
+	require.NoError(t, err, "a CLI lingering after its final event keeps its result")
+	assert.Equal(t, "done", res.Text)
+	assert.NotEmpty(t, res.Warnings)
+	assert.Equal(t, 1, res.Counts[adapters.KindWarning])
+}
+
+func TestRunIgnoresSIGTERMThenKilled(t *testing.T) {
+	turn := fakeTurn(t, `trap-term
+emit {"type":"text","text":"stubborn"}
+hang`)
+	turn.IdleTimeout = 500 * time.Millisecond
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "idle")
+	assert.Equal(t, "SIGKILL", res.Exit.Signal, "SIGTERM was ignored, so SIGKILL ended it")
+}
+
+func TestRunDeadline(t *testing.T) {
+	turn := fakeTurn(t, `sleep 60s`)
+	turn.Deadline = 500 * time.Millisecond
+	_, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err))
+	assert.True(t, outposterr.Retryable(err))
+	assert.Contains(t, err.Error(), "deadline")
+}
+
+func TestRunGrandchildHoldingStdout(t *testing.T) {
+	marker := "outpost-grandchild-" + strings.ReplaceAll(t.Name(), "/", "-")
+	_ = marker
+	// The background sleep inherits stdout: the turn must end on the CLI's
+	// own exit, not on the pipe closing, and the orphan must be killed.
+	res, err := Run(context.Background(), fakeTurn(t, `spawn-sleep 97
+emit {"type":"result","text":"ok"}
+emit {"type":"finished","ok":true}`))
+	require.NoError(t, err)
+	assert.Less(t, res.Duration, 30*time.Second)
+	assert.Eventually(t, func() bool { return !processRunning("sleep 97") }, 10*time.Second, 100*time.Millisecond,
+		"the grandchild was killed with the process group")
+}
+
+func TestRunCancelKillsProcessGroup(t *testing.T) {
+	turn := fakeTurn(t, `spawn-sleep 98
+emit {"type":"text","text":"working"}
+hang`)
+	ctx, cancel := context.WithCancel(context.Background())
+	turn.OnEvent = func(ev adapters.Event) {
+		if ev.Kind == adapters.KindText {
+			cancel()
+		}
+	}
+	_, err := Run(ctx, turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Aborted, outposterr.ClassOf(err))
+	assert.Eventually(t, func() bool { return !processRunning("sleep 98") }, 10*time.Second, 100*time.Millisecond)
+}
+
+func TestRunOversizedLine(t *testing.T) {
+	res, err := Run(context.Background(), fakeTurn(t, `big 17000000
+emit {"type":"finished","ok":true}`))
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "longer than 16 MiB")
+}
+
+func TestRunPreflight(t *testing.T) {
+	turn := fakeTurn(t, "x")
+	turn.Input.Fork = true
+	_, err := Run(context.Background(), turn)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+
+	turn = fakeTurn(t, "")
+	_, err = Run(context.Background(), turn)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+
+	_, err = Run(context.Background(), Turn{})
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+}
+
+func TestRunMissingBinaryIsSandboxError(t *testing.T) {
+	turn := fakeTurn(t, "emit {}")
+	turn.Adapter = fakecli.New("/nonexistent/outpost-fake")
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err))
+	assert.False(t, res.Exited)
+}
+
+// processRunning reports whether a process whose command line contains s runs.
+func processRunning(s string) bool {
+	out, _ := exec.Command("ps", "-eo", "args").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, s) && !strings.Contains(l, "ps -eo") {
+			return true
+		}
+	}
+	return false
+}
