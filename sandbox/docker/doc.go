@@ -1,0 +1,93 @@
+// Package docker is the Docker [sandbox.Provider]: every lease is one
+// hardened container on the Docker Engine API (github.com/docker/docker/client,
+// API version negotiated, so the Debian engine's 1.41 works). It is the only
+// package of Outpost that imports the Docker SDK, and it never runs the docker
+// binary.
+//
+// # Leases
+//
+// [Provider.Acquire] creates and starts one container per lease:
+//
+//   - entrypoint "sleep infinity" behind Docker's init (--init), so exec'd
+//     processes and their orphans are reaped;
+//   - a non-root user: Spec.User, else Options.User, else the host's uid:gid;
+//     when the host process is root, [DefaultUser] (the image's "agent"
+//     account, 1000:1000) — a root CLI is refused by some agents and has no
+//     place in a sandbox. An explicit "0:0" is honoured;
+//   - all capabilities dropped, no-new-privileges;
+//   - a private tmpfs home at [Home] (mode 0700, owned by the user, exec
+//     allowed because CLIs unpack native add-ons there);
+//   - the workspace bind-mounted read-write at [Root] (/workspace), which is
+//     also the working directory. An empty Spec.Workspace gets a fresh host
+//     temporary directory owned by the lease and removed by Release;
+//   - Spec.Mounts as extra bind mounts, always read-only (the contract calls
+//     them read-only; Mount.ReadOnly=false does not make them writable);
+//   - CPU, memory (swap disabled: memory+swap = memory) and pids limits;
+//   - a network mode: Spec.Network, else Options.Network, else "bridge".
+//     "bridge" is the default because an agent CLI must reach its model API;
+//     "none" isolates completely, "host" shares the host's network (tests
+//     use it to reach a loopback model server), any other name is a
+//     user-defined network that must exist. "container:<id>" is refused;
+//   - environment: only HOME, TZ and XDG_CACHE_HOME in the container
+//     configuration. Spec.Env and Command.Env travel in each exec's
+//     environment, so no secret value is visible in the container's config or
+//     any argv;
+//   - labels (see [LabelManaged] and friends) on every container; the Docker
+//     socket is never mounted.
+//
+// # Processes
+//
+// [sandbox.Sandbox.Exec] creates an exec whose argv is a fixed sh wrapper
+// followed by the command's own argv as positional parameters (never
+// concatenated into a string). The wrapper writes its pid to
+// /tmp/outpost-<id>.pid, exits 130 if the process was cancelled before it
+// started, makes sure it leads its own process group (the engine already
+// starts exec'd processes as session leaders; otherwise the wrapper uses
+// setsid, which then does not fork) and execs the command, which therefore
+// keeps that pid. The engine does not forward signals to exec'd processes, so
+// [sandbox.Process.Signal], Close and context cancellation run a short second
+// exec, as the same user, that signals the whole group: kill -SIG -- -pgid.
+//
+// Output is demultiplexed (stdcopy) into buffered pipes. Wait does not depend
+// on the output streams: it inspects the exec when the attach stream ends and
+// otherwise with a bounded backoff (at most one inspect per second), so a
+// grandchild that keeps stdout open cannot hang a turn. The engine closes
+// such a stream itself about two seconds after the main process exited.
+// Exit codes above 128 that match a signal Outpost sent (or SIGKILL after an
+// out-of-memory kill) are reported as that signal with Code -1, because the
+// engine reports a signalled exec as 128+n. An out-of-memory kill is detected
+// from the container's "oom" event during the exec (cgroup v1 engines do not
+// set State.OOMKilled while the container keeps running) or its State.
+//
+// # Files
+//
+// CopyIn and CopyOut run tar inside the running container as the lease user
+// (tar must be in the image; it is in the base image). The engine's archive
+// endpoints cannot be used: they work on the container's root filesystem from
+// outside and do not see the tmpfs home. Modes are preserved, ownership is the
+// lease user's, destinations must be absolute, clean paths.
+//
+// # Timeouts
+//
+// Two regimes, as in Nomad's docker driver: every control call (create,
+// start, inspect, exec-create, the signalling exec) runs under
+// Options.OpTimeout (default 30 s); attach streams use the caller's context
+// (the turn). Release runs under context.WithoutCancel plus
+// Options.ReleaseTimeout (default 30 s), treats "not found" as success and
+// joins errors.
+//
+// # Cleanup
+//
+// Every resource carries [LabelManaged], [LabelRun], [LabelSession] (when
+// given), [LabelVersion], [LabelOwnerPID], [LabelOwnerHost] and
+// [LabelOwnerStart]. [Reap] (outpost gc) removes labelled containers, volumes
+// and networks whose owning process is gone. A Provider also tracks its live
+// leases: [Provider.ReleaseAll] removes them all, and [CleanupOnSignal] calls
+// it when the process receives SIGINT or SIGTERM.
+//
+// # Image
+//
+// [DefaultImage] (outpost/base:dev) is built from .outpost/Dockerfile by
+// scripts/docker-setup.sh or [BuildImage]. The provider never pulls: no
+// registry is assumed to be reachable.
+package docker

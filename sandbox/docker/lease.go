@@ -1,0 +1,232 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sync"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// lease is one container; it implements [sandbox.Sandbox].
+type lease struct {
+	p             *Provider
+	id            string // container id
+	leaseID       string
+	name          string
+	user          string
+	env           map[string]string // Spec.Env, added to every exec
+	workspace     string            // host directory mounted at Root
+	ownsWorkspace bool
+
+	relMu    sync.Mutex
+	released bool
+}
+
+var _ sandbox.Sandbox = (*lease)(nil)
+
+// ID implements [sandbox.Sandbox]: the container id.
+func (l *lease) ID() string { return l.id }
+
+// Home implements [sandbox.Sandbox].
+func (l *lease) Home() string { return Home }
+
+// Root implements [sandbox.Sandbox].
+func (l *lease) Root() string { return Root }
+
+// copyInScript extracts stdin under $1 as the lease user: modes kept
+// (-p), owner always the user (--no-same-owner, also when the user is 0).
+// GNU tar strips leading "/" and refuses members containing "..".
+const copyInScript = `mkdir -p -- "$1" && exec tar -x -p --no-same-owner -f - -C "$1"`
+
+// copyOutScript writes $1/$2 as a tar stream named relative to $1.
+// Exit 3 means the path does not exist.
+const copyOutScript = `cd -- "$1" || exit 3
+if [ ! -e "$2" ] && [ ! -L "$2" ]; then echo "$1/$2: no such file or directory" >&2; exit 3; fi
+exec tar -c -f - -- "$2"`
+
+// CopyIn implements [sandbox.Sandbox] by running tar inside the container,
+// so the tmpfs home is reachable.
+func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
+	if err := checkSandboxPath(dir); err != nil {
+		return err
+	}
+	p, err := l.start(ctx, execSpec{
+		args:  []string{"sh", "-c", copyInScript, "outpost-copyin", dir},
+		dir:   "/",
+		stdin: r,
+	})
+	if err != nil {
+		return fmt.Errorf("copy into %s: %w", dir, err)
+	}
+	defer p.Close()
+	stderr := tailBuffer{max: 4096}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(&stderr, p.Stderr())
+	}()
+	_, _ = io.Copy(io.Discard, p.Stdout())
+	st, err := p.Wait()
+	<-done
+	if err != nil {
+		return fmt.Errorf("copy into %s: %w", dir, err)
+	}
+	if !st.Success() {
+		return outposterr.New(outposterr.Sandbox, "copy into %s: tar %s: %s", dir, st, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// CopyOut implements [sandbox.Sandbox] by running tar inside the container.
+// A missing path is an error wrapping [fs.ErrNotExist]. A tar failure after
+// the stream started is returned by Read at the end of the stream.
+func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := checkSandboxPath(p); err != nil {
+		return nil, err
+	}
+	proc, err := l.start(ctx, execSpec{
+		args: []string{"sh", "-c", copyOutScript, "outpost-copyout", path.Dir(p), path.Base(p)},
+		dir:  "/",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	rc := &copyOutReader{p: proc, path: p, br: bufio.NewReaderSize(proc.Stdout(), 64<<10), stderr: &tailBuffer{max: 4096}, errDone: make(chan struct{})}
+	go func() {
+		defer close(rc.errDone)
+		_, _ = io.Copy(rc.stderr, proc.Stderr())
+	}()
+	// Wait for the first byte or the end, so a missing path is reported here.
+	if _, err := rc.br.Peek(1); err != nil {
+		err := rc.finish()
+		_ = proc.Close()
+		if err == nil {
+			err = outposterr.New(outposterr.Sandbox, "copy out %s: empty archive", p)
+		}
+		return nil, err
+	}
+	return rc, nil
+}
+
+// copyOutReader streams a CopyOut archive and reports tar's failure at EOF.
+type copyOutReader struct {
+	p       *process
+	path    string
+	br      *bufio.Reader
+	stderr  *tailBuffer
+	errDone chan struct{}
+	once    sync.Once
+	err     error
+}
+
+func (r *copyOutReader) Read(b []byte) (int, error) {
+	n, err := r.br.Read(b)
+	if errors.Is(err, io.EOF) {
+		if ferr := r.finish(); ferr != nil {
+			return n, ferr
+		}
+	}
+	return n, err
+}
+
+// finish waits for tar and turns a failure into an error.
+func (r *copyOutReader) finish() error {
+	r.once.Do(func() {
+		st, err := r.p.Wait()
+		<-r.errDone
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("copy out %s: %w", r.path, err)
+		case st.Code == 3:
+			r.err = fmt.Errorf("copy out %s: %w", r.path, fs.ErrNotExist)
+		case !st.Success():
+			r.err = outposterr.New(outposterr.Sandbox, "copy out %s: tar %s: %s", r.path, st, bytes.TrimSpace(r.stderr.Bytes()))
+		}
+	})
+	return r.err
+}
+
+func (r *copyOutReader) Close() error { return r.p.Close() }
+
+// Release implements [sandbox.Sandbox]: it force-removes the container and
+// the temporary workspace the lease created. It runs under
+// context.WithoutCancel with Options.ReleaseTimeout, treats "not found" as
+// success and joins errors. A failed Release can be retried; a successful
+// one makes later calls no-ops.
+func (l *lease) Release(ctx context.Context) error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.released {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.opts.ReleaseTimeout)
+	defer cancel()
+	var errs []error
+	if l.id != "" {
+		err := l.p.cli.ContainerRemove(ctx, l.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			l.p.log.Debug("container removed", "id", shortID(l.id))
+		case cerrdefs.IsNotFound(err):
+			l.p.log.Debug("container already gone", "id", shortID(l.id))
+		default:
+			errs = append(errs, engineError(err, "remove container %s", shortID(l.id)))
+		}
+	}
+	if err := l.removeWorkspace(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	l.released = true
+	l.p.untrack(l)
+	return nil
+}
+
+// removeWorkspace deletes the temporary workspace, if the lease made one.
+func (l *lease) removeWorkspace() error {
+	if !l.ownsWorkspace || l.workspace == "" {
+		return nil
+	}
+	if err := os.RemoveAll(l.workspace); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return outposterr.Wrap(outposterr.Sandbox, err, "remove temporary workspace")
+	}
+	l.ownsWorkspace = false
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
+}

@@ -1,0 +1,553 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// wrapperScript starts every command: sh -c wrapperScript outpost-exec PIDBASE ARGV...
+// It records its pid, honours a cancellation that arrived before it ran,
+// makes sure it leads its own process group (setsid does not fork when the
+// caller is not already a group leader) and execs the argv, which keeps the
+// pid. The argv stays a list of positional parameters: nothing is parsed.
+const wrapperScript = `p=$1; shift
+echo $$ >"$p.pid" || exit 126
+if [ -e "$p.cancel" ]; then exit 130; fi
+g=
+read -r _ _ _ _ g _ 2>/dev/null </proc/$$/stat || g=$$
+if [ "$g" != "$$" ]; then exec setsid "$@"; fi
+exec "$@"`
+
+// signalScript signals a wrapped command's group:
+// sh -c signalScript outpost-signal PIDBASE SIGNAME MARK CLEAN.
+// MARK=1 leaves a cancellation marker first, so a command whose wrapper has
+// not written its pid yet exits 130 instead of starting (the wrapper writes
+// its pid before it looks for the marker, so one of the two always sees the
+// other). CLEAN=1 removes the pid file afterwards.
+const signalScript = `p=$1 s=$2
+if [ "$3" = 1 ]; then : >"$p.cancel"; fi
+if [ -s "$p.pid" ]; then read -r g <"$p.pid" && kill -s "$s" -- "-$g" 2>/dev/null; fi
+if [ "$4" = 1 ]; then rm -f -- "$p.pid"; fi
+exit 0`
+
+// Poll bounds for Wait when the attach stream has not ended: the first
+// inspect after minPoll, doubling up to maxPoll.
+const (
+	minPoll = 10 * time.Millisecond
+	maxPoll = time.Second
+)
+
+// execSpec is one exec inside a lease.
+type execSpec struct {
+	args      []string
+	env       map[string]string
+	dir       string
+	stdin     io.Reader // nil: stdin not attached
+	keepStdin bool
+}
+
+// process is a running exec; it implements [sandbox.Process].
+type process struct {
+	l       *lease
+	execID  string
+	pidBase string
+	conn    types.HijackedResponse
+	started time.Time
+
+	stdout, stderr *bufPipe
+	stdin          *stdinWriter // nil unless keepStdin
+
+	streamDone chan struct{} // closed when the attach stream ended
+	done       chan struct{} // closed when the exit was observed (or given up)
+	closing    chan struct{} // closed by Close
+	closeOnce  sync.Once
+	closeErr   error
+
+	mu      sync.Mutex
+	natural bool // the stream ended with EOF, not by our Close or an error
+	// streamFirst: the stream had ended when the exit was observed. A stream
+	// that ends only after the exit was held open by something else in the
+	// group (the engine then cuts it about two seconds later).
+	streamFirst bool
+	streamErr   error
+	sent        map[syscall.Signal]bool
+	cause       error // the context error that killed the process
+	status      sandbox.ExitStatus
+	waitErr     error
+}
+
+var _ sandbox.Process = (*process)(nil)
+
+// Exec implements [sandbox.Sandbox].
+func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	if err := cmd.Validate(); err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
+	}
+	env := copyEnv(l.env)
+	for k, v := range cmd.Env {
+		env[k] = v
+	}
+	es := execSpec{args: cmd.Args, env: env, dir: cmd.Dir, keepStdin: cmd.KeepStdinOpen}
+	if len(cmd.Stdin) > 0 || cmd.KeepStdinOpen {
+		es.stdin = bytes.NewReader(cmd.Stdin)
+	}
+	p, err := l.start(ctx, es)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// start creates, attaches and starts an exec of es.
+func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("exec %s: %w", es.args[0], err)
+	}
+	dir := es.dir
+	switch {
+	case dir == "":
+		dir = Root
+	case !path.IsAbs(dir):
+		dir = path.Join(Root, dir)
+	}
+	env := make([]string, 0, len(es.env))
+	for k, v := range es.env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	pidBase := "/tmp/outpost-" + uuid.NewString()
+	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase}, es.args...)
+
+	cli := l.p.cli
+	cctx, cancel := l.p.opCtx(ctx)
+	created, err := cli.ContainerExecCreate(cctx, l.id, container.ExecOptions{
+		User:         l.user,
+		AttachStdin:  es.stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          env,
+		WorkingDir:   dir,
+		Cmd:          argv,
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("exec %s: %w", es.args[0], ctx.Err())
+		}
+		return nil, engineError(err, "create exec in %s", shortID(l.id))
+	}
+	// The attach request starts the exec; its stream lives as long as the
+	// turn, so it takes the caller's context (the dial is bounded by it).
+	conn, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("exec %s: %w", es.args[0], ctx.Err())
+		}
+		return nil, engineError(err, "start exec in %s", shortID(l.id))
+	}
+	p := &process{
+		l:          l,
+		execID:     created.ID,
+		pidBase:    pidBase,
+		conn:       conn,
+		started:    time.Now(),
+		stdout:     newBufPipe(),
+		stderr:     newBufPipe(),
+		streamDone: make(chan struct{}),
+		done:       make(chan struct{}),
+		closing:    make(chan struct{}),
+		sent:       map[syscall.Signal]bool{},
+	}
+	go p.copyOutput()
+	if es.stdin != nil {
+		ready := make(chan struct{})
+		go p.writeStdin(es.stdin, !es.keepStdin, ready)
+		if es.keepStdin {
+			p.stdin = &stdinWriter{p: p, ready: ready}
+		}
+	}
+	go p.watch(ctx)
+	return p, nil
+}
+
+// copyOutput demultiplexes the attach stream into the stdout/stderr pipes.
+func (p *process) copyOutput() {
+	_, err := stdcopy.StdCopy(p.stdout, p.stderr, p.conn.Reader)
+	p.stdout.CloseWrite()
+	p.stderr.CloseWrite()
+	p.mu.Lock()
+	p.natural = err == nil
+	p.streamErr = err
+	p.mu.Unlock()
+	close(p.streamDone)
+}
+
+// writeStdin sends the initial input, then closes stdin unless it stays open.
+func (p *process) writeStdin(r io.Reader, closeAfter bool, ready chan struct{}) {
+	defer close(ready)
+	if _, err := io.Copy(p.conn.Conn, r); err != nil {
+		p.l.p.log.Debug("write stdin", "exec", shortID(p.execID), "err", err)
+	}
+	if closeAfter {
+		if err := p.conn.CloseWrite(); err != nil {
+			p.l.p.log.Debug("close stdin", "exec", shortID(p.execID), "err", err)
+		}
+	}
+}
+
+// watch observes the exit of the exec's own process. It inspects the exec
+// as soon as the attach stream ends and otherwise polls with a backoff
+// (minPoll doubling to maxPoll), so neither a grandchild holding the output
+// open nor a caller that stops reading delays Wait. A done context kills the
+// process group.
+func (p *process) watch(ctx context.Context) {
+	defer close(p.done)
+	delay := minPoll
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	streamDone, ctxDone, closing := p.streamDone, ctx.Done(), p.closing
+	var giveUp <-chan time.Time
+	streamEnded := false
+	failures := 0
+	for {
+		select {
+		case <-streamDone:
+			// Inspect now; the daemon may record the exit just after the
+			// stream ends, so start the backoff over.
+			streamDone, streamEnded = nil, true
+			delay = minPoll
+		case <-timer.C:
+		case <-ctxDone:
+			ctxDone = nil
+			p.mu.Lock()
+			p.cause = ctx.Err()
+			p.mu.Unlock()
+			if err := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
+				p.l.p.log.Debug("kill on cancel", "exec", shortID(p.execID), "err", err)
+			}
+			giveUp = time.After(p.l.p.opts.OpTimeout)
+			delay = minPoll
+		case <-closing:
+			closing = nil
+			if giveUp == nil {
+				giveUp = time.After(p.l.p.opts.OpTimeout)
+			}
+			delay = minPoll
+		case <-giveUp:
+			p.setExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox, "exec %s did not report its exit within %s", shortID(p.execID), p.l.p.opts.OpTimeout))
+			return
+		}
+		ictx, cancel := p.l.p.opCtx(context.WithoutCancel(ctx))
+		ins, err := p.l.p.cli.ContainerExecInspect(ictx, p.execID)
+		cancel()
+		switch {
+		case err != nil && cerrdefs.IsNotFound(err):
+			// The container is gone (released under the process).
+			p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"},
+				outposterr.Wrap(outposterr.Sandbox, err, "exec %s vanished: lease %s released", shortID(p.execID), shortID(p.l.id)))
+			return
+		case err != nil:
+			failures++
+			if failures >= 5 {
+				p.setExit(sandbox.ExitStatus{Code: -1}, engineError(err, "inspect exec %s", shortID(p.execID)))
+				return
+			}
+		case !ins.Running && (ins.Pid != 0 || streamEnded):
+			// Pid 0 with a finished stream: the exec never started (bad dir...).
+			p.mu.Lock()
+			p.streamFirst = streamEnded
+			p.mu.Unlock()
+			p.finish(ctx, ins.ExitCode, ins.Pid == 0)
+			return
+		default:
+			failures = 0
+		}
+		timer.Reset(delay)
+		delay = min(delay*2, maxPoll)
+	}
+}
+
+// finish records the exit status of code.
+func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
+	st := sandbox.ExitStatus{Code: code}
+	var werr error
+	if neverStarted {
+		p.mu.Lock()
+		serr := p.streamErr
+		p.mu.Unlock()
+		werr = outposterr.New(outposterr.Sandbox, "exec did not start in %s (exit %d)", shortID(p.l.id), code)
+		if serr != nil {
+			werr = outposterr.Wrap(outposterr.Sandbox, serr, "exec did not start in %s (exit %d)", shortID(p.l.id), code)
+		}
+	}
+	if code != 0 && !neverStarted {
+		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.started, code == 128+int(syscall.SIGKILL))
+	}
+	if code > 128 && code < 128+65 {
+		sig := syscall.Signal(code - 128)
+		p.mu.Lock()
+		sent := p.sent[sig]
+		p.mu.Unlock()
+		if sent || (st.OOMKilled && sig == syscall.SIGKILL) {
+			st.Code, st.Signal = -1, unix.SignalName(sig)
+		}
+	}
+	p.mu.Lock()
+	if werr == nil {
+		werr = p.cause
+	}
+	p.mu.Unlock()
+	p.setExit(st, werr)
+}
+
+func (p *process) setExit(st sandbox.ExitStatus, err error) {
+	p.mu.Lock()
+	p.status, p.waitErr = st, err
+	p.mu.Unlock()
+}
+
+// Stdout implements [sandbox.Process].
+func (p *process) Stdout() io.Reader { return p.stdout }
+
+// Stderr implements [sandbox.Process].
+func (p *process) Stderr() io.Reader { return p.stderr }
+
+// Stdin implements [sandbox.Process].
+func (p *process) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
+}
+
+// Wait implements [sandbox.Process]. When the caller's context ended the
+// process, the error is that context's error (the status is still returned).
+func (p *process) Wait() (sandbox.ExitStatus, error) {
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, p.waitErr
+}
+
+// Signal implements [sandbox.Process]: a short exec signals the whole group.
+func (p *process) Signal(sig syscall.Signal) error {
+	if sig == 0 {
+		return nil
+	}
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGKILL, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
+		return p.signal(context.Background(), sig, true, false)
+	}
+	return p.signal(context.Background(), sig, false, false)
+}
+
+// signal runs signalScript for sig. Not-found and conflict (container gone or
+// stopped) mean there is nothing left to signal.
+func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bool) error {
+	name := unix.SignalName(sig)
+	if name == "" {
+		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
+	}
+	p.mu.Lock()
+	p.sent[sig] = true
+	p.mu.Unlock()
+	argv := []string{"sh", "-c", signalScript, "outpost-signal", p.pidBase, name[3:], flag(mark), flag(clean)}
+	_, err := p.l.quick(ctx, argv)
+	if err != nil && (cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)) {
+		return nil
+	}
+	if err != nil {
+		return engineError(err, "signal %s in %s", name, shortID(p.l.id))
+	}
+	return nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Close implements [sandbox.Process]. It kills what is left of the process
+// group, except when the output had already ended by itself when the exit
+// was observed: then nothing of the group held the output and the extra
+// exec is skipped (a daemonised grandchild that closed its output survives
+// until Release). Leftovers matter beyond cleanliness: while one holds an
+// exec's output the engine delays the exit of later execs by about two
+// seconds.
+func (p *process) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.closing)
+		exited := isClosed(p.done)
+		p.mu.Lock()
+		clean := exited && p.natural && p.streamFirst
+		p.mu.Unlock()
+		if !clean {
+			p.closeErr = p.signal(context.Background(), syscall.SIGKILL, true, true)
+		}
+		p.conn.Close()
+		p.stdout.Close()
+		p.stderr.Close()
+	})
+	return p.closeErr
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// stdinWriter is the live stdin of a process started with KeepStdinOpen.
+type stdinWriter struct {
+	p     *process
+	ready chan struct{} // closed after Command.Stdin was written
+	once  sync.Once
+}
+
+// Write sends b to the process after the initial Command.Stdin.
+func (w *stdinWriter) Write(b []byte) (int, error) {
+	<-w.ready
+	return w.p.conn.Conn.Write(b)
+}
+
+// Close closes the process's stdin.
+func (w *stdinWriter) Close() error {
+	<-w.ready
+	var err error
+	w.once.Do(func() { err = w.p.conn.CloseWrite() })
+	return err
+}
+
+// quick runs a short command as the lease user under the op timeout and
+// returns its stdout; a non-zero exit is an error carrying its stderr.
+func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
+	ctx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	cli := l.p.cli
+	created, err := cli.ContainerExecCreate(ctx, l.id, container.ExecOptions{
+		User:         l.user,
+		AttachStdout: true,
+		AttachStderr: true,
+		WorkingDir:   "/",
+		Cmd:          argv,
+	})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.Conn.SetDeadline(dl)
+	}
+	var stdout, stderr bytes.Buffer
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, conn.Reader); err != nil {
+		return nil, fmt.Errorf("read %s output: %w", argv[0], err)
+	}
+	// The stream ends when the command exits; its status may lag a little.
+	for delay := time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
+		ins, err := cli.ContainerExecInspect(ctx, created.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !ins.Running {
+			if ins.ExitCode != 0 {
+				return stdout.Bytes(), fmt.Errorf("%s exited %d: %s", argv[0], ins.ExitCode, bytes.TrimSpace(stderr.Bytes()))
+			}
+			return stdout.Bytes(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// oomSince reports whether the engine recorded an out-of-memory kill in the
+// container since t (the "oom" event; State.OOMKilled is only set when the
+// container itself dies). The event can trail the exit slightly, so a likely
+// candidate (SIGKILL) is asked about twice.
+func (l *lease) oomSince(ctx context.Context, t time.Time, likely bool) bool {
+	tries := 1
+	if likely {
+		tries = 2
+	}
+	for i := range tries {
+		if i > 0 {
+			time.Sleep(250 * time.Millisecond)
+		}
+		if l.oomEvent(ctx, t) {
+			return true
+		}
+	}
+	ictx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	if ins, err := l.p.cli.ContainerInspect(ictx, l.id); err == nil && ins.State != nil && ins.State.OOMKilled {
+		return true
+	}
+	return false
+}
+
+func (l *lease) oomEvent(ctx context.Context, t time.Time) bool {
+	ctx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	// Allow for a little clock skew between this host and the engine.
+	since := t.Add(-5 * time.Second)
+	msgs, errs := l.p.cli.Events(ctx, events.ListOptions{
+		Since: timestamp(since),
+		Until: timestamp(time.Now()),
+		Filters: filters.NewArgs(
+			filters.Arg("type", string(events.ContainerEventType)),
+			filters.Arg("container", l.id),
+			filters.Arg("event", string(events.ActionOOM)),
+		),
+	})
+	for {
+		select {
+		case m := <-msgs:
+			if m.Action == events.ActionOOM {
+				return true
+			}
+		case err := <-errs:
+			if err != nil && !errors.Is(err, io.EOF) {
+				l.p.log.Debug("oom events", "container", shortID(l.id), "err", err)
+			}
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func timestamp(t time.Time) string {
+	return strconv.FormatInt(t.Unix(), 10) + "." + fmt.Sprintf("%09d", t.Nanosecond())
+}

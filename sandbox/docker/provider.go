@@ -1,0 +1,472 @@
+package docker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+	"github.com/google/uuid"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultImage is the tag of the image built from .outpost/Dockerfile.
+	DefaultImage = "outpost/base:dev"
+	// DefaultUser is the sandbox user when the host process runs as root: the
+	// base image's unprivileged "agent" account.
+	DefaultUser = "1000:1000"
+	// DefaultNetwork is the network mode when neither Spec nor Options name one.
+	DefaultNetwork = "bridge"
+	// DefaultPingTimeout bounds the engine probe in [New].
+	DefaultPingTimeout = 5 * time.Second
+	// DefaultOpTimeout bounds each short engine call (create, start, inspect,
+	// exec-create, the signalling exec).
+	DefaultOpTimeout = 30 * time.Second
+	// DefaultReleaseTimeout bounds container removal in Release.
+	DefaultReleaseTimeout = 30 * time.Second
+)
+
+// Fixed paths inside every lease.
+const (
+	// Home is the private tmpfs home directory of the sandbox user.
+	Home = "/home/agent"
+	// Root is the workspace mount point and default working directory.
+	Root = "/workspace"
+)
+
+// engineHint is appended to errors that mean the engine cannot be used.
+const engineHint = "is dockerd running? start it or use --sandbox host"
+
+// Options configure a [Provider]. Every field is optional; the zero value of
+// each is described on the field. The library reads no environment
+// variables: the CLI resolves DOCKER_HOST and friends and passes them here.
+type Options struct {
+	// Host is the engine address ("unix:///var/run/docker.sock",
+	// "tcp://host:2375"). Empty: the platform's default socket.
+	Host string
+	// Client is an engine client to use instead of dialling Host. The
+	// provider does not close it.
+	Client *client.Client
+	// Image is the default container image. Empty: [DefaultImage].
+	Image string
+	// Network is the default network mode ("none", "bridge", "host" or a
+	// named network). Empty: [DefaultNetwork].
+	Network string
+	// User is the default "uid:gid". Empty: the host process's uid:gid, or
+	// [DefaultUser] when that is root.
+	User string
+	// Version is the value of [LabelVersion]. Empty: "dev".
+	Version string
+	// RunID is the value of [LabelRun] on every resource. Empty: a random id.
+	RunID string
+	// Logger receives debug records about engine calls. Nil: discarded.
+	Logger *slog.Logger
+	// TempDir is where temporary workspaces are created. Empty: os.TempDir().
+	TempDir string
+	// PingTimeout bounds the probe in [New]. Zero: [DefaultPingTimeout].
+	PingTimeout time.Duration
+	// OpTimeout bounds each short engine call; streams are bounded by the
+	// caller's context instead. Zero: [DefaultOpTimeout].
+	OpTimeout time.Duration
+	// ReleaseTimeout bounds cleanup in Release. Zero: [DefaultReleaseTimeout].
+	ReleaseTimeout time.Duration
+}
+
+// Provider hands out Docker container leases. It is safe for concurrent use.
+type Provider struct {
+	cli       *client.Client
+	ownClient bool
+	opts      Options
+	log       *slog.Logger
+	owner     map[string]string // owner labels of this process
+
+	mu     sync.Mutex
+	leases map[*lease]struct{}
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// NewClient returns an engine client for host (empty: the default socket)
+// that negotiates the API version with the engine.
+func NewClient(host string) (*client.Client, error) {
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "docker client for %q", host)
+	}
+	return cli, nil
+}
+
+// New connects to the engine and checks that it answers within
+// Options.PingTimeout. An unreachable engine is a [outposterr.Sandbox] error
+// whose message says how to fix it.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	if opts.Image == "" {
+		opts.Image = DefaultImage
+	}
+	if opts.Network == "" {
+		opts.Network = DefaultNetwork
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.RunID == "" {
+		opts.RunID = uuid.NewString()
+	}
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = DefaultPingTimeout
+	}
+	if opts.OpTimeout <= 0 {
+		opts.OpTimeout = DefaultOpTimeout
+	}
+	if opts.ReleaseTimeout <= 0 {
+		opts.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if opts.User == "" {
+		opts.User = hostUser()
+	}
+	if _, _, err := parseUser(opts.User); err != nil {
+		return nil, err
+	}
+	if err := checkNetwork(opts.Network); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Provider{cli: opts.Client, opts: opts, log: log, leases: map[*lease]struct{}{}}
+	if p.cli == nil {
+		cli, err := NewClient(opts.Host)
+		if err != nil {
+			return nil, err
+		}
+		p.cli, p.ownClient = cli, true
+	}
+	pctx, cancel := context.WithTimeout(ctx, opts.PingTimeout)
+	defer cancel()
+	if _, err := p.cli.Ping(pctx); err != nil {
+		p.Close()
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s (%s)", p.cli.DaemonHost(), engineHint)
+	}
+	p.owner = ownerLabels()
+	return p, nil
+}
+
+// ownerLabels identifies this process for the reaper.
+func ownerLabels() map[string]string {
+	pid := os.Getpid()
+	host, _ := os.Hostname()
+	l := map[string]string{
+		LabelOwnerPID:  strconv.Itoa(pid),
+		LabelOwnerHost: host,
+	}
+	if s := processStart(pid); s != "" {
+		l[LabelOwnerStart] = s
+	}
+	return l
+}
+
+// hostUser is the host process's uid:gid, or DefaultUser for root.
+func hostUser() string {
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid <= 0 {
+		return DefaultUser
+	}
+	return fmt.Sprintf("%d:%d", uid, gid)
+}
+
+var userRE = regexp.MustCompile(`^([0-9]{1,10}):([0-9]{1,10})$`)
+
+// parseUser validates "uid:gid".
+func parseUser(s string) (uid, gid int, err error) {
+	m := userRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, outposterr.New(outposterr.Configuration, "sandbox user %q is not uid:gid", s)
+	}
+	uid, err1 := strconv.Atoi(m[1])
+	gid, err2 := strconv.Atoi(m[2])
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, outposterr.Wrap(outposterr.Configuration, err, "sandbox user %q", s)
+	}
+	return uid, gid, nil
+}
+
+// checkNetwork refuses modes that would join another container's namespaces.
+func checkNetwork(n string) error {
+	if strings.HasPrefix(n, "container:") || strings.ContainsAny(n, " \t\n/") {
+		return outposterr.New(outposterr.Configuration, "network mode %q is not allowed (none, bridge, host or a network name)", n)
+	}
+	return nil
+}
+
+// Name implements [sandbox.Provider].
+func (p *Provider) Name() string { return "docker" }
+
+// Client returns the engine client, for [Reap] and [BuildImage].
+func (p *Provider) Client() *client.Client { return p.cli }
+
+// Close closes the engine client if the provider created it. Leases are not
+// released; see [Provider.ReleaseAll].
+func (p *Provider) Close() error {
+	if p.ownClient && p.cli != nil {
+		return p.cli.Close()
+	}
+	return nil
+}
+
+// opCtx derives the short deadline used for control calls.
+func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, p.opts.OpTimeout)
+}
+
+// Acquire creates and starts a container for spec. See the package
+// documentation for what the container looks like.
+func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	image := cmp.Or(spec.Image, p.opts.Image)
+	network := cmp.Or(spec.Network, p.opts.Network)
+	if err := checkNetwork(network); err != nil {
+		return nil, err
+	}
+	user := cmp.Or(spec.User, p.opts.User)
+	uid, gid, err := parseUser(user)
+	if err != nil {
+		return nil, err
+	}
+	for k := range spec.Env {
+		if !sandbox.ValidEnvName(k) {
+			return nil, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
+		}
+	}
+	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
+	}
+	mounts, err := bindMounts(spec.Mounts)
+	if err != nil {
+		return nil, err
+	}
+
+	leaseID := strings.ReplaceAll(uuid.NewString(), "-", "")
+	l := &lease{
+		p:       p,
+		leaseID: leaseID,
+		name:    "outpost-" + leaseID[:16],
+		user:    user,
+		env:     copyEnv(spec.Env),
+	}
+	if spec.Workspace == "" {
+		dir, err := os.MkdirTemp(p.opts.TempDir, "outpost-workspace-")
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Sandbox, err, "create temporary workspace")
+		}
+		if os.Geteuid() == 0 || os.Getuid() != uid {
+			// Best effort: as root we hand the directory to the sandbox user;
+			// otherwise it is ours already or cannot be given away.
+			if err := os.Lchown(dir, uid, gid); err != nil {
+				p.log.Debug("chown temporary workspace", "dir", dir, "err", err)
+			}
+		}
+		l.workspace, l.ownsWorkspace = dir, true
+	} else {
+		dir, err := filepath.Abs(spec.Workspace)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
+		}
+		if !fi.IsDir() {
+			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
+		}
+		l.workspace = dir
+	}
+
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[labelKey(k)] = v
+	}
+	for k, v := range p.owner {
+		labels[k] = v
+	}
+	if labels[LabelRun] == "" {
+		labels[LabelRun] = p.opts.RunID
+	}
+	labels[LabelManaged] = "true"
+	labels[LabelVersion] = p.opts.Version
+	labels[LabelLease] = leaseID
+
+	cfg := &container.Config{
+		Image:      image,
+		User:       user,
+		Env:        []string{"HOME=" + Home, "TZ=UTC", "XDG_CACHE_HOME=/tmp/.cache"},
+		Entrypoint: []string{"sleep"},
+		Cmd:        []string{"infinity"},
+		WorkingDir: Root,
+		Labels:     labels,
+	}
+	useInit := true
+	hc := &container.HostConfig{
+		Init:        &useInit,
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		NetworkMode: container.NetworkMode(network),
+		LogConfig:   container.LogConfig{Type: "none"},
+		Tmpfs: map[string]string{
+			Home: fmt.Sprintf("rw,exec,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+		},
+		Mounts: append([]mount.Mount{{
+			Type:   mount.TypeBind,
+			Source: l.workspace,
+			Target: Root,
+		}}, mounts...),
+	}
+	if spec.CPUs > 0 {
+		hc.NanoCPUs = int64(spec.CPUs * 1e9)
+	}
+	if spec.MemoryBytes > 0 {
+		hc.Memory = spec.MemoryBytes
+		hc.MemorySwap = spec.MemoryBytes // no swap: an over-limit turn is OOM-killed, not slowed
+	}
+	if spec.Pids > 0 {
+		pids := spec.Pids
+		hc.PidsLimit = &pids
+	}
+
+	cctx, cancel := p.opCtx(ctx)
+	created, err := p.cli.ContainerCreate(cctx, cfg, hc, nil, nil, l.name)
+	cancel()
+	if err != nil {
+		rmErr := l.removeWorkspace()
+		if cerrdefs.IsNotFound(err) {
+			return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
+				"create container: image %s not found (build it with scripts/docker-setup.sh or outpost image build)", image), rmErr)
+		}
+		return nil, errors.Join(engineError(err, "create container"), rmErr)
+	}
+	l.id = created.ID
+	p.track(l)
+	p.log.Debug("container created", "id", shortID(l.id), "image", image, "network", network, "user", user)
+
+	sctx, cancel := p.opCtx(ctx)
+	err = p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
+	cancel()
+	if err != nil {
+		return nil, errors.Join(engineError(err, "start container"), l.Release(ctx))
+	}
+	return l, nil
+}
+
+// bindMounts validates Spec.Mounts and turns them into read-only binds.
+func bindMounts(ms []sandbox.Mount) ([]mount.Mount, error) {
+	var out []mount.Mount
+	for _, m := range ms {
+		if !filepath.IsAbs(m.Source) {
+			return nil, outposterr.New(outposterr.Configuration, "mount source %q is not absolute", m.Source)
+		}
+		if err := checkSandboxPath(m.Target); err != nil {
+			return nil, err
+		}
+		if m.Target == Root || m.Target == Home {
+			return nil, outposterr.New(outposterr.Configuration, "mount target %s is reserved", m.Target)
+		}
+		if _, err := os.Stat(m.Source); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "mount source")
+		}
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: true})
+	}
+	return out, nil
+}
+
+// checkSandboxPath accepts absolute, clean paths other than "/".
+func checkSandboxPath(p string) error {
+	if p == "" || !path.IsAbs(p) || path.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
+		return outposterr.New(outposterr.Configuration, "sandbox path %q must be absolute and clean", p)
+	}
+	return nil
+}
+
+// track registers a live lease; untrack forgets it.
+func (p *Provider) track(l *lease) {
+	p.mu.Lock()
+	p.leases[l] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *Provider) untrack(l *lease) {
+	p.mu.Lock()
+	delete(p.leases, l)
+	p.mu.Unlock()
+}
+
+// Live returns the ids of the leases acquired and not yet released.
+func (p *Provider) Live() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]string, 0, len(p.leases))
+	for l := range p.leases {
+		ids = append(ids, l.id)
+	}
+	return ids
+}
+
+// ReleaseAll releases every live lease of p concurrently and joins the
+// errors. It is what a signal handler calls before the process exits; each
+// Release is bounded by Options.ReleaseTimeout even if ctx is cancelled.
+func (p *Provider) ReleaseAll(ctx context.Context) error {
+	p.mu.Lock()
+	ls := make([]*lease, 0, len(p.leases))
+	for l := range p.leases {
+		ls = append(ls, l)
+	}
+	p.mu.Unlock()
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// engineError classifies an engine failure as a sandbox error.
+func engineError(err error, format string, args ...any) error {
+	if client.IsErrConnectionFailed(err) {
+		return outposterr.Wrap(outposterr.Sandbox, err, "%s (%s)", fmt.Sprintf(format, args...), engineHint)
+	}
+	return outposterr.Wrap(outposterr.Sandbox, err, format, args...)
+}
+
+func copyEnv(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,203 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// The reaper exists because a lease is removed by its owner's Release, and an
+// owner can die without running it: kill -9, a crash, a lost CI runner. Such
+// containers keep running "sleep infinity" forever. Every Outpost resource
+// records which process owns it (pid, host name, process start time), so a
+// later `outpost gc` can tell leftovers from resources of runs still going on.
+
+// ReapClient is the part of the engine API the reaper uses.
+type ReapClient interface {
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemove(ctx context.Context, volumeID string, force bool) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkRemove(ctx context.Context, networkID string) error
+}
+
+// DefaultReapGrace is how old a resource owned by another host (whose pid
+// cannot be checked here) must be before [Reap] removes it.
+const DefaultReapGrace = 24 * time.Hour
+
+// ReapOptions tune [Reap]. The zero value removes leftovers of dead owners on
+// this host and foreign ones older than [DefaultReapGrace].
+type ReapOptions struct {
+	// DryRun lists leftovers without removing them.
+	DryRun bool
+	// Grace is the age after which a resource whose owner cannot be checked
+	// (another host, no owner labels) counts as left over. Zero:
+	// [DefaultReapGrace]; negative: never.
+	Grace time.Duration
+	// Hostname is this host's name as owners record it. Empty: os.Hostname().
+	Hostname string
+	// Now is the current time. Nil: time.Now.
+	Now func() time.Time
+	// Alive reports whether pid (with its recorded start time, possibly "")
+	// is still the owning process. Nil: a live process with that pid whose
+	// start time matches, when one was recorded.
+	Alive func(pid int, start string) bool
+}
+
+// Leftover is a labelled resource found by [Reap].
+type Leftover struct {
+	// Kind is "container", "volume" or "network".
+	Kind string
+	// ID is the resource id (the name for volumes).
+	ID      string
+	Name    string
+	Labels  map[string]string
+	Created time.Time
+	// Reason says why it counts as left over.
+	Reason string
+	// Removed is set when Reap removed it (never in a dry run).
+	Removed bool
+}
+
+// Reap finds Outpost resources ([LabelManaged]) whose owner is gone and
+// removes them unless opts.DryRun. Resources of live owners are left alone.
+// It returns every leftover found; removal errors are joined, and a resource
+// already gone counts as removed.
+func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, error) {
+	if opts.Grace == 0 {
+		opts.Grace = DefaultReapGrace
+	}
+	if opts.Hostname == "" {
+		opts.Hostname, _ = os.Hostname()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Alive == nil {
+		opts.Alive = ownerAlive
+	}
+	managed := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	var (
+		out  []Leftover
+		errs []error
+	)
+
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: managed})
+	if err != nil {
+		return nil, engineError(err, "list containers")
+	}
+	for _, c := range cs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
+		}
+		lo := Leftover{Kind: "container", ID: c.ID, Name: name, Labels: c.Labels, Created: time.Unix(c.Created, 0)}
+		if !leftover(&lo, opts) {
+			continue
+		}
+		if !opts.DryRun {
+			err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, engineError(err, "remove container %s", shortID(c.ID)))
+			} else {
+				lo.Removed = true
+			}
+		}
+		out = append(out, lo)
+	}
+
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: managed})
+	if err != nil {
+		errs = append(errs, engineError(err, "list volumes"))
+	} else {
+		for _, v := range vs.Volumes {
+			if v == nil {
+				continue
+			}
+			created, _ := time.Parse(time.RFC3339Nano, v.CreatedAt)
+			lo := Leftover{Kind: "volume", ID: v.Name, Name: v.Name, Labels: v.Labels, Created: created}
+			if !leftover(&lo, opts) {
+				continue
+			}
+			if !opts.DryRun {
+				err := cli.VolumeRemove(ctx, v.Name, true)
+				if err != nil && !cerrdefs.IsNotFound(err) {
+					errs = append(errs, engineError(err, "remove volume %s", v.Name))
+				} else {
+					lo.Removed = true
+				}
+			}
+			out = append(out, lo)
+		}
+	}
+
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: managed})
+	if err != nil {
+		errs = append(errs, engineError(err, "list networks"))
+	} else {
+		for _, n := range ns {
+			lo := Leftover{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created}
+			if !leftover(&lo, opts) {
+				continue
+			}
+			if !opts.DryRun {
+				err := cli.NetworkRemove(ctx, n.ID)
+				if err != nil && !cerrdefs.IsNotFound(err) {
+					errs = append(errs, engineError(err, "remove network %s", n.Name))
+				} else {
+					lo.Removed = true
+				}
+			}
+			out = append(out, lo)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return out, outposterr.Wrap(outposterr.Sandbox, err, "reap")
+	}
+	return out, nil
+}
+
+// leftover decides whether lo has lost its owner and sets lo.Reason.
+func leftover(lo *Leftover, opts ReapOptions) bool {
+	pid, err := strconv.Atoi(lo.Labels[LabelOwnerPID])
+	host := lo.Labels[LabelOwnerHost]
+	if err == nil && pid > 0 && host == opts.Hostname {
+		if opts.Alive(pid, lo.Labels[LabelOwnerStart]) {
+			return false
+		}
+		lo.Reason = "owner process " + strconv.Itoa(pid) + " is gone"
+		return true
+	}
+	if opts.Grace < 0 || lo.Created.IsZero() {
+		return false
+	}
+	if age := opts.Now().Sub(lo.Created); age > opts.Grace {
+		lo.Reason = "owner cannot be checked here and it is older than " + opts.Grace.String()
+		return true
+	}
+	return false
+}
+
+// ownerAlive: the pid exists and, when a start time was recorded, still
+// belongs to the process that started then.
+func ownerAlive(pid int, start string) bool {
+	if !pidAlive(pid) {
+		return false
+	}
+	if start == "" {
+		return true
+	}
+	now := processStart(pid)
+	return now == "" || now == start
+}
