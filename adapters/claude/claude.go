@@ -1,0 +1,300 @@
+// Package claude is the adapter for Anthropic's Claude Code CLI (`claude`),
+// pinned at [Version].
+//
+// # Request
+//
+// A turn runs `claude --print --verbose --output-format stream-json`, with the
+// prompt written to stdin, which is then closed (Claude blocks on an open
+// stdin pipe). Then, in this order: the permission flag, --model, --effort,
+// --resume <id> [--fork-session], --include-partial-messages (option), extra
+// arguments (option). argv never carries a secret: keys and tokens travel in
+// the environment only.
+//
+//   - Permission: the empty mode is bypass (`--dangerously-skip-permissions`):
+//     the sandbox is the boundary. Bypass mode (empty or "bypassPermissions")
+//     also sets IS_SANDBOX=1, because Claude refuses bypass as root otherwise;
+//     this is the documented price of running in a sandbox we control. Other
+//     modes are passed as `--permission-mode <m>` and must be one the pinned
+//     CLI knows (acceptEdits, auto, bypassPermissions, default, manual, dontAsk,
+//     plan); anything else is a configuration error before any process starts.
+//   - Effort must be low, medium, high, xhigh or max.
+//   - Conversation ids (Continue) may only hold letters, digits, '-' and '_',
+//     so no id can become a flag or a path. Fork without Continue is a
+//     configuration error. Model names may not start with '-' or hold spaces
+//     or control characters.
+//   - Environment: DISABLE_AUTOUPDATER=1 and
+//     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 always; HOME from Input.Home;
+//     CLAUDE_CODE_MAX_RETRIES from Input.MaxRetries; API_TIMEOUT_MS from
+//     Input.RequestTimeout. An Endpoint sets ANTHROPIC_BASE_URL,
+//     ANTHROPIC_API_KEY (when the endpoint has a key; a placeholder is fine for
+//     local bridges) and CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS=1. Input.Env is
+//     merged last and wins, so a caller can override any default on purpose.
+//
+// # Decoding
+//
+// See [Decoder]. Every stream-json line becomes at least one event; lines the
+// decoder does not understand (invalid JSON, unknown types, system subtypes
+// other than init and api_retry, stream events other than text and thinking
+// deltas) become raw events carrying the line.
+//
+// Usage: each assistant line yields a message-scoped report keyed by
+// message.id (Claude repeats a message once per content block; the ledger
+// de-duplicates). The result line yields the turn-scoped total, which the
+// ledger prefers. Verified against the real 2.1.328 (see the tool and resume
+// fixtures): result.usage covers only the LAST model call of the turn, while
+// modelUsage sums every call of the process, including side calls to other
+// models, and carries the cost. The turn total is therefore taken from
+// model_usage_since_last_result when present, else modelUsage, and only when
+// both are absent from result.usage; total_cost_usd is the cost.
+//
+// # Recognizers
+//
+// [Adapter.Quota] matches account limits: the plan/session/weekly/5-hour/Opus/
+// Sonnet "You've hit your … limit · resets …" family, "… limit reached ∙
+// resets …", "Claude AI usage limit reached|<epoch>", "usage limit reached …
+// reset at …", the API spend cap ("You have reached your specified API usage
+// limits … regain access on …"), credit balance too low, and the API-key
+// organization rate limit (429 rate_limit_error "would exceed your account's
+// rate limit"). The last is quota by decision: it is the account's own limit,
+// the turn only fails after Claude already retried it with backoff, and the
+// caller must wait rather than retry at once (its reset time is unknown).
+// Not quota: the server throttle ("… (not your usage limit)", an outage, see
+// Unavailable), "Approaching usage limit" (a warning), context limits
+// (prompt too long), and CLI retry chatter ("… · Retrying in N seconds…").
+// Reset times are parsed with package reset against the instant the text was
+// seen.
+//
+// [Adapter.Unavailable] names outages: "overloaded" (529), "server throttle",
+// "http 5xx", "connection error", "timeout". [Adapter.Auth] names
+// authentication failures: "not logged in", "oauth token expired", "invalid
+// oauth token", "invalid bearer token", "invalid api key", "authentication
+// failed" (401), "permission denied" (403 permission_error).
+//
+// The package is pure: no disk, network, clock or environment reads.
+package claude
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Version is the Claude Code release this adapter is written and tested against.
+const Version = "2.1.328"
+
+// Name is the adapter's name.
+const Name = "claude"
+
+// PermissionModes are the --permission-mode values the pinned CLI accepts
+// ("default" is an accepted alias of "manual").
+var PermissionModes = []string{"acceptEdits", "auto", "bypassPermissions", "default", "manual", "dontAsk", "plan"}
+
+// Efforts are the --effort values the pinned CLI accepts.
+var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+// Adapter is the Claude Code adapter. Build it with [New]; the zero value is
+// not ready. It is immutable and safe for concurrent use.
+type Adapter struct {
+	binary  string
+	partial bool
+	extra   []string
+}
+
+// Option configures an [Adapter].
+type Option func(*Adapter)
+
+// WithBinary sets the program name or path argv[0] uses (default "claude").
+func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+
+// WithPartialMessages adds --include-partial-messages, so text and thinking
+// stream as text-delta and reasoning events before each complete message.
+func WithPartialMessages() Option { return func(a *Adapter) { a.partial = true } }
+
+// WithArgs appends extra arguments to every command (after Outpost's own).
+// They are the caller's responsibility; use the "--flag=value" form for
+// variadic flags such as --mcp-config.
+func WithArgs(args ...string) Option {
+	return func(a *Adapter) { a.extra = append(a.extra, args...) }
+}
+
+// New returns a Claude Code adapter.
+func New(opts ...Option) *Adapter {
+	a := &Adapter{binary: "claude"}
+	for _, o := range opts {
+		o(a)
+	}
+	a.extra = append([]string(nil), a.extra...)
+	return a
+}
+
+var _ adapters.Adapter = (*Adapter)(nil)
+
+// Name returns "claude".
+func (a *Adapter) Name() string { return Name }
+
+// Binary returns the program name ("claude" unless [WithBinary] changed it).
+func (a *Adapter) Binary() string { return a.binary }
+
+// Capabilities: resumable, forkable, a result event is required, usage from events.
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	return adapters.Capabilities{
+		Resumable:        true,
+		Forkable:         true,
+		LiveInput:        false,
+		RequiresFinished: true,
+		Usage:            adapters.UsageEvents,
+	}
+}
+
+// maxIDLen bounds conversation ids; Claude's are 36-character UUIDs.
+const maxIDLen = 128
+
+// ValidID reports whether id may be passed to --resume: 1 to 128 letters,
+// digits, '-' or '_', not starting with '-'.
+func ValidID(id string) bool {
+	if id == "" || len(id) > maxIDLen || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validModel(m string) bool {
+	if m == "" || len(m) > 200 || m[0] == '-' {
+		return false
+	}
+	for _, r := range m {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func configErr(format string, args ...any) error {
+	return outposterr.New(outposterr.Configuration, "claude: "+format, args...).
+		With(outposterr.Details{Agent: Name})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Request builds the command of one turn. It is pure; invalid input is an
+// outposterr configuration error.
+func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
+	if strings.TrimSpace(in.Prompt) == "" {
+		return sandbox.Command{}, configErr("empty prompt")
+	}
+	args := []string{a.binary, "--print", "--verbose", "--output-format", "stream-json"}
+	bypass := false
+	switch in.Permission {
+	case "":
+		bypass = true
+		args = append(args, "--dangerously-skip-permissions")
+	default:
+		if !contains(PermissionModes, in.Permission) {
+			return sandbox.Command{}, configErr("unknown permission mode %q (want one of %s)",
+				in.Permission, strings.Join(PermissionModes, ", "))
+		}
+		bypass = in.Permission == "bypassPermissions"
+		args = append(args, "--permission-mode", in.Permission)
+	}
+	if in.Model != "" {
+		if !validModel(in.Model) {
+			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
+		}
+		args = append(args, "--model", in.Model)
+	}
+	if in.Effort != "" {
+		if !contains(Efforts, in.Effort) {
+			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
+		}
+		args = append(args, "--effort", in.Effort)
+	}
+	switch {
+	case in.Fork && in.Continue == "":
+		return sandbox.Command{}, configErr("fork needs a conversation to continue")
+	case in.Continue != "":
+		if !ValidID(in.Continue) {
+			return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
+		}
+		args = append(args, "--resume", in.Continue)
+		if in.Fork {
+			args = append(args, "--fork-session")
+		}
+	}
+	if a.partial {
+		args = append(args, "--include-partial-messages")
+	}
+	args = append(args, a.extra...)
+
+	env := map[string]string{
+		"DISABLE_AUTOUPDATER":                      "1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}
+	if bypass {
+		env["IS_SANDBOX"] = "1"
+	}
+	if in.Home != "" {
+		env["HOME"] = in.Home
+	}
+	if in.MaxRetries != nil {
+		if *in.MaxRetries < 0 {
+			return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
+		}
+		env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(*in.MaxRetries)
+	}
+	if in.RequestTimeout < 0 {
+		return sandbox.Command{}, configErr("negative request timeout %s", in.RequestTimeout)
+	}
+	if in.RequestTimeout > 0 {
+		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
+		env["API_TIMEOUT_MS"] = strconv.FormatInt(int64(ms), 10)
+	}
+	if ep := in.Endpoint; ep != nil {
+		u, err := url.Parse(ep.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return sandbox.Command{}, configErr("invalid endpoint base URL %q", ep.BaseURL)
+		}
+		env["ANTHROPIC_BASE_URL"] = ep.BaseURL
+		if ep.APIKey != "" {
+			env["ANTHROPIC_API_KEY"] = ep.APIKey
+		}
+		env["CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS"] = "1"
+	}
+	for k, v := range in.Env {
+		if !sandbox.ValidEnvName(k) {
+			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
+		}
+		env[k] = v
+	}
+	return sandbox.Command{
+		Args:  args,
+		Env:   env,
+		Dir:   in.Workdir,
+		Stdin: []byte(in.Prompt),
+	}, nil
+}
+
+// NewDecoder returns a decoder for one turn's stdout.
+func (a *Adapter) NewDecoder() adapters.Decoder { return NewDecoder() }
+
+// String names the adapter and its pin.
+func (a *Adapter) String() string { return fmt.Sprintf("claude %s", Version) }

@@ -1,0 +1,561 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/reset"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// synthetic is the model name of messages Claude Code writes itself.
+const synthetic = "<synthetic>"
+
+// toolCacheSize bounds the call-id → tool-name cache of a decoder.
+const toolCacheSize = 1024
+
+// Decoder decodes one turn of Claude Code stream-json output. It keeps the
+// names of recent tool calls (a bounded cache) so tool results can be named.
+// It is not safe for concurrent use; each turn gets its own.
+//
+// Mapping (every line yields at least one event):
+//
+//	system/init            conversation (session_id, model, claude_code_version, cwd);
+//	                       a warning per MCP server that failed or needs auth
+//	system/api_retry       retry (attempt, max_retries, error_status, error, retry_delay_ms)
+//	system/<other>         raw
+//	assistant              text / reasoning / tool per content block, then a
+//	                       message-scoped usage report keyed by message.id;
+//	                       a synthetic error message (an "error" field, model
+//	                       "<synthetic>") is one failure event instead
+//	user                   tool-result per tool_result block; otherwise raw
+//	stream_event           text_delta → text-delta, thinking_delta → reasoning,
+//	                       message_delta → message-scoped usage (exact output
+//	                       tokens, keyed by api_message_id); otherwise raw
+//	rate_limit_event       quota (status, rateLimitType, resetsAt)
+//	result                 usage (turn scope), then result (success) or failure,
+//	                       then finished
+//	anything else          raw (invalid JSON travels as a JSON string)
+//
+// Events of a sub-agent carry Subagent = parent_tool_use_id.
+type Decoder struct {
+	names map[string]string
+	order []string // FIFO of ids in names
+	next  int
+}
+
+// NewDecoder returns a decoder for one turn.
+func NewDecoder() *Decoder { return &Decoder{} }
+
+var _ adapters.Decoder = (*Decoder)(nil)
+
+// line is the union of every stream-json line shape the decoder reads.
+// Polymorphic fields stay raw so one Unmarshal serves every type.
+type line struct {
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+
+	SessionID       string  `json:"session_id"`
+	ParentToolUseID *string `json:"parent_tool_use_id"`
+
+	// system/init
+	Model      string      `json:"model"`
+	Cwd        string      `json:"cwd"`
+	Version    string      `json:"claude_code_version"`
+	MCPServers []mcpServer `json:"mcp_servers"`
+
+	// assistant, user
+	Message *message `json:"message"`
+	// Error is a string on synthetic assistant messages and api_retry lines.
+	Error             json.RawMessage `json:"error"`
+	IsAPIErrorMessage bool            `json:"is_api_error_message"`
+
+	// stream_event
+	Event        *streamEvent `json:"event"`
+	APIMessageID string       `json:"api_message_id"`
+
+	// system/api_retry
+	Attempt      int   `json:"attempt"`
+	MaxRetries   int   `json:"max_retries"`
+	RetryDelayMS int64 `json:"retry_delay_ms"`
+	ErrorStatus  *int  `json:"error_status"`
+
+	// rate_limit_event
+	RateLimitInfo *rateLimitInfo `json:"rate_limit_info"`
+
+	// result
+	IsError                   bool                  `json:"is_error"`
+	Result                    json.RawMessage       `json:"result"`
+	TotalCostUSD              *float64              `json:"total_cost_usd"`
+	Usage                     *apiUsage             `json:"usage"`
+	ModelUsage                map[string]modelUsage `json:"modelUsage"`
+	ModelUsageSinceLastResult map[string]modelUsage `json:"model_usage_since_last_result"`
+	TerminalReason            string                `json:"terminal_reason"`
+	APIErrorStatus            *int                  `json:"api_error_status"`
+	APIError                  json.RawMessage       `json:"api_error"`
+	Errors                    json.RawMessage       `json:"errors"`
+}
+
+type mcpServer struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+type message struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"`
+	Usage   *apiUsage       `json:"usage"`
+}
+
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+type apiUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+}
+
+type modelUsage struct {
+	InputTokens              int64   `json:"inputTokens"`
+	OutputTokens             int64   `json:"outputTokens"`
+	CacheReadInputTokens     int64   `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens int64   `json:"cacheCreationInputTokens"`
+	CostUSD                  float64 `json:"costUSD"`
+}
+
+type streamEvent struct {
+	Type  string    `json:"type"`
+	Usage *apiUsage `json:"usage"`
+	Delta *struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
+	} `json:"delta"`
+}
+
+type rateLimitInfo struct {
+	Status        string `json:"status"`
+	ResetsAt      *int64 `json:"resetsAt"`
+	RateLimitType string `json:"rateLimitType"`
+}
+
+// Decode turns one stdout line into events. It never panics and never returns
+// an empty slice.
+func (d *Decoder) Decode(b []byte) []adapters.Event {
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return raw(b)
+		}
+		// A field of an unexpected type was skipped; the rest is usable.
+	}
+	var evs []adapters.Event
+	switch l.Type {
+	case "system":
+		evs = d.system(&l)
+	case "assistant":
+		evs = d.assistant(&l)
+	case "user":
+		evs = d.user(&l)
+	case "stream_event":
+		evs = d.stream(&l)
+	case "rate_limit_event":
+		evs = d.rateLimit(&l)
+	case "result":
+		evs = d.result(&l)
+	}
+	if len(evs) == 0 {
+		return raw(b)
+	}
+	if p := l.ParentToolUseID; p != nil && *p != "" {
+		for i := range evs {
+			evs[i].Subagent = *p
+		}
+	}
+	return evs
+}
+
+// raw wraps a line the decoder did not understand. A line that is not JSON
+// is carried as a JSON string, so the event always marshals.
+func raw(b []byte) []adapters.Event {
+	var r json.RawMessage
+	if t := bytes.TrimSpace(b); len(t) > 0 && json.Valid(t) {
+		r = append(json.RawMessage(nil), t...)
+	} else {
+		r, _ = json.Marshal(string(b)) // invalid UTF-8 becomes U+FFFD
+	}
+	return []adapters.Event{{Kind: adapters.KindRaw, Raw: r}}
+}
+
+func (d *Decoder) system(l *line) []adapters.Event {
+	switch l.Subtype {
+	case "init":
+		if l.SessionID == "" {
+			return nil
+		}
+		evs := []adapters.Event{{Kind: adapters.KindConversation, Conversation: l.SessionID,
+			Model: l.Model, Version: l.Version, Cwd: l.Cwd}}
+		for _, s := range l.MCPServers {
+			switch s.Status {
+			case "failed", "needs-auth":
+				evs = append(evs, adapters.Event{Kind: adapters.KindWarning,
+					Text: "MCP server " + s.Name + ": " + s.Status})
+			}
+		}
+		return evs
+	case "api_retry":
+		r := &adapters.RetryNotice{Attempt: l.Attempt, MaxAttempts: l.MaxRetries,
+			Reason: str(l.Error), DelayMS: l.RetryDelayMS}
+		if l.ErrorStatus != nil {
+			r.Status = *l.ErrorStatus
+		}
+		return []adapters.Event{{Kind: adapters.KindRetry, Retry: r}}
+	}
+	return nil
+}
+
+// str returns a JSON string's value, or "" for anything else.
+func str(r json.RawMessage) string {
+	if len(r) == 0 || r[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(r, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func (d *Decoder) blocks(m *message) []block {
+	if m == nil || len(m.Content) == 0 || m.Content[0] != '[' {
+		return nil
+	}
+	var bs []block
+	if err := json.Unmarshal(m.Content, &bs); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return nil
+		}
+	}
+	return bs
+}
+
+func (d *Decoder) assistant(l *line) []adapters.Event {
+	m := l.Message
+	if m == nil {
+		return nil
+	}
+	bs := d.blocks(m)
+	if code := str(l.Error); code != "" || l.IsAPIErrorMessage || m.Model == synthetic {
+		// A message Claude made up itself: the report of a failed API call,
+		// or (without an error) a notice such as "No response requested.".
+		var text []string
+		for _, b := range bs {
+			if b.Type == "text" && b.Text != "" {
+				text = append(text, b.Text)
+			}
+		}
+		if code == "" {
+			code = str(l.APIError)
+		}
+		if code == "" && !l.IsAPIErrorMessage {
+			if len(text) == 0 {
+				return nil
+			}
+			return []adapters.Event{{Kind: adapters.KindWarning, Text: strings.Join(text, "\n")}}
+		}
+		f := &adapters.FailureDetail{Code: code}
+		if l.APIErrorStatus != nil {
+			f.Status = *l.APIErrorStatus
+		}
+		return []adapters.Event{{Kind: adapters.KindFailure, Text: strings.Join(text, "\n"), Failure: f}}
+	}
+	var evs []adapters.Event
+	for _, b := range bs {
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				evs = append(evs, adapters.Event{Kind: adapters.KindText, Text: b.Text})
+			}
+		case "thinking":
+			if b.Thinking != "" {
+				evs = append(evs, adapters.Event{Kind: adapters.KindReasoning, Text: b.Thinking})
+			}
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			d.remember(b.ID, b.Name)
+			evs = append(evs, adapters.Event{Kind: adapters.KindTool,
+				Tool: &adapters.ToolCall{CallID: b.ID, Name: b.Name, Input: b.Input}})
+		}
+	}
+	if u := m.Usage; u != nil && (u.InputTokens != nil || u.OutputTokens != nil) {
+		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: &usage.Report{
+			Scope: usage.ScopeMessage, MessageID: m.ID, Usage: u.usage()}})
+	}
+	return evs
+}
+
+func (u *apiUsage) usage() usage.Usage {
+	v := func(p *int64) int64 {
+		if p == nil || *p < 0 {
+			return 0
+		}
+		return *p
+	}
+	return usage.Usage{Input: v(u.InputTokens), Cached: v(u.CacheReadInputTokens),
+		CacheCreated: v(u.CacheCreationInputTokens), Output: v(u.OutputTokens),
+		Complete: u.InputTokens != nil && u.OutputTokens != nil}
+}
+
+func (d *Decoder) remember(id, name string) {
+	if id == "" || name == "" {
+		return
+	}
+	if d.names == nil {
+		d.names = make(map[string]string, 16)
+	}
+	if _, ok := d.names[id]; ok {
+		d.names[id] = name
+		return
+	}
+	if len(d.order) < toolCacheSize {
+		d.order = append(d.order, id)
+	} else {
+		delete(d.names, d.order[d.next])
+		d.order[d.next] = id
+		d.next = (d.next + 1) % toolCacheSize
+	}
+	d.names[id] = name
+}
+
+func (d *Decoder) user(l *line) []adapters.Event {
+	var evs []adapters.Event
+	for _, b := range d.blocks(l.Message) {
+		if b.Type != "tool_result" {
+			continue
+		}
+		text := resultText(b.Content)
+		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
+			CallID: b.ToolUseID, Name: d.names[b.ToolUseID], IsError: b.IsError,
+			Preview: Preview(text, adapters.PreviewLimit), Characters: utf8.RuneCountInString(text)}})
+	}
+	return evs
+}
+
+// resultText flattens a tool_result content: a string, or an array of blocks
+// whose text parts are joined by newlines (other blocks show as "[type]").
+func resultText(c json.RawMessage) string {
+	if len(c) == 0 {
+		return ""
+	}
+	switch c[0] {
+	case '"':
+		return str(c)
+	case '[':
+		var bs []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(c, &bs) != nil {
+			return ""
+		}
+		var sb strings.Builder
+		for i, b := range bs {
+			if i > 0 {
+				sb.WriteByte('\n')
+			}
+			if b.Type == "text" {
+				sb.WriteString(b.Text)
+			} else {
+				sb.WriteString("[" + b.Type + "]")
+			}
+		}
+		return sb.String()
+	}
+	return ""
+}
+
+// Preview returns the start of s, at most limit bytes, cut at a UTF-8
+// character boundary.
+func Preview(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	i := limit
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
+
+func (d *Decoder) stream(l *line) []adapters.Event {
+	e := l.Event
+	if e == nil {
+		return nil
+	}
+	switch e.Type {
+	case "content_block_delta":
+		if e.Delta == nil {
+			return nil
+		}
+		switch e.Delta.Type {
+		case "text_delta":
+			if e.Delta.Text != "" {
+				return []adapters.Event{{Kind: adapters.KindTextDelta, Text: e.Delta.Text}}
+			}
+		case "thinking_delta":
+			if e.Delta.Thinking != "" {
+				return []adapters.Event{{Kind: adapters.KindReasoning, Text: e.Delta.Thinking}}
+			}
+		}
+	case "message_delta":
+		// The final usage of a streamed message: its output_tokens are
+		// exact, unlike the message_start snapshot the assistant lines repeat.
+		if u := e.Usage; u != nil && l.APIMessageID != "" && u.OutputTokens != nil {
+			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{
+				Scope: usage.ScopeMessage, MessageID: l.APIMessageID, Usage: u.usage()}}}
+		}
+	}
+	return nil
+}
+
+func (d *Decoder) rateLimit(l *line) []adapters.Event {
+	info := l.RateLimitInfo
+	if info == nil {
+		return nil
+	}
+	q := &adapters.QuotaSignal{Status: info.Status, Limit: info.RateLimitType}
+	if info.ResetsAt != nil {
+		if t, ok := reset.Unix(*info.ResetsAt); ok {
+			q.ResetAt = t
+		}
+	}
+	return []adapters.Event{{Kind: adapters.KindQuota, Quota: q}}
+}
+
+func (d *Decoder) result(l *line) []adapters.Event {
+	var evs []adapters.Event
+	if r, ok := turnUsage(l); ok {
+		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: r})
+	}
+	text := str(l.Result)
+	ok := !l.IsError && l.Subtype == "success"
+	reason := l.TerminalReason
+	if reason == "" {
+		reason = l.Subtype
+	}
+	if ok {
+		evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: text})
+	} else {
+		parts := make([]string, 0, 2)
+		if strings.TrimSpace(text) != "" {
+			parts = append(parts, text)
+		}
+		for _, e := range errorTexts(l.Errors) {
+			if e != text {
+				parts = append(parts, e)
+			}
+		}
+		code := l.Subtype
+		if code == "success" || code == "" {
+			code = l.TerminalReason
+		}
+		if code == "" {
+			code = str(l.APIError)
+		}
+		f := &adapters.FailureDetail{Code: code}
+		if l.APIErrorStatus != nil {
+			f.Status = *l.APIErrorStatus
+		}
+		evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: strings.Join(parts, "\n"), Failure: f})
+	}
+	evs = append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: ok, Reason: reason}})
+	return evs
+}
+
+// errorTexts reads result.errors[]: strings, or objects with a message.
+func errorTexts(r json.RawMessage) []string {
+	if len(r) == 0 || r[0] != '[' {
+		return nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(r, &items) != nil {
+		return nil
+	}
+	var out []string
+	for _, it := range items {
+		if s := str(it); s != "" {
+			out = append(out, s)
+			continue
+		}
+		var o struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(it, &o) == nil && o.Message != "" {
+			out = append(out, o.Message)
+		} else if len(it) > 0 && it[0] != 'n' {
+			out = append(out, string(it))
+		}
+	}
+	return out
+}
+
+// turnUsage builds the turn-scoped report of a result line.
+//
+// Observed with 2.1.328 (fixtures tool, resume, fork): result.usage sums every
+// model call of this process's turn, but modelUsage and total_cost_usd are
+// cumulative over the whole session, so a resumed turn reports the earlier
+// turns' tokens and cost again. model_usage_since_last_result holds exactly
+// this turn, per model (side calls to other models included) with its cost,
+// so it is preferred; without it, result.usage and total_cost_usd are used,
+// and modelUsage only when result.usage is missing too.
+func turnUsage(l *line) (*usage.Report, bool) {
+	r := &usage.Report{Scope: usage.ScopeTurn}
+	switch {
+	case l.ModelUsageSinceLastResult != nil:
+		r.Usage = sumModels(l.ModelUsageSinceLastResult)
+		r.HasCost = true
+	case l.Usage != nil:
+		r.Usage = l.Usage.usage()
+	case l.ModelUsage != nil:
+		r.Usage = sumModels(l.ModelUsage)
+		r.HasCost = true
+	default:
+		if l.TotalCostUSD == nil {
+			return nil, false
+		}
+	}
+	r.Complete = true
+	if !r.HasCost && l.TotalCostUSD != nil {
+		r.CostUSD, r.HasCost = *l.TotalCostUSD, true
+	}
+	return r, true
+}
+
+func sumModels(m map[string]modelUsage) usage.Usage {
+	var u usage.Usage
+	for _, v := range m {
+		u.Input += v.InputTokens
+		u.Output += v.OutputTokens
+		u.Cached += v.CacheReadInputTokens
+		u.CacheCreated += v.CacheCreationInputTokens
+		u.CostUSD += v.CostUSD
+	}
+	return u
+}

@@ -1,0 +1,163 @@
+package claude
+
+import (
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters/reset"
+)
+
+// normalize folds the typographic variants Claude prints (’ and ', ∙ and ·)
+// and lower-cases, so one pattern matches every wording of a family.
+var normalizer = strings.NewReplacer("’", "'", "‘", "'", "∙", "·", "•", "·")
+
+// maxScan bounds the text a recognizer looks at.
+const maxScan = 64 << 10
+
+func normalize(s string) string {
+	if len(s) > maxScan {
+		s = s[:maxScan]
+	}
+	return strings.ToLower(normalizer.Replace(s))
+}
+
+var (
+	// retryChatter is the CLI's own "retrying" line; it is never the verdict.
+	retryChatter = regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`)
+
+	// notQuota are texts that look like limits but are not the account's quota.
+	notQuota = []*regexp.Regexp{
+		regexp.MustCompile(`not your usage limit`),            // server throttle: an outage
+		regexp.MustCompile(`^\W*approaching\b`),               // a warning
+		regexp.MustCompile(`prompt (?:is )?too long`),         // context limit
+		regexp.MustCompile(`context (?:window|length|limit)`), // context limit
+	}
+
+	quotaFamilies = []*regexp.Regexp{
+		// "You've hit your session limit · resets …", "You've hit your limit",
+		// weekly, Opus, Sonnet, usage-credit members.
+		regexp.MustCompile(`\byou(?:'ve| have) hit your\b[^·\n]{0,60}?\blimits?\b`),
+		// "You have reached your specified API usage limits" (spend cap),
+		// "You've reached your usage limit".
+		regexp.MustCompile(`\byou(?:'ve| have) reached your\b[^·\n]{0,60}?\blimits?\b`),
+		// "Weekly limit reached ∙ resets 5am", "5-hour limit reached",
+		// "Claude AI usage limit reached|…", "Claude usage limit reached."
+		regexp.MustCompile(`\b(?:weekly|daily|monthly|session|\d+-hour|five-hour|opus|sonnet|haiku|usage|plan|spend|spending)(?: [a-z]+)? limits? (?:reached|exceeded|hit)\b`),
+		// "Your limit will reset at 9am (America/Chicago)."
+		regexp.MustCompile(`\byour (?:usage )?limit will reset\b`),
+		// Spend cap tail, on its own.
+		regexp.MustCompile(`\bwill regain access on\b`),
+		// Credits: API and TUI wordings.
+		regexp.MustCompile(`\bcredit balance (?:is )?too low\b`),
+		// Out of extra usage credits.
+		regexp.MustCompile(`\bout of (?:extra )?usage\b`),
+		// API-key organization rate limit (quota by decision, see package doc).
+		regexp.MustCompile(`would exceed your (?:account's|organization's) rate limit`),
+		regexp.MustCompile(`"type"\s*:\s*"rate_limit_error"`),
+	}
+)
+
+// Quota reports whether text is a quota or usage-limit failure and, when the
+// text says so, when it resets (resolved against at, the instant the text was
+// seen). See the package doc for the families matched and the exclusions.
+func (a *Adapter) Quota(text string, at time.Time) (bool, time.Time) {
+	return Quota(text, at)
+}
+
+// Quota is [Adapter.Quota] as a function.
+func Quota(text string, at time.Time) (bool, time.Time) {
+	if text == "" {
+		return false, time.Time{}
+	}
+	n := normalize(text)
+	if retryChatter.MatchString(n) {
+		return false, time.Time{}
+	}
+	for _, re := range notQuota {
+		if re.MatchString(n) {
+			return false, time.Time{}
+		}
+	}
+	for _, re := range quotaFamilies {
+		if re.MatchString(n) {
+			if len(text) > maxScan {
+				text = text[:maxScan]
+			}
+			t, _ := reset.Parse(text, at)
+			return true, t
+		}
+	}
+	return false, time.Time{}
+}
+
+type reasonRE struct {
+	re     *regexp.Regexp
+	reason string // "$1" is replaced by the first group
+}
+
+var unavailable = []reasonRE{
+	{regexp.MustCompile(`not your usage limit|temporarily limiting requests`), "server throttle"},
+	{regexp.MustCompile(`\b529\b|overloaded`), "overloaded"},
+	{regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), "http $1"},
+	{regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), "http $1"},
+	{regexp.MustCompile(`internal server error|"type"\s*:\s*"api_error"`), "http 500"},
+	{regexp.MustCompile(`bad gateway`), "http 502"},
+	{regexp.MustCompile(`service unavailable`), "http 503"},
+	{regexp.MustCompile(`gateway time-?out`), "http 504"},
+	{regexp.MustCompile(`connection (?:error|refused|reset|closed|failed)|econnrefused|econnreset|enotfound|eai_again|ehostunreach|enetunreach|socket hang up|fetch failed|network error|unable to connect`), "connection error"},
+	{regexp.MustCompile(`request timed out|etimedout|timed out waiting|timeout error`), "timeout"},
+}
+
+// Unavailable reports whether text is an outage of the model service and
+// names the reason: "server throttle", "overloaded", "http 5xx",
+// "connection error" or "timeout". Retry chatter is not a verdict.
+func (a *Adapter) Unavailable(text string) (string, bool) { return Unavailable(text) }
+
+// Unavailable is [Adapter.Unavailable] as a function.
+func Unavailable(text string) (string, bool) {
+	if text == "" {
+		return "", false
+	}
+	n := normalize(text)
+	if retryChatter.MatchString(n) {
+		return "", false
+	}
+	return match(unavailable, n)
+}
+
+var auth = []reasonRE{
+	{regexp.MustCompile(`\bnot logged in\b|please run /login`), "not logged in"},
+	{regexp.MustCompile(`oauth token (?:has )?expired|token has expired`), "oauth token expired"},
+	{regexp.MustCompile(`invalid oauth token|oauth token was not found`), "invalid oauth token"},
+	{regexp.MustCompile(`invalid bearer token`), "invalid bearer token"},
+	{regexp.MustCompile(`invalid (?:x-)?api[ -]?key`), "invalid api key"},
+	{regexp.MustCompile(`"type"\s*:\s*"permission_error"`), "permission denied"},
+	{regexp.MustCompile(`authentication_error|authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), "authentication failed"},
+}
+
+// Auth reports whether text is an authentication failure and names it.
+func (a *Adapter) Auth(text string) (string, bool) { return Auth(text) }
+
+// Auth is [Adapter.Auth] as a function.
+func Auth(text string) (string, bool) {
+	if text == "" {
+		return "", false
+	}
+	return match(auth, normalize(text))
+}
+
+func match(list []reasonRE, n string) (string, bool) {
+	for _, r := range list {
+		m := r.re.FindStringSubmatch(n)
+		if m == nil {
+			continue
+		}
+		reason := r.reason
+		if len(m) > 1 {
+			reason = strings.ReplaceAll(reason, "$1", m[1])
+		}
+		return reason, true
+	}
+	return "", false
+}
