@@ -1,0 +1,113 @@
+// Package outposttest is Outpost's public test kit: a scripted model server
+// that speaks the vendors' wire APIs well enough for the real agent CLIs to
+// run whole turns against it, offline and without spending tokens. It is to
+// agent pipelines what net/http/httptest is to HTTP handlers.
+//
+// # Starting a server
+//
+//	srv, err := outposttest.NewServer(outposttest.WithScenario(outposttest.ScenarioTool))
+//	if err != nil { ... }
+//	defer srv.Close()
+//	env := outposttest.ClaudeEnv(srv) // ANTHROPIC_BASE_URL=srv.URL(), placeholder key, ...
+//
+// [NewServer] listens on 127.0.0.1 (a random port unless [WithAddr] says
+// otherwise; only loopback addresses are accepted). [NewUnstartedServer]
+// builds the same server without listening, for mounting [Server.Handler]
+// elsewhere. [Server.Close] releases requests that hang, stops listening and
+// closes connections; it is idempotent. The package prints nothing and reads
+// no environment variables; every method is safe for concurrent use.
+// Constructors take functional options ([Option]); an invalid option value
+// makes the constructor fail.
+//
+// One server hosts several wire APIs, one file each. Today: the Anthropic
+// Messages API (anthropic.go), used by Claude Code — POST /v1/messages
+// (streaming SSE and plain JSON), POST /v1/messages/count_tokens,
+// GET /v1/models[/{id}]. HEAD/GET /api/hello and / answer 200 (Claude Code's
+// connectivity probe); other /v1/ paths answer an Anthropic not_found_error.
+//
+// # Scenarios
+//
+// Each primary model request is answered by one [Scenario]. The scenario is
+// chosen, first match wins, by:
+//
+//  1. a directive in the current user turn (see below);
+//  2. the next step of a scripted sequence ([WithSequence],
+//     [Server.SetSequence]) — each primary request without a directive
+//     consumes one step;
+//  3. the current scenario ([WithScenario], changed at run time with
+//     [Server.SetScenario]; default [ScenarioOK]).
+//
+// Auxiliary requests — requests that neither stream nor declare tools, such
+// as title or topic side queries — are always answered like [ScenarioOK] and
+// consume nothing.
+//
+// The current user turn is the last user message that carries text and no
+// tool results; the user messages before it are earlier turns. Text of other
+// roles (Claude Code sends a "system" role message with its environment) is
+// ignored.
+//
+// # Directive syntax
+//
+// A directive anywhere in the text of the current user turn selects the
+// scenario for that request and for the follow-up requests of the same turn
+// (e.g. after a tool result):
+//
+//	[[outpost:scenario=NAME]]
+//
+// NAME is one of the [Scenarios] (ok, tool, rate_limit, quota, quota_warning,
+// spend_limit, credits, overloaded, unavailable, server_error, unauthorized,
+// hang, slow); it is case-insensitive. If several directives appear the last
+// wins. An unknown name is answered with 400 invalid_request_error whose
+// message names the valid ones. [Directive] builds the string.
+//
+// # Markers
+//
+// A marker is "MARK-" followed by letters, digits, '_' or '-' (e.g.
+// MARK-abc123). [ScenarioOK] answers
+//
+//	outpost ok: MARK-abc123. remembered: MARK-1 MARK-2
+//
+// echoing the markers of the current turn and, after "remembered:", those of
+// earlier user turns that the request carries — so a resumed or forked
+// conversation is observable from the final text. Without markers the answer
+// is "outpost ok.".
+//
+// [ScenarioTool] first answers with a text block and a Bash tool_use
+// running [ToolCommand] (printf '%s' 'MARK-x' > 'outpost-MARK-x.txt'; see
+// [ToolFile]); once the request carries a tool result after the current turn
+// it answers "outpost tool done: wrote outpost-MARK-x.txt. outpost ok: ...".
+// The decision is stateless: it depends only on the conversation sent.
+//
+// # Wire details (Anthropic)
+//
+// Streams follow the API exactly: message_start (usage with input,
+// cache_creation, cache_read and output tokens), ping, per block
+// content_block_start / content_block_delta (text_delta or input_json_delta,
+// the first partial_json empty) / content_block_stop, message_delta
+// (stop_reason end_turn or tool_use, final usage), message_stop; each as
+// "event: <type>\ndata: <json>\n\n". Usage is estimated at four bytes a
+// token; when the request uses cache_control, the prefix up to the last
+// marked message is reported as cache creation on a conversation's first
+// request and as cache read on later ones, so Claude Code reports realistic
+// usage and cost. Errors are {"type":"error","error":{"type","message"},
+// "request_id"} with a request-id header. Successful answers carry the
+// subscription headers anthropic-ratelimit-unified-* with status "allowed".
+//
+// A request that hangs ([ScenarioHang]), or a slow stream interrupted by
+// the client or by Close, ends by aborting the connection
+// (http.ErrAbortHandler), never with a clean empty or truncated response.
+//
+// # Request log
+//
+// [Server.Requests] returns a copy of every request: method, path, query,
+// headers with credential values replaced by [Redacted], the decoded model,
+// stream flag, tools, messages (roles; text, tool_use and tool_result
+// blocks), the directive and scenario used and the status sent.
+// [Server.ModelRequests] keeps only the scenario-answered ones.
+//
+// # What Claude Code does against it
+//
+// README.md in this directory records what Claude Code 2.1.328 requests and
+// prints for every scenario (stream-json events, exit codes, retries, error
+// texts); the tests in claude_test.go keep those observations honest.
+package outposttest
