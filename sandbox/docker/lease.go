@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -30,8 +31,9 @@ type lease struct {
 	workspace     string            // host directory mounted at Root
 	ownsWorkspace bool
 
-	relMu    sync.Mutex
-	released bool
+	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
+	relMu     sync.Mutex
+	released  bool
 }
 
 var _ sandbox.Sandbox = (*lease)(nil)
@@ -171,6 +173,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if l.released {
 		return nil
 	}
+	l.releasing.Store(true)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.opts.ReleaseTimeout)
 	defer cancel()
 	var errs []error

@@ -9,6 +9,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -302,15 +303,19 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 		}
 	}
 	if code != 0 && !neverStarted {
-		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.started, code == 128+int(syscall.SIGKILL))
+		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, code == 128+int(syscall.SIGKILL))
 	}
 	if code > 128 && code < 128+65 {
 		sig := syscall.Signal(code - 128)
 		p.mu.Lock()
 		sent := p.sent[sig]
 		p.mu.Unlock()
-		if sent || (st.OOMKilled && sig == syscall.SIGKILL) {
+		released := sig == syscall.SIGKILL && p.l.releasing.Load()
+		if sent || released || (st.OOMKilled && sig == syscall.SIGKILL) {
 			st.Code, st.Signal = -1, unix.SignalName(sig)
+		}
+		if released && werr == nil {
+			werr = outposterr.New(outposterr.Sandbox, "lease %s released while the process ran", shortID(p.l.id))
 		}
 	}
 	p.mu.Lock()
@@ -493,10 +498,13 @@ func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
 }
 
 // oomSince reports whether the engine recorded an out-of-memory kill in the
-// container since t (the "oom" event; State.OOMKilled is only set when the
-// container itself dies). The event can trail the exit slightly, so a likely
-// candidate (SIGKILL) is asked about twice.
-func (l *lease) oomSince(ctx context.Context, t time.Time, likely bool) bool {
+// container during the exec started at t: an "oom" event after this exec's
+// own "exec_start" event (cgroup v1 engines set State.OOMKilled only when the
+// container itself dies). Ordering by the engine's own events makes the
+// answer independent of clock skew between this host and the engine. The
+// event can trail the exit slightly, so a likely candidate (SIGKILL) is asked
+// about twice.
+func (l *lease) oomSince(ctx context.Context, execID string, t time.Time, likely bool) bool {
 	tries := 1
 	if likely {
 		tries = 2
@@ -505,7 +513,7 @@ func (l *lease) oomSince(ctx context.Context, t time.Time, likely bool) bool {
 		if i > 0 {
 			time.Sleep(250 * time.Millisecond)
 		}
-		if l.oomEvent(ctx, t) {
+		if l.oomEvent(ctx, execID, t) {
 			return true
 		}
 	}
@@ -517,29 +525,46 @@ func (l *lease) oomSince(ctx context.Context, t time.Time, likely bool) bool {
 	return false
 }
 
-func (l *lease) oomEvent(ctx context.Context, t time.Time) bool {
+func (l *lease) oomEvent(ctx context.Context, execID string, t time.Time) bool {
 	ctx, cancel := l.p.opCtx(ctx)
 	defer cancel()
-	// Allow for a little clock skew between this host and the engine.
-	since := t.Add(-5 * time.Second)
+	// Look back a little further than t to allow for clock skew; the
+	// exec_start event then tells where this exec began.
 	msgs, errs := l.p.cli.Events(ctx, events.ListOptions{
-		Since: timestamp(since),
+		Since: timestamp(t.Add(-10 * time.Second)),
 		Until: timestamp(time.Now()),
 		Filters: filters.NewArgs(
 			filters.Arg("type", string(events.ContainerEventType)),
 			filters.Arg("container", l.id),
 			filters.Arg("event", string(events.ActionOOM)),
+			filters.Arg("event", string(events.ActionExecStart)),
 		),
 	})
+	started := false
+	var ooms []int64
 	for {
 		select {
 		case m := <-msgs:
-			if m.Action == events.ActionOOM {
+			switch {
+			case strings.HasPrefix(string(m.Action), string(events.ActionExecStart)) && m.Actor.Attributes["execID"] == execID:
+				started = true
+			case m.Action == events.ActionOOM && started:
 				return true
+			case m.Action == events.ActionOOM:
+				ooms = append(ooms, m.TimeNano)
 			}
 		case err := <-errs:
 			if err != nil && !errors.Is(err, io.EOF) {
 				l.p.log.Debug("oom events", "container", shortID(l.id), "err", err)
+			}
+			if !started {
+				// This exec's start fell out of the engine's event buffer:
+				// fall back to this host's clock.
+				for _, n := range ooms {
+					if n >= t.UnixNano() {
+						return true
+					}
+				}
 			}
 			return false
 		case <-ctx.Done():
