@@ -197,6 +197,8 @@ func NewUnstartedServer(opts ...Option) (*Server, error) {
 		scenario: cfg.scenario,
 		sequence: cfg.sequence,
 	}
+	// One register function per wire API, each in its own file
+	// (anthropic.go); scenarios, sequences and the log are shared.
 	mux := http.NewServeMux()
 	s.registerAnthropic(mux)
 	mux.HandleFunc("/", s.notFound)
