@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -222,7 +224,9 @@ func (s *Server) Start() error {
 		return fmt.Errorf("outposttest: listen: %w", err)
 	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	// ErrorLog discards: a library prints nothing (aborted hangs are silent anyway).
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
 	s.url = "http://" + ln.Addr().String()
 	s.serveErr = make(chan error, 1)
 	go func(srv *http.Server, ln net.Listener, ch chan<- error) {
