@@ -39,13 +39,17 @@
 //
 // Usage: each assistant line yields a message-scoped report keyed by
 // message.id (Claude repeats a message once per content block; the ledger
-// de-duplicates). The result line yields the turn-scoped total, which the
-// ledger prefers. Verified against the real 2.1.328 (see the tool and resume
-// fixtures): result.usage covers only the LAST model call of the turn, while
-// modelUsage sums every call of the process, including side calls to other
-// models, and carries the cost. The turn total is therefore taken from
-// model_usage_since_last_result when present, else modelUsage, and only when
-// both are absent from result.usage; total_cost_usd is the cost.
+// de-duplicates). Its output_tokens are the message_start snapshot (often 1),
+// so the message sum is only a lower bound; with partial messages, the
+// message_delta stream event adds the exact figures under the same id. The
+// result line yields the turn-scoped total, which the ledger prefers.
+// Verified against the real 2.1.328 (fixtures tool, resume, fork):
+// result.usage sums every model call of the turn, while modelUsage and
+// total_cost_usd are cumulative over the whole session, so after --resume
+// they repeat the earlier turns' tokens and cost. model_usage_since_last_result
+// is exactly this turn, per model (side calls to other models included),
+// with its cost; the turn total is taken from it, else from result.usage
+// with total_cost_usd, else from modelUsage.
 //
 // # Recognizers
 //
