@@ -12,6 +12,7 @@ import (
 	"path"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -38,6 +39,12 @@ type lease struct {
 
 var _ sandbox.Sandbox = (*lease)(nil)
 
+func (l *lease) isReleased() bool {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	return l.released
+}
+
 // ID implements [sandbox.Sandbox]: the container id.
 func (l *lease) ID() string { return l.id }
 
@@ -59,15 +66,18 @@ if [ ! -e "$2" ] && [ ! -L "$2" ]; then echo "$1/$2: no such file or directory" 
 exec tar -c -f - -- "$2"`
 
 // CopyIn implements [sandbox.Sandbox] by running tar inside the container,
-// so the tmpfs home is reachable.
+// so the tmpfs home is reachable. The archive is checked entry by entry on
+// its way in (see safeTar); at the first unsafe entry the extraction is
+// killed and CopyIn fails with a configuration error.
 func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	if err := checkSandboxPath(dir); err != nil {
 		return err
 	}
+	pr, pw := io.Pipe()
 	p, err := l.start(ctx, execSpec{
 		args:  []string{"sh", "-c", copyInScript, "outpost-copyin", dir},
 		dir:   "/",
-		stdin: r,
+		stdin: pr,
 	})
 	if err != nil {
 		return fmt.Errorf("copy into %s: %w", dir, err)
@@ -79,7 +89,16 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		defer close(done)
 		_, _ = io.Copy(&stderr, p.Stderr())
 	}()
-	_, _ = io.Copy(io.Discard, p.Stdout())
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	if ferr := safeTar(pw, r); ferr != nil {
+		// Kill tar before it sees the end of its input and finishes a
+		// partial extraction.
+		kerr := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
+		pw.CloseWithError(ferr)
+		_, _ = p.Wait()
+		return errors.Join(ferr, kerr)
+	}
+	pw.Close()
 	st, err := p.Wait()
 	<-done
 	if err != nil {

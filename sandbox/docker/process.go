@@ -28,13 +28,14 @@ import (
 )
 
 // wrapperScript starts every command: sh -c wrapperScript outpost-exec PIDBASE ARGV...
-// It records its pid, honours a cancellation that arrived before it ran,
+// It records its pid, honours a cancellation that arrived before it ran (by
+// killing itself, so the status reads as the SIGKILL it stands for),
 // makes sure it leads its own process group (setsid does not fork when the
 // caller is not already a group leader) and execs the argv, which keeps the
 // pid. The argv stays a list of positional parameters: nothing is parsed.
 const wrapperScript = `p=$1; shift
 echo $$ >"$p.pid" || exit 126
-if [ -e "$p.cancel" ]; then exit 130; fi
+if [ -e "$p.cancel" ]; then kill -KILL $$; fi
 g=
 read -r _ _ _ _ g _ 2>/dev/null </proc/$$/stat || g=$$
 if [ "$g" != "$$" ]; then exec setsid "$@"; fi
@@ -43,7 +44,7 @@ exec "$@"`
 // signalScript signals a wrapped command's group:
 // sh -c signalScript outpost-signal PIDBASE SIGNAME MARK CLEAN.
 // MARK=1 leaves a cancellation marker first, so a command whose wrapper has
-// not written its pid yet exits 130 instead of starting (the wrapper writes
+// not written its pid yet kills itself instead of starting (the wrapper writes
 // its pid before it looks for the marker, so one of the two always sees the
 // other). CLEAN=1 removes the pid file afterwards.
 const signalScript = `p=$1 s=$2
@@ -92,8 +93,6 @@ type process struct {
 	// group (the engine then cuts it about two seconds later).
 	streamFirst bool
 	streamErr   error
-	sent        map[syscall.Signal]bool
-	cause       error // the context error that killed the process
 	status      sandbox.ExitStatus
 	waitErr     error
 }
@@ -122,6 +121,9 @@ func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process,
 
 // start creates, attaches and starts an exec of es.
 func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
+	if l.isReleased() {
+		return nil, outposterr.New(outposterr.Sandbox, "exec %s: lease %s was released", es.args[0], shortID(l.id))
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", es.args[0], err)
 	}
@@ -178,7 +180,6 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 		streamDone: make(chan struct{}),
 		done:       make(chan struct{}),
 		closing:    make(chan struct{}),
-		sent:       map[syscall.Signal]bool{},
 	}
 	go p.copyOutput()
 	if es.stdin != nil {
@@ -241,9 +242,6 @@ func (p *process) watch(ctx context.Context) {
 		case <-timer.C:
 		case <-ctxDone:
 			ctxDone = nil
-			p.mu.Lock()
-			p.cause = ctx.Err()
-			p.mu.Unlock()
 			if err := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
 				p.l.p.log.Debug("kill on cancel", "exec", shortID(p.execID), "err", err)
 			}
@@ -264,9 +262,13 @@ func (p *process) watch(ctx context.Context) {
 		cancel()
 		switch {
 		case err != nil && cerrdefs.IsNotFound(err):
-			// The container is gone (released under the process).
-			p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"},
-				outposterr.Wrap(outposterr.Sandbox, err, "exec %s vanished: lease %s released", shortID(p.execID), shortID(p.l.id)))
+			// The container is gone: removed by Release (the process was
+			// killed with it) or by someone else (an error).
+			var werr error
+			if !p.l.releasing.Load() {
+				werr = outposterr.Wrap(outposterr.Sandbox, err, "exec %s vanished: container %s removed", shortID(p.execID), shortID(p.l.id))
+			}
+			p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, werr)
 			return
 		case err != nil:
 			failures++
@@ -290,40 +292,33 @@ func (p *process) watch(ctx context.Context) {
 }
 
 // finish records the exit status of code.
+//
+// The engine reports a process killed by signal n as exit code 128+n, the
+// encoding shells use too; codes 129..159 are therefore reported as death by
+// that signal (Code -1, Signal set). A program that itself exits with such a
+// code is reported the same way.
 func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 	st := sandbox.ExitStatus{Code: code}
-	var werr error
 	if neverStarted {
 		p.mu.Lock()
 		serr := p.streamErr
 		p.mu.Unlock()
-		werr = outposterr.New(outposterr.Sandbox, "exec did not start in %s (exit %d)", shortID(p.l.id), code)
+		var werr error = outposterr.New(outposterr.Sandbox, "exec did not start in %s (exit %d)", shortID(p.l.id), code)
 		if serr != nil {
 			werr = outposterr.Wrap(outposterr.Sandbox, serr, "exec did not start in %s (exit %d)", shortID(p.l.id), code)
 		}
+		p.setExit(st, werr)
+		return
 	}
-	if code != 0 && !neverStarted {
+	if code != 0 {
 		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, code == 128+int(syscall.SIGKILL))
 	}
-	if code > 128 && code < 128+65 {
-		sig := syscall.Signal(code - 128)
-		p.mu.Lock()
-		sent := p.sent[sig]
-		p.mu.Unlock()
-		released := sig == syscall.SIGKILL && p.l.releasing.Load()
-		if sent || released || (st.OOMKilled && sig == syscall.SIGKILL) {
-			st.Code, st.Signal = -1, unix.SignalName(sig)
-		}
-		if released && werr == nil {
-			werr = outposterr.New(outposterr.Sandbox, "lease %s released while the process ran", shortID(p.l.id))
+	if code > 128 && code <= 128+31 {
+		if name := unix.SignalName(syscall.Signal(code - 128)); name != "" {
+			st.Code, st.Signal = -1, name
 		}
 	}
-	p.mu.Lock()
-	if werr == nil {
-		werr = p.cause
-	}
-	p.mu.Unlock()
-	p.setExit(st, werr)
+	p.setExit(st, nil)
 }
 
 func (p *process) setExit(st sandbox.ExitStatus, err error) {
@@ -346,8 +341,9 @@ func (p *process) Stdin() io.WriteCloser {
 	return p.stdin
 }
 
-// Wait implements [sandbox.Process]. When the caller's context ended the
-// process, the error is that context's error (the status is still returned).
+// Wait implements [sandbox.Process]. The error is about waiting (the engine
+// failed, the container vanished under the process); a process ended by the
+// caller's context or by Release has a status (SIGKILL) and no error.
 func (p *process) Wait() (sandbox.ExitStatus, error) {
 	<-p.done
 	p.mu.Lock()
@@ -374,9 +370,6 @@ func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bo
 	if name == "" {
 		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
 	}
-	p.mu.Lock()
-	p.sent[sig] = true
-	p.mu.Unlock()
 	argv := []string{"sh", "-c", signalScript, "outpost-signal", p.pidBase, name[3:], flag(mark), flag(clean)}
 	_, err := p.l.quick(ctx, argv)
 	if err != nil && (cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)) {
