@@ -44,6 +44,11 @@ type captureCase struct {
 	// refused points the CLI at a closed loopback port.
 	refused bool
 	retries int
+	// window is the subscription window the quota scenario says is exhausted
+	// (default five_hour); resetIn is how far ahead it resets (default: the
+	// third full hour from now).
+	window  string
+	resetIn time.Duration
 }
 
 var captureCases = []captureCase{
@@ -54,6 +59,10 @@ var captureCases = []captureCase{
 	{name: "fork", scenario: outposttest.ScenarioOK, prior: "Remember MARK-fork1.", fork: true, prompt: "Branch off. MARK-fork2"},
 	{name: "rate_limit", scenario: outposttest.ScenarioRateLimit, prompt: "MARK-rl1", retries: 1},
 	{name: "quota", scenario: outposttest.ScenarioQuota, oauth: true, prompt: "MARK-quota1", retries: 1},
+	{name: "quota_weekly", scenario: outposttest.ScenarioQuota, oauth: true, window: "seven_day",
+		resetIn: 75 * time.Hour, prompt: "MARK-quota3", retries: 1},
+	{name: "quota_opus", scenario: outposttest.ScenarioQuota, oauth: true, window: "seven_day_opus",
+		resetIn: 150 * time.Hour, prompt: "MARK-quota4", retries: 1},
 	{name: "quota_apikey", scenario: outposttest.ScenarioQuota, prompt: "MARK-quota2", retries: 1},
 	{name: "quota_warning", scenario: outposttest.ScenarioQuotaWarning, oauth: true, prompt: "MARK-warn1"},
 	{name: "spend_limit", scenario: outposttest.ScenarioSpendLimit, prompt: "MARK-spend1", retries: 1},
@@ -100,9 +109,17 @@ func captureOne(t *testing.T, c captureCase) {
 		require.NoError(t, ln.Close())
 		env = map[string]string{}
 	} else {
-		reset := time.Now().UTC().Truncate(time.Hour).Add(3 * time.Hour)
-		srv, err := outposttest.NewServer(outposttest.WithScenario(c.scenario),
-			outposttest.WithRetryAfter(time.Second), outposttest.WithQuotaReset(reset))
+		ahead := c.resetIn
+		if ahead == 0 {
+			ahead = 3 * time.Hour
+		}
+		reset := time.Now().UTC().Truncate(time.Hour).Add(ahead)
+		opts := []outposttest.Option{outposttest.WithScenario(c.scenario),
+			outposttest.WithRetryAfter(time.Second), outposttest.WithQuotaReset(reset)}
+		if c.window != "" {
+			opts = append(opts, outposttest.WithQuotaWindow(c.window))
+		}
+		srv, err := outposttest.NewServer(opts...)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = srv.Close() })
 		baseURL = srv.URL()
@@ -161,6 +178,9 @@ func captureOne(t *testing.T, c captureCase) {
 		source += " (turn 2: --resume <turn 1 id> --fork-session)"
 	case c.prior != "":
 		source += " (turn 2: --resume <turn 1 id>)"
+	}
+	if c.window != "" {
+		source += ", window " + c.window
 	}
 	if c.oauth {
 		source += ", subscription mode (CLAUDE_CODE_OAUTH_TOKEN placeholder)"

@@ -368,7 +368,7 @@ func TestDecodeFixtures(t *testing.T) {
 			} else {
 				assert.NotZero(t, kinds[adapters.KindFailure])
 			}
-			assert.Zero(t, kinds[adapters.KindRaw] - rawExpected(c.Name))
+			assert.Zero(t, kinds[adapters.KindRaw]-rawExpected(c.Name))
 		})
 	}
 }

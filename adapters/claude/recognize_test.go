@@ -43,7 +43,7 @@ func TestQuota(t *testing.T) {
 		{"raw -p epoch", "Claude AI usage limit reached|1762952400", time.Unix(1762952400, 0)},
 		{"TUI older", "Claude usage limit reached. Your limit will reset at 9am (America/Chicago).",
 			time.Date(2026, 6, 11, 9, 0, 0, 0, loc(t, "America/Chicago"))},
-		{"weekly member", "You've hit your weekly limit · resets Mon 9am", time.Time{}},
+		{"weekly member", "You've hit your weekly limit · resets Mon 9am", time.Date(2026, 6, 15, 9, 0, 0, 0, time.UTC)},
 		{"opus member", "You’ve hit your Opus limit ∙ resets 3pm", time.Date(2026, 6, 11, 15, 0, 0, 0, time.UTC)},
 		{"sonnet member", "You've hit your Sonnet limit · resets 4:15pm", time.Date(2026, 6, 10, 16, 15, 0, 0, time.UTC)},
 		{"usage credits member", "You've hit your usage credit limit · resets 9am", time.Date(2026, 6, 11, 9, 0, 0, 0, time.UTC)},
@@ -57,6 +57,8 @@ func TestQuota(t *testing.T) {
 		{"upper case", "YOU'VE HIT YOUR SESSION LIMIT · RESETS 5AM", time.Date(2026, 6, 11, 5, 0, 0, 0, time.UTC)},
 		// Captured from 2.1.328 against outposttest.
 		{"captured 5-hour", "You've hit your 5-hour limit · resets 11am (UTC)", time.Date(2026, 6, 11, 11, 0, 0, 0, time.UTC)},
+		{"captured weekly", "You've hit your weekly limit · resets Dec 5, 11am (UTC)", time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC)},
+		{"captured opus", "You've hit your Opus limit · resets Dec 8, 2pm (UTC)", time.Date(2026, 12, 8, 14, 0, 0, 0, time.UTC)},
 		{"captured org rate limit", "API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later.", time.Time{}},
 		{"captured spend cap", "API Error: 400 You have reached your specified API usage limits. You will regain access on 2026-12-02 at 11:00 UTC.",
 			time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)},

@@ -8,7 +8,8 @@
 //   - clock times, optionally with an IANA zone in parentheses:
 //     "resets 12:50am (America/Los_Angeles)", "resets 3:45pm", "resets 5am",
 //     "resets at 4 a.m. (Asia/Tokyo)", "Your limit will reset at 9am
-//     (America/Chicago).", "try again at 12:16 PM.", "resets 14:00 (UTC)".
+//     (America/Chicago).", "try again at 12:16 PM.", "resets 14:00 (UTC)",
+//     and with a date or weekday: "resets Dec 5, 11am (UTC)", "resets Mon 9am".
 //     The result is the next occurrence strictly after at, in the stated zone,
 //     or in at.Location() when none is stated. The next day is computed on the
 //     calendar (time.Date with day+1), never by adding 24 hours, so a DST change
@@ -136,13 +137,28 @@ func Date(text string, at time.Time) (time.Time, bool) {
 
 // clockRE needs a lead word so that arbitrary numbers in a text are never read
 // as times: "reset(s)", "try again", "available again", "regain access",
-// optionally followed by "at".
-var clockRE = regexp.MustCompile(`(?i)\b(?:resets?|try\s+again|available\s+again|regain\s+access)(?:\s+at)?\s+(\d{1,2})(?::(\d{2}))?\s*(a\.?\s?m\.?|p\.?\s?m\.?)?(?:\s*\(\s*([A-Za-z][A-Za-z0-9_+\-/]*)\s*\))?`)
+// optionally followed by "at" or "on". A weekday ("Mon") or a month and day
+// ("Dec 5,") may precede the time. Groups: 1 weekday, 2 month, 3 day,
+// 4 hour, 5 minute, 6 meridiem, 7 zone.
+var clockRE = regexp.MustCompile(`(?i)\b(?:resets?|try\s+again|available\s+again|regain\s+access)(?:\s+(?:at|on))?\s+` +
+	`(?:(mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+)?` +
+	`(?:(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:at\s+)?)?` +
+	`(\d{1,2})(?::(\d{2}))?\s*(a\.?\s?m\.?|p\.?\s?m\.?)?(?:\s*\(\s*([A-Za-z][A-Za-z0-9_+\-/]*)\s*\))?`)
+
+var (
+	weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
+		"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
+	months = map[string]time.Month{"jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
+		"jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12}
+)
 
 // Clock parses a clock time ("resets 12:50am (America/Los_Angeles)",
-// "try again at 12:16 PM.") and returns its next occurrence strictly after at,
-// in the stated zone or, without one, in at.Location(). A bare hour needs a
-// meridiem ("5am"); 24-hour times need minutes ("14:00").
+// "try again at 12:16 PM.", "resets Dec 5, 11am (UTC)", "resets Mon 9am")
+// and returns its next occurrence strictly after at, in the stated zone or,
+// without one, in at.Location(). A bare hour needs a meridiem ("5am");
+// 24-hour times need minutes ("14:00"). With a month and day the year is the
+// first one that puts the instant after at; with a weekday, the first such
+// weekday.
 func Clock(text string, at time.Time) (time.Time, bool) {
 	for _, ix := range clockRE.FindAllStringSubmatchIndex(text, 4) {
 		m := make([]string, len(ix)/2)
@@ -151,7 +167,7 @@ func Clock(text string, at time.Time) (time.Time, bool) {
 				m[i] = text[ix[2*i]:ix[2*i+1]]
 			}
 		}
-		if m[4] == "" && strings.HasPrefix(strings.TrimLeft(text[ix[1]:], " \t"), "(") {
+		if m[7] == "" && strings.HasPrefix(strings.TrimLeft(text[ix[1]:], " \t"), "(") {
 			// A parenthesized zone we could not read: refuse rather than
 			// silently use the wrong zone.
 			continue
@@ -164,17 +180,17 @@ func Clock(text string, at time.Time) (time.Time, bool) {
 }
 
 func clock(m []string, at time.Time) (time.Time, bool) {
-	h, err := strconv.Atoi(m[1])
+	h, err := strconv.Atoi(m[4])
 	if err != nil {
 		return time.Time{}, false
 	}
 	mi := 0
-	if m[2] != "" {
-		mi, _ = strconv.Atoi(m[2])
+	if m[5] != "" {
+		mi, _ = strconv.Atoi(m[5])
 	}
-	mer := strings.ToLower(strings.NewReplacer(".", "", " ", "").Replace(m[3]))
+	mer := strings.ToLower(strings.NewReplacer(".", "", " ", "").Replace(m[6]))
 	switch {
-	case mer == "" && m[2] == "":
+	case mer == "" && m[5] == "":
 		return time.Time{}, false // "resets 5": not a time
 	case mer == "" && h > 23:
 		return time.Time{}, false
@@ -194,12 +210,41 @@ func clock(m []string, at time.Time) (time.Time, bool) {
 		}
 	}
 	loc := at.Location()
-	if m[4] != "" {
-		l, ok := location(m[4])
+	if m[7] != "" {
+		l, ok := location(m[7])
 		if !ok {
 			return time.Time{}, false
 		}
 		loc = l
+	}
+	if m[2] != "" {
+		month := months[strings.ToLower(m[2])]
+		day, _ := strconv.Atoi(m[3])
+		if day < 1 || day > 31 {
+			return time.Time{}, false
+		}
+		y := at.In(loc).Year()
+		for i := 0; i < 2; i++ {
+			t := time.Date(y+i, month, day, h, mi, 0, 0, loc)
+			if t.Day() != day {
+				continue // no such day that year
+			}
+			if t.After(at) {
+				return t, true
+			}
+		}
+		return time.Time{}, false
+	}
+	if m[1] != "" {
+		wd := weekdays[strings.ToLower(m[1])]
+		l := at.In(loc)
+		for i := 0; i <= 7; i++ {
+			t := time.Date(l.Year(), l.Month(), l.Day()+i, h, mi, 0, 0, loc)
+			if t.Weekday() == wd && t.After(at) {
+				return t, true
+			}
+		}
+		return time.Time{}, false
 	}
 	return Next(at, h, mi, loc), true
 }

@@ -98,6 +98,39 @@ func TestClockDST(t *testing.T) {
 	assert.Equal(t, time.Date(2026, 3, 9, 9, 0, 0, 0, tokyo).Unix(), got.Unix())
 }
 
+func TestClockWithDate(t *testing.T) {
+	ny := mustLoc(t, "America/New_York")
+	at := time.Date(2026, 12, 2, 8, 54, 47, 0, time.UTC) // a Wednesday
+	cases := []struct {
+		text string
+		want time.Time
+	}{
+		// Captured from claude 2.1.328 (weekly and Opus windows).
+		{"You've hit your weekly limit · resets Dec 5, 11am (UTC)", time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC)},
+		{"You've hit your Opus limit · resets Dec 8, 2pm (UTC)", time.Date(2026, 12, 8, 14, 0, 0, 0, time.UTC)},
+		{"resets Jan 3, 9:30am (America/New_York)", time.Date(2027, 1, 3, 9, 30, 0, 0, ny)},    // year rollover
+		{"resets Dec 2, 8am", time.Date(2027, 12, 2, 8, 0, 0, 0, time.UTC)},                    // earlier today: next year
+		{"resets December 2nd at 9am", time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},           // later today
+		{"resets Mon 9am", time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)},                       // next Monday
+		{"resets Wednesday 8am", time.Date(2026, 12, 9, 8, 0, 0, 0, time.UTC)},                 // today has passed
+		{"resets Wed 10am", time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)},                     // later today
+		{"resets Fri, Dec 4, 5pm (America/New_York)", time.Date(2026, 12, 4, 17, 0, 0, 0, ny)}, // both: the date wins
+	}
+	for _, c := range cases {
+		got, ok := Clock(c.text, at)
+		require.True(t, ok, c.text)
+		assert.True(t, c.want.Equal(got), "%s: want %v, got %v", c.text, c.want, got)
+	}
+	for _, text := range []string{"resets Feb 30, 9am", "resets Dec 45, 9am", "resets Dec 5"} {
+		_, ok := Clock(text, at)
+		assert.False(t, ok, text)
+	}
+	// Feb 29 resolves to the next leap year's only when it is within two years.
+	got, ok := Clock("resets Feb 29, 9am (UTC)", time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC))
+	require.True(t, ok)
+	assert.Equal(t, time.Date(2028, 2, 29, 9, 0, 0, 0, time.UTC), got)
+}
+
 func TestClockRejects(t *testing.T) {
 	at := time.Date(2026, 6, 10, 15, 0, 0, 0, time.UTC)
 	for _, text := range []string{
