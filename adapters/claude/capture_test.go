@@ -49,6 +49,11 @@ type captureCase struct {
 	// third full hour from now).
 	window  string
 	resetIn time.Duration
+	// missing resumes an id that does not exist; nokey gives no credential;
+	// timeout sets the per-request timeout (API_TIMEOUT_MS).
+	missing bool
+	nokey   bool
+	timeout time.Duration
 }
 
 var captureCases = []captureCase{
@@ -71,6 +76,9 @@ var captureCases = []captureCase{
 	{name: "unavailable", scenario: outposttest.ScenarioUnavailable, prompt: "MARK-503", retries: 1},
 	{name: "unauthorized", scenario: outposttest.ScenarioUnauthorized, prompt: "MARK-auth1", retries: 1},
 	{name: "connection_refused", refused: true, prompt: "MARK-refused1", retries: 1},
+	{name: "resume_missing", scenario: outposttest.ScenarioOK, missing: true, prompt: "MARK-missing1"},
+	{name: "not_logged_in", scenario: outposttest.ScenarioOK, nokey: true, prompt: "MARK-nokey1", retries: 0},
+	{name: "request_timeout", scenario: outposttest.ScenarioHang, timeout: 2 * time.Second, prompt: "MARK-hang1", retries: 0},
 }
 
 func TestCapture(t *testing.T) {
@@ -135,6 +143,9 @@ func captureOne(t *testing.T, c captureCase) {
 	if c.refused {
 		key = outposttest.PlaceholderKey
 	}
+	if c.nokey {
+		key = ""
+	}
 	env["TZ"] = "UTC"
 	retries := c.retries
 	var opts []claude.Option
@@ -145,7 +156,10 @@ func captureOne(t *testing.T, c captureCase) {
 	in := adapters.Input{
 		Prompt: c.prompt, Workdir: work, Home: home,
 		Endpoint:   &adapters.Endpoint{BaseURL: baseURL, APIKey: key},
-		MaxRetries: &retries, Env: env,
+		MaxRetries: &retries, Env: env, RequestTimeout: c.timeout,
+	}
+	if c.missing {
+		in.Continue = "00000000-0000-4000-8000-000000000000"
 	}
 
 	if c.prior != "" {
@@ -178,6 +192,12 @@ func captureOne(t *testing.T, c captureCase) {
 		source += " (turn 2: --resume <turn 1 id> --fork-session)"
 	case c.prior != "":
 		source += " (turn 2: --resume <turn 1 id>)"
+	case c.missing:
+		source += " (--resume of an id that does not exist)"
+	case c.nokey:
+		source += " (no API key or token)"
+	case c.timeout > 0:
+		source += " (API_TIMEOUT_MS=" + c.timeout.String() + ")"
 	}
 	if c.window != "" {
 		source += ", window " + c.window

@@ -357,7 +357,11 @@ func TestDecodeFixtures(t *testing.T) {
 					}
 				}
 			}
-			assert.True(t, claude.ValidID(conv), "conversation id %q", conv)
+			if c.Name == "resume_missing" {
+				assert.Empty(t, conv, "a failed resume prints no init line")
+			} else {
+				assert.True(t, claude.ValidID(conv), "conversation id %q", conv)
+			}
 			require.NotNil(t, fin)
 			assert.Equal(t, wantOK[c.Name], fin.OK)
 			assert.True(t, ledger.Total().Complete)

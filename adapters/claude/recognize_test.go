@@ -118,6 +118,7 @@ func TestUnavailable(t *testing.T) {
 		{"API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:34937).", "overloaded"},
 		{"API Error: 503 Service Unavailable. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:36889).", "http 503"},
 		{"API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)", "connection error"},
+		{"Request timed out. If the API is slow to answer, or a proxy or gateway holds responses, set API_TIMEOUT_MS above 2000.", "timeout"},
 	}
 	a := claude.New()
 	for _, c := range cases {
