@@ -55,10 +55,14 @@ fi
 if docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
 	log "docker daemon is answering"
 else
-	log "starting dockerd (log: $dockerd_log)"
-	as_root mkdir -p "$(dirname "$dockerd_log")"
-	# nohup + setsid: the daemon must outlive this script and its terminal.
-	as_root sh -c 'nohup setsid dockerd >>"$1" 2>&1 </dev/null &' sh "$dockerd_log"
+	if pgrep -x dockerd >/dev/null 2>&1; then
+		log "dockerd is running but not answering yet; waiting"
+	else
+		log "starting dockerd (log: $dockerd_log)"
+		as_root mkdir -p "$(dirname "$dockerd_log")"
+		# nohup + setsid: the daemon must outlive this script and its terminal.
+		as_root sh -c 'nohup setsid dockerd >>"$1" 2>&1 </dev/null &' sh "$dockerd_log"
+	fi
 	deadline=$((SECONDS + dockerd_wait))
 	until docker version --format '{{.Server.Version}}' >/dev/null 2>&1; do
 		if [ "$SECONDS" -ge "$deadline" ]; then

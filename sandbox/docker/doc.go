@@ -40,8 +40,8 @@
 // [sandbox.Sandbox.Exec] creates an exec whose argv is a fixed sh wrapper
 // followed by the command's own argv as positional parameters (never
 // concatenated into a string). The wrapper writes its pid to
-// /tmp/outpost-<id>.pid, exits 130 if the process was cancelled before it
-// started, makes sure it leads its own process group (the engine already
+// /tmp/outpost-<id>.pid, kills itself if the process was cancelled before
+// it started, makes sure it leads its own process group (the engine already
 // starts exec'd processes as session leaders; otherwise the wrapper uses
 // setsid, which then does not fork) and execs the command, which therefore
 // keeps that pid. The engine does not forward signals to exec'd processes, so
@@ -52,12 +52,19 @@
 // on the output streams: it inspects the exec when the attach stream ends and
 // otherwise with a bounded backoff (at most one inspect per second), so a
 // grandchild that keeps stdout open cannot hang a turn. The engine closes
-// such a stream itself about two seconds after the main process exited.
-// Exit codes above 128 that match a signal Outpost sent (or SIGKILL after an
-// out-of-memory kill) are reported as that signal with Code -1, because the
-// engine reports a signalled exec as 128+n. An out-of-memory kill is detected
-// from the container's "oom" event during the exec (cgroup v1 engines do not
-// set State.OOMKilled while the container keeps running) or its State.
+// such a stream itself about two seconds after the main process exited —
+// and, while it is held, delays the exit of the container's later execs by
+// as much, which is one more reason Close kills the rest of the group.
+//
+// The engine reports a process killed by signal n as exit code 128+n, so
+// codes 129..159 are reported as that signal (Code -1, Signal "SIGKILL"...),
+// also when a program chose such a code itself. A process ended by the
+// caller's context or by Release reports SIGKILL and Wait returns no error:
+// the error of Wait is reserved for failures to observe the process. An
+// out-of-memory kill is detected from the container's "oom" event after this
+// exec's own "exec_start" event (cgroup v1 engines do not set
+// State.OOMKilled while the container keeps running), or from its State.
+// Each exec leaves a pid file of a few bytes in the container's /tmp.
 //
 // # Files
 //
@@ -65,7 +72,18 @@
 // (tar must be in the image; it is in the base image). The engine's archive
 // endpoints cannot be used: they work on the container's root filesystem from
 // outside and do not see the tmpfs home. Modes are preserved, ownership is the
-// lease user's, destinations must be absolute, clean paths.
+// lease user's, destinations must be absolute, clean paths. CopyIn re-checks
+// the archive entry by entry on its way in and refuses absolute names, ".."
+// components, symbolic links that are absolute or lead outside the
+// destination, hard links to such names and special files; at the first one
+// the extraction is killed and CopyIn fails with a configuration error.
+//
+// # Root hosts
+//
+// When Outpost runs as root, leases default to [DefaultUser], which cannot
+// enter a root-owned 0700 workspace (t.TempDir, a root checkout). Pass
+// Spec.User "0:0" for such workspaces (still without capabilities and with
+// no-new-privileges) or make the workspace accessible to [DefaultUser].
 //
 // # Timeouts
 //

@@ -357,6 +357,16 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	cancel()
 	if err != nil {
 		rmErr := l.removeWorkspace()
+		if ctx.Err() != nil {
+			// The engine may have created the container before the request
+			// was abandoned; remove it by name so it does not outlive us.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
+			if rerr := p.cli.ContainerRemove(rctx, l.name, container.RemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
+				rmErr = errors.Join(rmErr, engineError(rerr, "remove abandoned container %s", l.name))
+			}
+			cancel()
+			return nil, errors.Join(fmt.Errorf("create container: %w", ctx.Err()), rmErr)
+		}
 		if cerrdefs.IsNotFound(err) {
 			return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
 				"create container: image %s not found (build it with scripts/docker-setup.sh or outpost image build)", image), rmErr)
@@ -371,7 +381,12 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	err = p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
 	cancel()
 	if err != nil {
-		return nil, errors.Join(engineError(err, "start container"), l.Release(ctx))
+		if ctx.Err() != nil {
+			err = fmt.Errorf("start container: %w", ctx.Err())
+		} else {
+			err = engineError(err, "start container")
+		}
+		return nil, errors.Join(err, l.Release(ctx))
 	}
 	return l, nil
 }
