@@ -37,6 +37,18 @@
 // other than init and api_retry, stream events other than text and thinking
 // deltas) become raw events carrying the line.
 //
+// Failures: a synthetic assistant message (Claude's own report of a failed
+// API call: an "error" field, is_api_error_message, model "<synthetic>")
+// becomes a failure event whose Code is Claude's error word (rate_limit,
+// billing_error, authentication_failed, server_error, unknown) and whose
+// Status is api_error_status. A result with is_error true — even with subtype
+// "success", which 2.1.328 prints for every API error — or with a subtype
+// other than "success" becomes a failure event (result text plus errors[]
+// texts; Code is the subtype, or terminal_reason when the subtype is
+// "success") and an unsuccessful finished event. A failed resume of an
+// unknown id prints only a result with subtype error_during_execution and
+// errors ["No conversation found with session ID: …"], and no init line.
+//
 // Usage: each assistant line yields a message-scoped report keyed by
 // message.id (Claude repeats a message once per content block; the ledger
 // de-duplicates). Its output_tokens are the message_start snapshot (often 1),
@@ -66,7 +78,8 @@
 // Unavailable), "Approaching usage limit" (a warning), context limits
 // (prompt too long), and CLI retry chatter ("… · Retrying in N seconds…").
 // Reset times are parsed with package reset against the instant the text was
-// seen.
+// seen; 2.1.328 words them "resets 11am (UTC)" for the 5-hour window and
+// "resets Dec 5, 11am (UTC)" for the weekly and Opus windows.
 //
 // [Adapter.Unavailable] names outages: "overloaded" (529), "server throttle",
 // "http 5xx", "connection error", "timeout". [Adapter.Auth] names
@@ -74,7 +87,9 @@
 // oauth token", "invalid bearer token", "invalid api key", "authentication
 // failed" (401), "permission denied" (403 permission_error).
 //
-// The package is pure: no disk, network, clock or environment reads.
+// The package is pure: no network, clock or environment reads, and no disk
+// access beyond the read-only, cached zone-database lookup [time.LoadLocation]
+// does for a zone named in a reset text.
 package claude
 
 import (

@@ -182,7 +182,8 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		evs = d.result(&l)
 	}
 	if len(evs) == 0 {
-		return raw(b)
+		// Unmarshal checked the syntax first: the line is valid JSON.
+		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
 	}
 	if p := l.ParentToolUseID; p != nil && *p != "" {
 		for i := range evs {
