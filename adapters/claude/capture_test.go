@@ -166,20 +166,27 @@ func captureOne(t *testing.T, c captureCase) {
 		first := in
 		first.Prompt = c.prior
 		stdout, _, _, _ := runClaude(t, a, first)
-		id := ""
-		dec := a.NewDecoder()
-		for _, l := range bytes.Split(stdout, []byte("\n")) {
-			for _, ev := range dec.Decode(l) {
-				if ev.Kind == adapters.KindConversation && id == "" {
-					id = ev.Conversation
-				}
-			}
-		}
+		id := conversationOf(a, stdout)
 		require.NotEmpty(t, id, "first turn printed no session id:\n%s", stdout)
 		in.Continue, in.Fork = id, c.fork
 	}
 
 	stdout, stderr, code, at := runClaude(t, a, in)
+	// Sanity checks: the capture shows what it claims to show.
+	switch {
+	case c.scenario == outposttest.ScenarioTool:
+		name, content := outposttest.ToolFile("MARK-tool1")
+		b, err := os.ReadFile(filepath.Join(work, name))
+		require.NoError(t, err, "the tool scenario did not write its file")
+		require.Equal(t, content, string(b))
+	case c.prior != "":
+		require.Contains(t, string(stdout), "remembered: "+outposttest.Markers(c.prior)[0])
+		if c.fork {
+			require.NotEqual(t, in.Continue, conversationOf(a, stdout), "fork kept the id")
+		} else {
+			require.Equal(t, in.Continue, conversationOf(a, stdout), "resume changed the id")
+		}
+	}
 	dir := filepath.Join("testdata", c.name)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "stdout.jsonl"), stdout, 0o644))
@@ -214,6 +221,18 @@ func captureOne(t *testing.T, c captureCase) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "meta.json"), append(b, '\n'), 0o644))
 	t.Logf("%s: exit %d, %d stdout lines, %d stderr bytes", c.name, code, bytes.Count(stdout, []byte("\n")), len(stderr))
+}
+
+func conversationOf(a *claude.Adapter, stdout []byte) string {
+	dec := a.NewDecoder()
+	for _, l := range bytes.Split(stdout, []byte("\n")) {
+		for _, ev := range dec.Decode(l) {
+			if ev.Kind == adapters.KindConversation {
+				return ev.Conversation
+			}
+		}
+	}
+	return ""
 }
 
 // messagingSocket is a per-process path in system/init; it is made stable.
