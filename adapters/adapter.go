@@ -126,3 +126,10 @@ type LiveInput interface {
 	// EncodeInput returns the bytes to write to the CLI's stdin.
 	EncodeInput(text string) ([]byte, error)
 }
+
+// SessionRecognizer is implemented by adapters that can tell, from a failure
+// text, that the conversation a turn tried to continue does not exist. The
+// harness then reports a session error instead of a process failure.
+type SessionRecognizer interface {
+	SessionMissing(text string) bool
+}

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"github.com/outpost-dev/outpost/adapters"
 	"strings"
 	"time"
 
@@ -94,11 +95,30 @@ func classify(c *collector, v verdict) error {
 	}
 	perr := &outposterr.Error{Class: outposterr.Process, Message: name + ": " + msg, Details: d}
 
+	// A resumed conversation the CLI cannot find is a session error, never
+	// mistaken for a cancelled turn (a stop by the harness returned above).
+	if sr, ok := c.adapter.(adapters.SessionRecognizer); ok {
+		for _, f := range c.failures {
+			if sr.SessionMissing(f.Text) {
+				return &outposterr.Error{Class: outposterr.Session,
+					Message: "conversation not found", Details: d, Cause: perr}
+			}
+		}
+		if c.stderrSession != "" {
+			return &outposterr.Error{Class: outposterr.Session, Message: "conversation not found: " + c.stderrSession, Details: d, Cause: perr}
+		}
+	}
+
 	// Quota: the failure text, then the last blocking quota event, then stderr.
 	if q, ok := c.quota(); ok {
 		qd := d
 		qd.ResetAt = q.resetAt
-		return &outposterr.Error{Class: outposterr.Quota, Message: name + ": quota: " + q.text, Details: qd, Cause: perr}
+		// The process failure (the CLI's own words) is the cause; the
+		// message only names the class, so the text is not repeated.
+		if q.text != "" && !strings.Contains(perr.Message, q.text) {
+			perr.Message += " [" + q.text + "]"
+		}
+		return &outposterr.Error{Class: outposterr.Quota, Message: "quota", Details: qd, Cause: perr}
 	}
 	if r := c.outage(); r != "" {
 		perr.Details.Unavailable = r

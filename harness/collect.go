@@ -45,6 +45,8 @@ type collector struct {
 	stderrOut   *textMatch // first stderr line that reads as an outage
 	stderrAuth  *textMatch // first stderr line that reads as an auth failure
 	lastStderr  string
+	// stderrSession is the first stderr line saying the conversation is missing.
+	stderrSession string
 
 	stdoutTail, stderrTail *tail
 }
@@ -84,6 +86,9 @@ func (c *collector) stderrLine(line []byte) {
 		if r, ok := c.adapter.Unavailable(text); ok {
 			c.stderrOut = &textMatch{text: text, reason: r, at: ev.Time}
 		}
+	}
+	if sr, ok := c.adapter.(adapters.SessionRecognizer); ok && c.stderrSession == "" && sr.SessionMissing(text) {
+		c.stderrSession = text
 	}
 	if c.stderrAuth == nil {
 		if r, ok := c.adapter.Auth(text); ok {

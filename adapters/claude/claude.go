@@ -293,8 +293,13 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 			return sandbox.Command{}, configErr("invalid endpoint base URL %q", ep.BaseURL)
 		}
 		env["ANTHROPIC_BASE_URL"] = ep.BaseURL
-		if ep.APIKey != "" {
+		switch {
+		case ep.APIKey != "" && ep.OAuthToken != "":
+			return sandbox.Command{}, configErr("endpoint has both an API key and an OAuth token; choose one")
+		case ep.APIKey != "":
 			env["ANTHROPIC_API_KEY"] = ep.APIKey
+		case ep.OAuthToken != "":
+			env["CLAUDE_CODE_OAUTH_TOKEN"] = ep.OAuthToken
 		}
 		env["CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS"] = "1"
 	}

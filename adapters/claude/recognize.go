@@ -161,3 +161,9 @@ func match(list []reasonRE, n string) (string, bool) {
 	}
 	return "", false
 }
+
+// SessionMissing implements [adapters.SessionRecognizer]: the conversation
+// asked for with --resume does not exist in the CLI's store.
+func (a *Adapter) SessionMissing(text string) bool {
+	return strings.Contains(strings.ToLower(text), "no conversation found with session id")
+}

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/harness"
+)
+
+// renderer prints events live: JSON lines, or a human-readable stream.
+type renderer struct {
+	mu          sync.Mutex
+	out         io.Writer
+	json        bool
+	inDelta     bool
+	lastFailure string
+}
+
+func (r *renderer) event(ev adapters.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.json {
+		b, err := json.Marshal(ev)
+		if err == nil {
+			fmt.Fprintf(r.out, "%s\n", b)
+		}
+		return
+	}
+	if ev.Kind != adapters.KindTextDelta && r.inDelta {
+		fmt.Fprintln(r.out)
+		r.inDelta = false
+	}
+	switch ev.Kind {
+	case adapters.KindConversation:
+		extra := ""
+		if ev.Model != "" {
+			extra += " model=" + ev.Model
+		}
+		if ev.Version != "" {
+			extra += " cli=" + ev.Version
+		}
+		fmt.Fprintf(r.out, "· conversation %s%s\n", ev.Conversation, extra)
+	case adapters.KindText:
+		fmt.Fprintf(r.out, "%s\n", ev.Text)
+	case adapters.KindTextDelta:
+		fmt.Fprint(r.out, ev.Text)
+		r.inDelta = true
+	case adapters.KindReasoning:
+		fmt.Fprintf(r.out, "  (thinking) %s\n", oneLine(ev.Text, 200))
+	case adapters.KindTool:
+		fmt.Fprintf(r.out, "→ %s %s\n", ev.Tool.Name, oneLine(string(ev.Tool.Input), 200))
+	case adapters.KindToolResult:
+		mark := "←"
+		if ev.ToolResult.IsError {
+			mark = "← error:"
+		}
+		fmt.Fprintf(r.out, "%s %s\n", mark, oneLine(ev.ToolResult.Preview, 200))
+	case adapters.KindFileChange:
+		fmt.Fprintf(r.out, "✎ %s %s\n", ev.FileChange.Change, ev.FileChange.Path)
+	case adapters.KindRetry:
+		fmt.Fprintf(r.out, "↻ CLI retrying (attempt %d/%d, status %d %s)\n", ev.Retry.Attempt, ev.Retry.MaxAttempts, ev.Retry.Status, ev.Retry.Reason)
+	case adapters.KindQuota:
+		reset := ""
+		if !ev.Quota.ResetAt.IsZero() {
+			reset = " resets " + ev.Quota.ResetAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(r.out, "! rate limit %s%s %s\n", ev.Quota.Status, reset, ev.Text)
+	case adapters.KindWarning:
+		fmt.Fprintf(r.out, "! warning: %s\n", ev.Text)
+	case adapters.KindFailure:
+		// Claude reports one failure twice (synthetic message, then result).
+		if ev.Text != r.lastFailure {
+			fmt.Fprintf(r.out, "✗ %s\n", oneLine(ev.Text, 500))
+		}
+		r.lastFailure = ev.Text
+	case adapters.KindStderr:
+		fmt.Fprintf(r.out, "  stderr: %s\n", oneLine(ev.Text, 500))
+	case adapters.KindResult, adapters.KindUsage, adapters.KindFinished, adapters.KindRaw:
+		// The result text and usage are summarized at the end.
+	}
+}
+
+// outcome prints the final verdict.
+func (r *renderer) outcome(res *harness.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := res.Outcome()
+	if r.json {
+		b, _ := json.Marshal(o)
+		fmt.Fprintf(r.out, "%s\n", b)
+		return
+	}
+	if r.inDelta {
+		fmt.Fprintln(r.out)
+	}
+	if o.OK && res.Text != "" && res.Counts[adapters.KindText] == 0 {
+		fmt.Fprintln(r.out, res.Text)
+	}
+	u := o.Usage
+	usageLine := fmt.Sprintf("tokens in=%d cached=%d out=%d cost=$%.4f", u.Input+u.CacheCreated, u.Cached, u.Output, u.CostUSD)
+	if !u.Complete {
+		usageLine += " (incomplete)"
+	}
+	if o.OK {
+		fmt.Fprintf(r.out, "✔ ok  conversation=%s  %s  %s\n", o.Conversation, usageLine, res.Duration.Round(time.Millisecond))
+		return
+	}
+	line := fmt.Sprintf("✖ %s: %s", o.Class, o.Error)
+	if o.Unavailable != "" {
+		line += "  [unavailable: " + o.Unavailable + "]"
+	}
+	if o.Auth != "" {
+		line += "  [auth: " + o.Auth + "]"
+	}
+	if o.ResetAt != "" {
+		line += "  [resets " + o.ResetAt + "]"
+	}
+	if o.Conversation != "" {
+		line += "  conversation=" + o.Conversation
+	}
+	fmt.Fprintln(r.out, line)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

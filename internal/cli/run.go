@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// RunOptions are the flags of `outpost run`.
+type RunOptions struct {
+	IO          IOStreams
+	Agent       string
+	Sandbox     string
+	Workspace   string
+	Model       string
+	Effort      string
+	Resume      string
+	Fork        bool
+	JSON        bool
+	Offline     bool
+	Scenario    string
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	Env         []string
+	Image       string
+	Network     string
+	Verbose     bool
+	Prompt      string
+}
+
+// NewCmdRun builds `outpost run`. runF replaces the action in tests.
+func NewCmdRun(f *Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "run --agent NAME [flags] PROMPT|-",
+		Short: "Run one turn of an agent CLI in a sandbox",
+		Long: `run executes one turn of an agent CLI in a sandbox and streams its normalized
+events: human-readable on a terminal, JSON lines with --json (the last line is the
+outcome object, as printed by "outpost replay"). The prompt is the argument, or
+standard input when it is "-".
+
+--offline starts the scripted model server (outpost stub-model) in-process on
+127.0.0.1 and points the CLI at it: a real turn of the real CLI, no account, no
+network, no tokens spent. --scenario picks what the server answers (ok, tool,
+rate_limit, quota, overloaded, unauthorized, hang, slow).
+
+Credentials are never guessed: --env NAME forwards the named variable from
+outpost's environment into the sandbox (values never appear in argv or output).`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Prompt = args[0]
+			if opts.Agent == "" {
+				return &flagError{fmt.Errorf("--agent is required (%s)", agentNames())}
+			}
+			switch opts.Sandbox {
+			case "", "docker", "host":
+			default:
+				return &flagError{fmt.Errorf("--sandbox must be docker or host, not %q", opts.Sandbox)}
+			}
+			if opts.Fork && opts.Resume == "" {
+				return &flagError{fmt.Errorf("--fork needs --resume ID")}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runRun(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Agent, "agent", "", "agent CLI to run ("+agentNames()+")")
+	fl.StringVar(&opts.Sandbox, "sandbox", "", "sandbox: docker (default when the engine is reachable) or host (unisolated)")
+	fl.StringVar(&opts.Workspace, "workspace", "", "workspace directory (default: the current directory)")
+	fl.StringVar(&opts.Model, "model", "", "model name")
+	fl.StringVar(&opts.Effort, "effort", "", "reasoning effort")
+	fl.StringVar(&opts.Resume, "resume", "", "conversation id to continue")
+	fl.BoolVar(&opts.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
+	fl.BoolVar(&opts.JSON, "json", false, "print JSON lines: every event, then the outcome")
+	fl.BoolVar(&opts.Offline, "offline", false, "run against the in-process scripted model server")
+	fl.StringVar(&opts.Scenario, "scenario", "ok", "scripted server scenario for --offline")
+	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
+	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
+	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
+	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")
+	fl.StringVar(&opts.Network, "network", "", "Docker network mode: none, bridge, host or a network name")
+	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "debug logs on stderr")
+	return cmd
+}
+
+func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
+	a, err := adapterFor(opts.Agent)
+	if err != nil {
+		return err
+	}
+	prompt := opts.Prompt
+	if prompt == "-" {
+		b, err := io.ReadAll(io.LimitReader(f.IO.In, 16<<20))
+		if err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "read prompt from stdin")
+		}
+		prompt = string(b)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return outposterr.New(outposterr.Configuration, "empty prompt")
+	}
+	workspace := opts.Workspace
+	if workspace == "" {
+		if workspace, err = os.Getwd(); err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+		}
+	}
+	if workspace, err = filepath.Abs(workspace); err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "workspace")
+	}
+	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
+		return outposterr.New(outposterr.Configuration, "workspace %s is not a directory", workspace)
+	}
+
+	env := map[string]string{}
+	for _, name := range opts.Env {
+		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
+			return &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
+		}
+		v := f.Getenv(name)
+		if v == "" {
+			return outposterr.New(outposterr.Configuration, "--env %s: the variable is not set", name)
+		}
+		env[name] = v
+	}
+	in := adapters.Input{Prompt: prompt, Model: opts.Model, Effort: opts.Effort,
+		Continue: opts.Resume, Fork: opts.Fork, Env: env}
+
+	network := opts.Network
+	if opts.Offline {
+		sc, err := outposttest.ParseScenario(opts.Scenario)
+		if err != nil {
+			return &flagError{err}
+		}
+		srv, err := outposttest.NewServer(outposttest.WithScenario(sc))
+		if err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
+		}
+		defer srv.Close()
+		in.Endpoint = &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "outpost-offline-placeholder"}
+		// The scripted server answers at once; a CLI retrying for minutes
+		// would only hide the scenario.
+		retries := 1
+		in.MaxRetries = &retries
+		if network == "" {
+			network = "host" // the server listens on loopback
+		}
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	if opts.Verbose {
+		logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	prov, spec, cleanup, err := provider(ctx, f, opts, a, workspace, network, logger)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	r := &renderer{out: f.IO.Out, json: opts.JSON}
+	res, err := harness.Run(ctx, harness.Turn{
+		Adapter: a, Input: in, Provider: prov, Spec: spec,
+		OnEvent: r.event, Deadline: opts.Timeout, IdleTimeout: opts.IdleTimeout, Logger: logger,
+	})
+	r.outcome(res)
+	if err != nil {
+		return &silentError{err}
+	}
+	return nil
+}
+
+// redactArg hides the value part of NAME=VALUE.
+func redactArg(s string) string {
+	if name, _, ok := strings.Cut(s, "="); ok {
+		return name + "=…"
+	}
+	return s
+}
+
+// hostEnv is the environment the host sandbox passes to CLIs: the few
+// variables a program needs to run, never the whole environment (which holds
+// secrets the caller did not choose to forward).
+func hostEnv(f *Factory) map[string]string {
+	env := map[string]string{}
+	for _, k := range []string{"PATH", "LANG", "LC_ALL", "TMPDIR", "TERM"} {
+		if v := f.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	env["TZ"] = "UTC"
+	return env
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-dev/outpost/outposttest"
+)
+
+// StubModelOptions are the flags of `outpost stub-model`.
+type StubModelOptions struct {
+	IO       IOStreams
+	Addr     string
+	Scenario string
+}
+
+// NewCmdStubModel builds `outpost stub-model`.
+func NewCmdStubModel(f *Factory, runF func(context.Context, *StubModelOptions) error) *cobra.Command {
+	opts := &StubModelOptions{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "stub-model [--addr 127.0.0.1:PORT] [--scenario NAME]",
+		Short: "Serve the scripted model server (Anthropic Messages API) until interrupted",
+		Long: `stub-model serves the scripted model server on a loopback address, so real agent
+CLIs can run whole turns with no account and no network. It prints the URL and the
+environment that points Claude Code at it, then serves until interrupted.
+
+A prompt can pick its own scenario with the directive [[outpost:scenario=NAME]].
+Scenarios: ` + strings.Join(scenarioNames(), ", ") + `.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := outposttest.ParseScenario(opts.Scenario); err != nil {
+				return &flagError{err}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runStubModel(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:0", "listen address (loopback)")
+	cmd.Flags().StringVar(&opts.Scenario, "scenario", "ok", "default scenario")
+	return cmd
+}
+
+func scenarioNames() []string {
+	var out []string
+	for _, s := range outposttest.Scenarios {
+		out = append(out, string(s))
+	}
+	return out
+}
+
+func runStubModel(ctx context.Context, opts *StubModelOptions) error {
+	sc, _ := outposttest.ParseScenario(opts.Scenario)
+	srv, err := outposttest.NewServer(outposttest.WithAddr(opts.Addr), outposttest.WithScenario(sc))
+	if err != nil {
+		return &flagError{err}
+	}
+	defer srv.Close()
+	fmt.Fprintf(opts.IO.Out, "scripted model server listening on %s (scenario %s)\n", srv.URL(), sc)
+	env := outposttest.ClaudeEnv(srv)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, env[k])
+	}
+	<-ctx.Done()
+	return nil
+}
