@@ -745,3 +745,56 @@ func atoi(t *testing.T, s string) int {
 func imageRemoveOptions() image.RemoveOptions {
 	return image.RemoveOptions{Force: true, PruneChildren: true}
 }
+
+func TestParallelLeases(t *testing.T) {
+	cli := engine(t)
+	runID := "test-par-" + uuid.NewString()
+	p := newProvider(t, docker.Options{Client: cli, RunID: runID})
+	const n = 8
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx := context.Background()
+			sb, err := p.Acquire(ctx, sandbox.Spec{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer func() { errs <- sb.Release(ctx) }()
+			pr, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", itoa(i)}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			out, _ := io.ReadAll(pr.Stdout())
+			st, err := pr.Wait()
+			_ = pr.Close()
+			if err == nil && (!st.Success() || string(out) != itoa(i)+"\n") {
+				err = errors.New("bad result " + st.String() + " " + string(out))
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Zero(t, countRun(t, cli, runID))
+}
+
+func TestAcquireCancelled(t *testing.T) {
+	cli := engine(t)
+	runID := "test-cancel-" + uuid.NewString()
+	p := newProvider(t, docker.Options{Client: cli, RunID: runID})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := p.Acquire(ctx, sandbox.Spec{})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Aborted, outposterr.ClassOf(err), "%v", err)
+	assert.Zero(t, countRun(t, cli, runID))
+	assert.Empty(t, p.Live())
+}

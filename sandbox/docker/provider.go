@@ -242,6 +242,9 @@ func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFu
 // Acquire creates and starts a container for spec. See the package
 // documentation for what the container looks like.
 func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("acquire docker sandbox: %w", err)
+	}
 	image := cmp.Or(spec.Image, p.opts.Image)
 	network := cmp.Or(spec.Network, p.opts.Network)
 	if err := checkNetwork(network); err != nil {

@@ -1,0 +1,255 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+func TestCheckEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    tar.Header
+		ok   bool
+	}{
+		{"file", tar.Header{Name: "a/b.txt", Typeflag: tar.TypeReg}, true},
+		{"dot slash", tar.Header{Name: "./a/b.txt", Typeflag: tar.TypeReg}, true},
+		{"dir", tar.Header{Name: "a/", Typeflag: tar.TypeDir}, true},
+		{"inner link", tar.Header{Name: "a/l", Typeflag: tar.TypeSymlink, Linkname: "../b"}, true},
+		{"sibling link", tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "b/c"}, true},
+		{"hard link", tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "a/b.txt"}, true},
+		{"absolute", tar.Header{Name: "/etc/passwd", Typeflag: tar.TypeReg}, false},
+		{"empty", tar.Header{Name: "", Typeflag: tar.TypeReg}, false},
+		{"dotdot", tar.Header{Name: "../x", Typeflag: tar.TypeReg}, false},
+		{"inner dotdot", tar.Header{Name: "a/../../x", Typeflag: tar.TypeReg}, false},
+		{"harmless dotdot is still refused", tar.Header{Name: "a/../x", Typeflag: tar.TypeReg}, false},
+		{"escaping link", tar.Header{Name: "a/l", Typeflag: tar.TypeSymlink, Linkname: "../../x"}, false},
+		{"absolute link", tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/workspace"}, false},
+		{"escaping hard link", tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "../x"}, false},
+		{"device", tar.Header{Name: "d", Typeflag: tar.TypeChar}, false},
+		{"fifo", tar.Header{Name: "f", Typeflag: tar.TypeFifo}, false},
+	} {
+		err := checkEntry(&tc.h)
+		if tc.ok {
+			assert.NoError(t, err, tc.name)
+		} else {
+			assert.ErrorIs(t, err, errUnsafeArchive, tc.name)
+		}
+	}
+}
+
+func TestSafeTarDropsOwnersAndStopsAtUnsafe(t *testing.T) {
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "ok", Typeflag: tar.TypeReg, Mode: 0o640, Size: 2, Uid: 0, Gid: 0, Uname: "root"}))
+	_, _ = tw.Write([]byte("hi"))
+	require.NoError(t, tw.Close())
+	var out bytes.Buffer
+	require.NoError(t, safeTar(&out, &in))
+	h, err := tar.NewReader(&out).Next()
+	require.NoError(t, err)
+	assert.Equal(t, "ok", h.Name)
+	assert.Equal(t, int64(0o640), h.Mode)
+	assert.Empty(t, h.Uname)
+
+	in.Reset()
+	tw = tar.NewWriter(&in)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "../evil", Typeflag: tar.TypeReg}))
+	require.NoError(t, tw.Close())
+	err = safeTar(io.Discard, &in)
+	assert.ErrorIs(t, err, errUnsafeArchive)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration))
+
+	err = safeTar(io.Discard, bytes.NewReader([]byte("not a tar archive at all, just text that is long enough to be a header block maybe")))
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+}
+
+func FuzzSafeTar(f *testing.F) {
+	var seed bytes.Buffer
+	tw := tar.NewWriter(&seed)
+	_ = tw.WriteHeader(&tar.Header{Name: "a/l", Typeflag: tar.TypeSymlink, Linkname: "../b"})
+	_ = tw.Close()
+	f.Add(seed.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var out bytes.Buffer
+		if err := safeTar(&out, bytes.NewReader(b)); err != nil {
+			return
+		}
+		// Whatever passed must pass again and contain only safe entries.
+		tr := tar.NewReader(&out)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			require.NoError(t, checkEntry(h))
+		}
+	})
+}
+
+func TestLabelKey(t *testing.T) {
+	assert.Equal(t, LabelSession, labelKey("session"))
+	assert.Equal(t, LabelRun, labelKey("run"))
+	assert.Equal(t, "example.com/x", labelKey("example.com/x"))
+}
+
+func TestParseUserAndNetwork(t *testing.T) {
+	uid, gid, err := parseUser("1000:1001")
+	require.NoError(t, err)
+	assert.Equal(t, []int{1000, 1001}, []int{uid, gid})
+	for _, bad := range []string{"", "root", "1000", "a:b", "1000:", ":1", "-1:0"} {
+		_, _, err := parseUser(bad)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%q", bad)
+	}
+	for _, ok := range []string{"none", "bridge", "host", "outpost-net"} {
+		assert.NoError(t, checkNetwork(ok))
+	}
+	for _, bad := range []string{"container:abc", "a b"} {
+		assert.Error(t, checkNetwork(bad))
+	}
+	assert.NoError(t, checkSandboxPath("/home/agent/x"))
+	for _, bad := range []string{"", "/", "rel", "/a/../b", "/a/", "/a//b"} {
+		assert.Error(t, checkSandboxPath(bad), "%q", bad)
+	}
+}
+
+func TestBufPipe(t *testing.T) {
+	p := newBufPipe()
+	big := bytes.Repeat([]byte("x"), pipeBuffer+10)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Write(big)
+		p.CloseWrite()
+		done <- err
+	}()
+	got, err := io.ReadAll(p)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	assert.Len(t, got, len(big))
+
+	// Close unblocks a blocked writer and readers.
+	p = newBufPipe()
+	go func() { _, err := p.Write(big); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	p.Close()
+	assert.ErrorIs(t, <-done, io.ErrClosedPipe)
+	n, err := p.Read(make([]byte, 1))
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+// fakeReapClient is an in-memory engine for reaper decisions.
+type fakeReapClient struct {
+	containers []container.Summary
+	volumes    []*volume.Volume
+	networks   []network.Summary
+	removed    []string
+	failRemove error
+}
+
+func (f *fakeReapClient) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return f.containers, nil
+}
+
+func (f *fakeReapClient) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
+	if f.failRemove != nil {
+		return f.failRemove
+	}
+	f.removed = append(f.removed, "container/"+id)
+	return nil
+}
+
+func (f *fakeReapClient) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+	return volume.ListResponse{Volumes: f.volumes}, nil
+}
+
+func (f *fakeReapClient) VolumeRemove(_ context.Context, id string, _ bool) error {
+	f.removed = append(f.removed, "volume/"+id)
+	return nil
+}
+
+func (f *fakeReapClient) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return f.networks, nil
+}
+
+func (f *fakeReapClient) NetworkRemove(_ context.Context, id string) error {
+	f.removed = append(f.removed, "network/"+id)
+	return nil
+}
+
+func TestReapDecisions(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	owner := func(pid, host, start string) map[string]string {
+		return map[string]string{LabelManaged: "true", LabelOwnerPID: pid, LabelOwnerHost: host, LabelOwnerStart: start}
+	}
+	f := &fakeReapClient{
+		containers: []container.Summary{
+			{ID: "live", Labels: owner("10", "here", "100"), Created: now.Unix()},
+			{ID: "dead", Labels: owner("11", "here", ""), Created: now.Unix()},
+			{ID: "reused-pid", Labels: owner("10", "here", "99"), Created: now.Unix()},
+			{ID: "foreign-young", Labels: owner("10", "there", ""), Created: now.Add(-time.Hour).Unix()},
+			{ID: "foreign-old", Labels: owner("10", "there", ""), Created: now.Add(-48 * time.Hour).Unix()},
+			{ID: "unlabelled-old", Labels: map[string]string{LabelManaged: "true"}, Created: now.Add(-48 * time.Hour).Unix()},
+		},
+		volumes:  []*volume.Volume{{Name: "vol-dead", Labels: owner("11", "here", "")}},
+		networks: []network.Summary{{ID: "net-live", Name: "n", Labels: owner("10", "here", "")}},
+	}
+	alive := func(pid int, start string) bool { return pid == 10 && (start == "" || start == "100") }
+	opts := ReapOptions{Hostname: "here", Now: func() time.Time { return now }, Alive: alive}
+
+	dry := opts
+	dry.DryRun = true
+	got, err := Reap(context.Background(), f, dry)
+	require.NoError(t, err)
+	var ids []string
+	for _, l := range got {
+		ids = append(ids, l.Kind+"/"+l.ID)
+		assert.False(t, l.Removed)
+		assert.NotEmpty(t, l.Reason)
+	}
+	assert.Equal(t, []string{"container/dead", "container/reused-pid", "container/foreign-old", "container/unlabelled-old", "volume/vol-dead"}, ids)
+	assert.Empty(t, f.removed)
+
+	got, err = Reap(context.Background(), f, opts)
+	require.NoError(t, err)
+	assert.Len(t, got, 5)
+	assert.Equal(t, ids, f.removed)
+
+	// Removal failures are joined and classified; not-found is success.
+	f.removed = nil
+	f.failRemove = errors.New("boom")
+	_, err = Reap(context.Background(), f, opts)
+	assert.True(t, outposterr.Is(err, outposterr.Sandbox), "%v", err)
+
+	// A negative grace never reaps what cannot be checked.
+	f.failRemove = nil
+	neg := opts
+	neg.Grace = -1
+	neg.DryRun = true
+	got, err = Reap(context.Background(), f, neg)
+	require.NoError(t, err)
+	assert.Len(t, got, 3)
+}
+
+func TestOwnerAlive(t *testing.T) {
+	pid := os.Getpid()
+	start := processStart(pid)
+	require.NotEmpty(t, start, "Linux: /proc/self/stat gives the start time")
+	assert.True(t, ownerAlive(pid, start))
+	assert.True(t, ownerAlive(pid, ""))
+	assert.False(t, ownerAlive(pid, "not-"+start), "a reused pid is not the owner")
+	assert.False(t, ownerAlive(0, ""))
+}
