@@ -69,7 +69,11 @@ func (r *renderer) event(ev adapters.Event) {
 		if !ev.Quota.ResetAt.IsZero() {
 			reset = " resets " + ev.Quota.ResetAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(r.out, "! rate limit %s%s %s\n", ev.Quota.Status, reset, ev.Text)
+		mark := "!"
+		if !ev.Quota.Blocking() {
+			mark = "·"
+		}
+		fmt.Fprintf(r.out, "%s rate limit %s%s %s\n", mark, ev.Quota.Status, reset, ev.Text)
 	case adapters.KindWarning:
 		fmt.Fprintf(r.out, "! warning: %s\n", ev.Text)
 	case adapters.KindFailure:
@@ -110,7 +114,7 @@ func (r *renderer) outcome(res *harness.Result) {
 		fmt.Fprintf(r.out, "✔ ok  conversation=%s  %s  %s\n", o.Conversation, usageLine, res.Duration.Round(time.Millisecond))
 		return
 	}
-	line := fmt.Sprintf("✖ %s: %s", o.Class, o.Error)
+	line := fmt.Sprintf("✖ %s: %s", o.Class, strings.TrimPrefix(o.Error, o.Class+": "))
 	if o.Unavailable != "" {
 		line += "  [unavailable: " + o.Unavailable + "]"
 	}

@@ -153,7 +153,9 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 			return outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
 		}
 		defer srv.Close()
-		in.Endpoint = &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "outpost-offline-placeholder"}
+		// A subscription-style placeholder token makes the CLI read the
+		// server's rate-limit headers, as a logged-in account would.
+		in.Endpoint = &adapters.Endpoint{BaseURL: srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
 		// The scripted server answers at once; a CLI retrying for minutes
 		// would only hide the scenario.
 		retries := 1
