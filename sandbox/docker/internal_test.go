@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,4 +253,27 @@ func TestOwnerAlive(t *testing.T) {
 	assert.True(t, ownerAlive(pid, ""))
 	assert.False(t, ownerAlive(pid, "not-"+start), "a reused pid is not the owner")
 	assert.False(t, ownerAlive(0, ""))
+}
+
+func TestUsableBy(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	uid, gid := os.Getuid(), os.Getgid()
+	assert.True(t, usableBy(fi, uid, gid), "owner")
+	assert.True(t, usableBy(fi, 0, 0), "root")
+	assert.False(t, usableBy(fi, uid+4242, gid+4242), "stranger, 0700")
+	require.NoError(t, os.Chmod(dir, 0o777))
+	fi, err = os.Stat(dir)
+	require.NoError(t, err)
+	assert.True(t, usableBy(fi, uid+4242, gid+4242), "stranger, 0777")
+}
+
+func TestSignalNames(t *testing.T) {
+	assert.Equal(t, "SIGKILL", linuxSignalName(9))
+	assert.Equal(t, "SIGTERM", linuxSignalName(15))
+	assert.Empty(t, linuxSignalName(0))
+	assert.Empty(t, linuxSignalName(64))
+	assert.Equal(t, "SIGTERM", hostSignalName(syscall.SIGTERM))
 }

@@ -4,6 +4,7 @@ package docker
 
 import (
 	"errors"
+	"os"
 	"syscall"
 )
 
@@ -15,4 +16,21 @@ func pidAlive(pid int) bool {
 	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// usableBy reports whether a directory with info fi lets uid:gid enter and
+// create files, judged by its owner and mode bits (ACLs are not consulted).
+func usableBy(fi os.FileInfo, uid, gid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uid == 0 {
+		return true
+	}
+	m := fi.Mode().Perm()
+	switch {
+	case int(st.Uid) == uid:
+		return m&0o300 == 0o300
+	case int(st.Gid) == gid:
+		return m&0o030 == 0o030
+	}
+	return m&0o003 == 0o003
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/uuid"
-	"golang.org/x/sys/unix"
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -314,7 +313,7 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, code == 128+int(syscall.SIGKILL))
 	}
 	if code > 128 && code <= 128+31 {
-		if name := unix.SignalName(syscall.Signal(code - 128)); name != "" {
+		if name := linuxSignalName(code - 128); name != "" {
 			st.Code, st.Signal = -1, name
 		}
 	}
@@ -366,7 +365,7 @@ func (p *process) Signal(sig syscall.Signal) error {
 // signal runs signalScript for sig. Not-found and conflict (container gone or
 // stopped) mean there is nothing left to signal.
 func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bool) error {
-	name := unix.SignalName(sig)
+	name := hostSignalName(sig)
 	if name == "" {
 		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
 	}

@@ -302,6 +302,10 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
 		}
 		l.workspace = dir
+		if !usableBy(fi, uid, gid) {
+			p.log.Warn("workspace is not writable by the sandbox user; set Spec.User or change its owner",
+				"workspace", dir, "user", user)
+		}
 	}
 
 	labels := map[string]string{}
