@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/internal/fakecli"
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+func TestMain(m *testing.M) {
+	if fakecli.IsChild() {
+		fakecli.Main()
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	agents["fake"] = func() adapters.Adapter { return fakecli.New(exe) }
+	os.Exit(m.Run())
+}
+
+type runOut struct {
+	code           int
+	stdout, stderr string
+}
+
+// execute runs the command tree with args and an environment.
+func execute(t *testing.T, stdin string, env map[string]string, args ...string) runOut {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	f := &Factory{
+		IO:     IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
+		Getenv: func(k string) string { return env[k] },
+		LookPath: func(string) (string, error) {
+			return "", os.ErrNotExist
+		},
+		Now: func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) },
+	}
+	code := Execute(context.Background(), f, args)
+	return runOut{code, out.String(), errOut.String()}
+}
+
+func TestFlagErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no agent", []string{"run", "hi"}, "--agent is required"},
+		{"no prompt", []string{"run", "--agent", "claude"}, "accepts 1 arg"},
+		{"bad sandbox", []string{"run", "--agent", "claude", "--sandbox", "vm", "hi"}, "--sandbox must be docker or host"},
+		{"fork without resume", []string{"run", "--agent", "claude", "--fork", "hi"}, "--fork needs --resume"},
+		{"unknown flag", []string{"run", "--agent", "claude", "--bogus", "hi"}, "unknown flag"},
+		{"bad duration", []string{"run", "--agent", "claude", "--timeout", "soon", "hi"}, "invalid argument"},
+		{"replay without stdout", []string{"replay", "--agent", "claude"}, "--stdout are required"},
+		{"bad scenario", []string{"stub-model", "--scenario", "nope"}, "nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := execute(t, "", nil, tc.args...)
+			assert.Equal(t, outposterr.ExitConfiguration, r.code)
+			assert.Contains(t, r.stderr, tc.want)
+		})
+	}
+}
+
+func TestRunConfigurationErrors(t *testing.T) {
+	ws := t.TempDir()
+	r := execute(t, "", nil, "run", "--agent", "nope", "--sandbox", "host", "--workspace", ws, "hi")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, `unknown agent "nope"`)
+
+	r = execute(t, "   ", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "-")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "empty prompt")
+
+	r = execute(t, "", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", filepath.Join(ws, "missing"), "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "not a directory")
+
+	// A value on the command line is refused, and not echoed.
+	r = execute(t, "", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--env", "TOKEN=s3cr3t-value", "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.NotContains(t, r.stderr+r.stdout, "s3cr3t-value")
+
+	r = execute(t, "", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--env", "UNSET_VAR", "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "UNSET_VAR")
+}
+
+func TestRunFakeAgentJSON(t *testing.T) {
+	ws := t.TempDir()
+	secret := "outpost-marker-secret-7f3a"
+	script := `emit {"type":"conversation","id":"conv-1"}
+emit {"type":"text","text":"hello"}
+emit {"type":"result","text":"hello"}
+emit {"type":"finished","ok":true}`
+	env := map[string]string{"PATH": os.Getenv("PATH"), "MY_TOKEN": secret}
+	r := execute(t, script, env, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--json", "--env", "MY_TOKEN", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.GreaterOrEqual(t, len(lines), 5)
+	var o map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &o))
+	assert.Equal(t, "outcome", o["type"])
+	assert.Equal(t, true, o["ok"])
+	assert.Equal(t, "conv-1", o["conversation"])
+	assert.Equal(t, "hello", o["text"])
+	for _, l := range lines[:len(lines)-1] {
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &ev), l)
+		assert.NotEmpty(t, ev["kind"])
+	}
+	assert.NotContains(t, r.stdout+r.stderr, secret)
+}
+
+func TestRunFakeAgentFailureExitCodes(t *testing.T) {
+	ws := t.TempDir()
+	env := map[string]string{"PATH": os.Getenv("PATH")}
+	tests := []struct {
+		script string
+		code   int
+		want   string
+	}{
+		{"emit {\"type\":\"failure\",\"text\":\"quota reset=2026-12-02T15:00:00Z\"}\nexit 1", outposterr.ExitQuota, "resets 2026-12-02T15:00:00Z"},
+		{"emit {\"type\":\"failure\",\"text\":\"overloaded\"}\nexit 1", outposterr.ExitUnavailable, "unavailable: overloaded"},
+		{"emit {\"type\":\"failure\",\"text\":\"unauthorized\"}\nexit 1", outposterr.ExitAuth, "auth: unauthorized"},
+		{"stderr crashed\nexit 2", outposterr.ExitProcess, "crashed"},
+		{"emit {\"type\":\"text\",\"text\":\"no final\"}", outposterr.ExitProcess, "without its final event"},
+	}
+	for _, tc := range tests {
+		r := execute(t, tc.script, env, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "-")
+		assert.Equal(t, tc.code, r.code, "%s\n%s", tc.script, r.stdout)
+		assert.Contains(t, r.stdout, tc.want)
+	}
+	r := execute(t, "sleep 30s", env, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--timeout", "300ms", "-")
+	assert.Equal(t, outposterr.ExitTimeout, r.code)
+}
+
+func TestRunDockerUnreachable(t *testing.T) {
+	ws := t.TempDir()
+	env := map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(ws, "no.sock")}
+	r := execute(t, "", env, "run", "--agent", "fake", "--workspace", ws, "x")
+	assert.Equal(t, outposterr.ExitSandbox, r.code)
+	assert.Contains(t, r.stderr, "--sandbox host")
+}
+
+func TestReplayFixtures(t *testing.T) {
+	dir := filepath.Join("..", "..", "adapters", "claude", "testdata")
+	tests := []struct {
+		fixture, class string
+		code           int
+	}{
+		{"ok", "", 0},
+		{"quota", "quota", outposterr.ExitQuota},
+		{"overloaded", "process", outposterr.ExitUnavailable},
+		{"unauthorized", "process", outposterr.ExitAuth},
+		{"resume_missing", "session", outposterr.ExitSession},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture, func(t *testing.T) {
+			var meta struct {
+				ExitCode int    `json:"exit_code"`
+				Time     string `json:"time"`
+			}
+			b, err := os.ReadFile(filepath.Join(dir, tc.fixture, "meta.json"))
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &meta))
+			r := execute(t, "", nil, "replay", "--agent", "claude",
+				"--stdout", filepath.Join(dir, tc.fixture, "stdout.jsonl"),
+				"--stderr", filepath.Join(dir, tc.fixture, "stderr.txt"),
+				"--exit-code", strconv.Itoa(meta.ExitCode), "--time", meta.Time)
+			assert.Equal(t, tc.code, r.code, r.stderr)
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			var o map[string]any
+			require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &o))
+			assert.Equal(t, "outcome", o["type"])
+			assert.Equal(t, tc.class, o["class"])
+			for _, k := range []string{"ok", "class", "unavailable", "reset_at", "conversation", "text", "usage"} {
+				assert.Contains(t, o, k)
+			}
+			u := o["usage"].(map[string]any)
+			for _, k := range []string{"input", "cached", "cache_created", "output", "cost_usd", "complete"} {
+				assert.Contains(t, u, k)
+			}
+		})
+	}
+	r := execute(t, "", nil, "replay", "--agent", "claude", "--stdout", "/nonexistent/file")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+}
+
+func TestRunOfflineRealClaude(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "claude")
+	ws := t.TempDir()
+	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/bin:/bin"}
+	r := execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--workspace", ws, "--json", "say MARK-cli1")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "MARK-cli1")
+
+	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
+	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "resets ")
+}
