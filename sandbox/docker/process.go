@@ -92,6 +92,7 @@ type process struct {
 	// group (the engine then cuts it about two seconds later).
 	streamFirst bool
 	streamErr   error
+	killed      bool // Outpost sent SIGKILL to the group
 	status      sandbox.ExitStatus
 	waitErr     error
 }
@@ -310,7 +311,12 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 		return
 	}
 	if code != 0 {
-		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, code == 128+int(syscall.SIGKILL))
+		// A SIGKILL Outpost did not send is most likely the OOM killer: ask
+		// about the trailing event twice.
+		p.mu.Lock()
+		likely := code == 128+9 && !p.killed && !p.l.releasing.Load()
+		p.mu.Unlock()
+		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, likely)
 	}
 	if code > 128 && code <= 128+31 {
 		if name := linuxSignalName(code - 128); name != "" {
@@ -368,6 +374,11 @@ func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bo
 	name := hostSignalName(sig)
 	if name == "" {
 		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
+	}
+	if sig == syscall.SIGKILL {
+		p.mu.Lock()
+		p.killed = true
+		p.mu.Unlock()
 	}
 	argv := []string{"sh", "-c", signalScript, "outpost-signal", p.pidBase, name[3:], flag(mark), flag(clean)}
 	_, err := p.l.quick(ctx, argv)
