@@ -1,0 +1,28 @@
+package e2e_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadmeExampleCompiles keeps the README's library example identical to
+// example_test.go, which the compiler checks.
+func TestReadmeExampleCompiles(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	s := string(readme)
+	start := strings.Index(s, "```go\npackage main")
+	require.NotEqual(t, -1, start, "README has a Go library example")
+	start += len("```go\n")
+	end := strings.Index(s[start:], "```")
+	code := s[start : start+end]
+	code = strings.Replace(code, "package main", "package e2e_test", 1)
+	code = strings.Replace(code, "func main() {", "// Example_library is the README's library example, compiled with the tests\n// so it cannot rot.\nfunc Example_library() {", 1)
+	example, err := os.ReadFile("example_test.go")
+	require.NoError(t, err)
+	assert.Equal(t, "// Code below is kept identical to the README's library example.\n\n"+code, string(example))
+}
