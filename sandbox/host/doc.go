@@ -17,8 +17,9 @@
 //     [sandbox.Spec.RealHome] asks for the real one ([Options.RealHome]);
 //   - a workspace: [sandbox.Spec.Workspace] as given (never removed), or a
 //     fresh temporary directory removed by Release;
-//   - an environment built only from [Options.Env], HOME, the lease's
-//     Spec.Env and the command's Env, in that order, later values winning. The
+//   - an environment built only from [Options.Env], HOME and PWD, the
+//     lease's Spec.Env and the command's Env, in that order, later values
+//     winning (an explicit HOME in Spec.Env or Command.Env is honoured). The
 //     provider never reads its own process environment; credentials travel as
 //     variables only and never in argv;
 //   - process-group supervision: each command leads its own session and

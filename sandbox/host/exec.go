@@ -33,6 +33,9 @@ func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process,
 	if err := cmd.Validate(); err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "invalid command")
 	}
+	if err := l.checkLive("exec"); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", cmd.Args[0], err)
 	}

@@ -109,6 +109,8 @@ func Run(t *testing.T, newProvider func(t *testing.T) sandbox.Provider, opts ...
 		{"ExitSignal", s.testExitSignal},
 		{"StdoutStderrSeparate", s.testSeparateStreams},
 		{"LargeOutput", s.testLargeOutput},
+		{"OutputAfterWait", s.testOutputAfterWait},
+		{"ConcurrentExec", s.testConcurrentExec},
 		{"InvalidCommand", s.testInvalidCommand},
 		{"Env", s.testEnv},
 		{"EnvNotInArgv", s.testEnvNotInArgv},
@@ -479,6 +481,33 @@ func (s *suite) testLargeOutput(t *testing.T) {
 	assert.Equal(t, strings.Repeat("e", 1<<20), r.Stderr)
 }
 
+func (s *suite) testOutputAfterWait(t *testing.T) {
+	sb := s.lease(t)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	p := s.start(ctx, t, sb, sandbox.Command{Args: []string{"sh", "-c", "echo last words; echo on stderr >&2; exit 7"}})
+	// Nobody reads until the process exited: its output must still be there.
+	assert.Equal(t, sandbox.ExitStatus{Code: 7}, s.wait(t, p))
+	assert.Equal(t, "last words\n", s.recv(t, collect(p.Stdout()), "stdout"))
+	assert.Equal(t, "on stderr\n", s.recv(t, collect(p.Stderr()), "stderr"))
+	require.NoError(t, p.Close())
+}
+
+func (s *suite) testConcurrentExec(t *testing.T) {
+	sb := s.lease(t)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	first := s.start(ctx, t, sb, sandbox.Command{Args: []string{"cat"}, KeepStdinOpen: true})
+	out := collect(first.Stdout())
+	r := s.run(t, sb, sandbox.Command{Args: []string{"echo", "second"}})
+	assert.Equal(t, "second\n", r.Stdout, "a lease runs a command while another one is running")
+	_, err := io.WriteString(first.Stdin(), "first\n")
+	require.NoError(t, err)
+	require.NoError(t, first.Stdin().Close())
+	assert.Equal(t, sandbox.ExitStatus{}, s.wait(t, first))
+	assert.Equal(t, "first\n", s.recv(t, out, "stdout"))
+}
+
 func (s *suite) testInvalidCommand(t *testing.T) {
 	sb := s.lease(t)
 	ctx := context.Background()
@@ -768,7 +797,7 @@ func (s *suite) testDeadlineKillsGroup(t *testing.T) {
 	sb := s.lease(t)
 	m := marker()
 	// Long enough for any provider to start the command, short next to the guard.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), max(3*time.Second, s.timeout/5))
 	defer cancel()
 	p := s.start(ctx, t, sb, sandbox.Command{Args: []string{"sh", "-c", groupScript, "sleep " + m, m}})
 	out := collect(p.Stdout())
