@@ -281,14 +281,15 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		if err != nil {
 			return nil, outposterr.Wrap(outposterr.Sandbox, err, "create temporary workspace")
 		}
-		if os.Geteuid() == 0 || os.Getuid() != uid {
-			// Best effort: as root we hand the directory to the sandbox user;
-			// otherwise it is ours already or cannot be given away.
+		l.workspace, l.ownsWorkspace = dir, true
+		if os.Geteuid() == 0 {
+			// As root, hand the directory to the sandbox user. Otherwise it
+			// is already ours, which is the sandbox user by default.
 			if err := os.Lchown(dir, uid, gid); err != nil {
-				p.log.Debug("chown temporary workspace", "dir", dir, "err", err)
+				rmErr := l.removeWorkspace()
+				return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err, "chown temporary workspace"), rmErr)
 			}
 		}
-		l.workspace, l.ownsWorkspace = dir, true
 	} else {
 		dir, err := filepath.Abs(spec.Workspace)
 		if err != nil {
