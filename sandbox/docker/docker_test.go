@@ -349,7 +349,9 @@ func TestWaitIgnoresGrandchildHoldingOutput(t *testing.T) {
 	st, err := pr.Wait()
 	require.NoError(t, err)
 	assert.Equal(t, 0, st.Code)
-	assert.Less(t, time.Since(start), 1500*time.Millisecond, "Wait followed the pipes, not the process")
+	// The engine itself cuts a held stream 2 s after the exit; Wait must not
+	// be waiting for that.
+	assert.Less(t, time.Since(start), 1900*time.Millisecond, "Wait followed the pipes, not the process")
 	require.NoError(t, pr.Close())
 	require.NoError(t, pr.Close(), "Close is idempotent")
 	assert.False(t, alive(t, sb, "/workspace/child.pid"), "Close left the group alive")

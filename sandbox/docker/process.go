@@ -99,7 +99,9 @@ type process struct {
 
 var _ sandbox.Process = (*process)(nil)
 
-// Exec implements [sandbox.Sandbox].
+// Exec implements [sandbox.Sandbox]. A relative Command.Dir is taken
+// relative to [Root]. Spec.Env and Command.Env (which wins) go into the
+// exec's environment only.
 func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
 	if err := cmd.Validate(); err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
