@@ -40,9 +40,6 @@ type Factory struct {
 	Getenv   func(string) string
 	LookPath func(string) (string, error)
 	Now      func() time.Time
-	// Signals, when non-nil, is called with a cleanup function to run on
-	// SIGINT/SIGTERM before the process exits (Docker leases register here).
-	OnSignal func(func())
 }
 
 // NewFactory returns the production factory.
@@ -129,7 +126,7 @@ Exit codes:
 		Version:       Version,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err} })
-	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil))
+	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil), NewCmdGC(f), NewCmdImage(f))
 	return root
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -48,14 +49,23 @@ func provider(ctx context.Context, f *Factory, opts *RunOptions, a adapters.Adap
 		dp.Close()
 		return nil, spec, nil, outposterr.Wrap(outposterr.Configuration, err, "%s CLI", a.Name())
 	}
+	spec.User = opts.User
+	if spec.User == "" && os.Geteuid() == 0 {
+		// Leases never run as root. When outpost does, the lease takes the
+		// workspace owner's ids so the agent can write its files.
+		if uid, gid, ok := owner(workspace); ok && uid != 0 {
+			spec.User = fmt.Sprintf("%d:%d", uid, gid)
+		}
+	}
 	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: bin, Target: cliDir + "/" + a.Binary(), ReadOnly: true})
 	spec.Env = map[string]string{"PATH": cliDir + ":/usr/local/bin:/usr/bin:/bin"}
-	if f.OnSignal != nil {
-		f.OnSignal(func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), docker.DefaultReleaseTimeout)
-			defer cancel()
-			_ = dp.ReleaseAll(cctx)
-		})
-	}
-	return dp, spec, func() { dp.Close() }, nil
+	// SIGINT/SIGTERM cancel the root context: the harness stops the CLI and
+	// releases the lease under a bounded, uncancellable context. ReleaseAll
+	// is the last line of defence when the run is wound down.
+	return dp, spec, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), docker.DefaultReleaseTimeout)
+		defer cancel()
+		_ = dp.ReleaseAll(cctx)
+		dp.Close()
+	}, nil
 }

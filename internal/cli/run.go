@@ -37,6 +37,7 @@ type RunOptions struct {
 	Env         []string
 	Image       string
 	Network     string
+	User        string
 	Verbose     bool
 	Prompt      string
 }
@@ -95,6 +96,7 @@ outpost's environment into the sandbox (values never appear in argv or output).`
 	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
 	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")
 	fl.StringVar(&opts.Network, "network", "", "Docker network mode: none, bridge, host or a network name")
+	fl.StringVar(&opts.User, "user", "", "Docker lease user uid:gid (default: yours; as root, the workspace owner's, else 1000:1000)")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "debug logs on stderr")
 	return cmd
 }

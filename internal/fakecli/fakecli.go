@@ -12,6 +12,7 @@
 //	trap-term          ignore SIGTERM from now on
 //	hang               block forever
 //	big BYTES          print one stdout line of BYTES bytes
+//	alloc MIB          allocate and touch MIB mebibytes, then keep them
 //	exit CODE          exit with CODE (default 0 at the end of the script)
 //
 // The adapter decodes the JSON lines: {"type":"conversation","id":…},
@@ -45,6 +46,9 @@ const ChildEnv = "OUTPOST_FAKECLI"
 
 // IsChild reports whether this process runs as the fake CLI.
 func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
+
+// hold keeps allocated memory reachable.
+var hold [][]byte
 
 // Main runs the fake CLI and exits.
 func Main() {
@@ -82,6 +86,15 @@ func Main() {
 			_, _ = out.Write(b)
 			_, _ = out.WriteString("\n")
 			flush()
+		case "alloc":
+			n, _ := strconv.Atoi(arg)
+			for i := 0; i < n; i++ {
+				b := make([]byte, 1<<20)
+				for j := 0; j < len(b); j += 4096 {
+					b[j] = 1
+				}
+				hold = append(hold, b)
+			}
 		case "exit":
 			code, _ = strconv.Atoi(arg)
 			flush()

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+)
+
+// NewCmdGC builds `outpost gc`.
+func NewCmdGC(f *Factory) *cobra.Command {
+	var dryRun bool
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "gc [--dry-run]",
+		Short: "Remove labelled Docker leftovers that no live outpost process owns",
+		Long: `gc lists containers, volumes and networks labelled dev.outpost.managed whose
+owning outpost process is gone (or, for resources of another host, older than
+--grace) and removes them. Resources of runs still going on are left alone.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			if _, err := cli.Ping(ctx); err != nil {
+				return outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable (is dockerd running?)")
+			}
+			left, err := docker.Reap(ctx, cli, docker.ReapOptions{DryRun: dryRun, Grace: grace})
+			for _, l := range left {
+				state := "removed"
+				if !l.Removed {
+					state = "left over"
+				}
+				fmt.Fprintf(f.IO.Out, "%s %s %s (%s): %s\n", state, l.Kind, shortName(l), l.Reason, l.Labels[docker.LabelRun])
+			}
+			if len(left) == 0 {
+				fmt.Fprintln(f.IO.Out, "no leftovers")
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list leftovers without removing them")
+	cmd.Flags().DurationVar(&grace, "grace", docker.DefaultReapGrace, "age after which resources of unknown owners count as left over")
+	return cmd
+}
+
+func shortName(l docker.Leftover) string {
+	if l.Name != "" {
+		return l.Name
+	}
+	if len(l.ID) > 12 {
+		return l.ID[:12]
+	}
+	return l.ID
+}
+
+// NewCmdImage builds `outpost image`.
+func NewCmdImage(f *Factory) *cobra.Command {
+	img := &cobra.Command{Use: "image", Short: "Manage the sandbox image"}
+	var dir, tag string
+	build := &cobra.Command{
+		Use:   "build [--dir .outpost] [--tag outpost/base:dev]",
+		Short: "Build the sandbox image from the project's recipe (.outpost/Dockerfile)",
+		Long: `build sends the recipe directory (default .outpost, honouring its .dockerignore)
+to the Docker engine and builds the sandbox image. The base debian:bookworm-slim must
+be present; scripts/docker-setup.sh creates it offline with debootstrap when no image
+registry is reachable.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return outposterr.Wrap(outposterr.Configuration, err, "recipe directory")
+			}
+			if _, err := os.Stat(filepath.Join(abs, "Dockerfile")); err != nil {
+				return outposterr.Wrap(outposterr.Configuration, err, "no Dockerfile in %s", abs)
+			}
+			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			if err := docker.BuildImage(cmd.Context(), cli, abs, "Dockerfile", tag, f.IO.ErrOut); err != nil {
+				return err
+			}
+			fmt.Fprintln(f.IO.Out, tag)
+			return nil
+		},
+	}
+	build.Flags().StringVar(&dir, "dir", ".outpost", "recipe directory holding the Dockerfile")
+	build.Flags().StringVar(&tag, "tag", docker.DefaultImage, "image tag")
+	img.AddCommand(build)
+	return img
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package cli
+
+func owner(string) (uid, gid int, ok bool) { return 0, 0, false }
