@@ -24,6 +24,8 @@ package adapters
 import (
 	"time"
 
+	"github.com/outpost-dev/outpost/credentials"
+
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -132,4 +134,10 @@ type LiveInput interface {
 // harness then reports a session error instead of a process failure.
 type SessionRecognizer interface {
 	SessionMissing(text string) bool
+}
+
+// Authenticator is implemented by adapters that can plan their CLI's
+// credentials. It is pure: vars holds the declared variable values.
+type Authenticator interface {
+	Credentials(auth credentials.Auth, vars map[string]string) (credentials.Plan, error)
 }

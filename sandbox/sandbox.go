@@ -178,3 +178,10 @@ func (s ExitStatus) String() string {
 
 // Success reports a zero exit.
 func (s ExitStatus) Success() bool { return s.Code == 0 && s.Signal == "" && !s.OOMKilled }
+
+// Unisolated is implemented by sandboxes that run directly on the host
+// machine. Credentials reach such a sandbox as variables only: files and
+// login commands would touch the user's own machine.
+type Unisolated interface {
+	Unisolated() bool
+}

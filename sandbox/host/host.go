@@ -182,7 +182,10 @@ var _ sandbox.Sandbox = (*lease)(nil)
 
 func (l *lease) ID() string   { return l.id }
 func (l *lease) Home() string { return l.home }
-func (l *lease) Root() string { return l.root }
+
+// Unisolated implements [sandbox.Unisolated]: a host lease is the host.
+func (l *lease) Unisolated() bool { return true }
+func (l *lease) Root() string     { return l.root }
 
 var errReleased = errors.New("sandbox released")
 

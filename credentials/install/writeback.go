@@ -1,0 +1,101 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// WriteBack copies each rotated login from sb back to its host file when the
+// sandbox copy is valid and newer than the host's (the plan's Fresher
+// decides), merged into the host file (the plan's Merge), atomically (temp
+// file, fsync, rename, mode 0600) and under an exclusive lock on a sibling
+// lock file, re-checking freshness under the lock so concurrent turns that
+// refreshed the same login write it once. It returns how many files it wrote.
+func WriteBack(ctx context.Context, sb sandbox.Sandbox, rot []Rotating) (int, error) {
+	written := 0
+	var errs []error
+	for _, r := range rot {
+		sbContent, err := readSandboxFile(ctx, sb, r.SandboxPath)
+		if err != nil {
+			continue // the CLI removed it: nothing to write back
+		}
+		ok, err := writeBackOne(r, sbContent)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			written++
+		}
+	}
+	return written, errors.Join(errs...)
+}
+
+func writeBackOne(r Rotating, sbContent []byte) (bool, error) {
+	if r.file.Fresher == nil {
+		return false, nil
+	}
+	lock, err := os.OpenFile(r.HostPath+".outpost-lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return false, outposterr.Wrap(outposterr.Configuration, err, "lock %s", r.HostPath)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return false, outposterr.Wrap(outposterr.Configuration, err, "lock %s", r.HostPath)
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN) //nolint:errcheck // closing releases it too
+
+	host, err := ReadHostFile(r.HostPath, r.file, "write-back")
+	if err != nil {
+		host = nil // a vanished host file is recreated
+	}
+	if !r.file.Fresher(host, sbContent) {
+		return false, nil
+	}
+	out := sbContent
+	if r.file.Merge != nil {
+		if out, err = r.file.Merge(host, sbContent); err != nil {
+			return false, err
+		}
+	}
+	if bytes.Equal(out, host) {
+		return false, nil
+	}
+	return true, writeAtomic(r.HostPath, out)
+}
+
+// writeAtomic replaces p with content: temp file in the same directory,
+// 0600, fsync, rename.
+func writeAtomic(p string, content []byte) error {
+	dir := filepath.Dir(p)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".outpost-*")
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "write back %s", p)
+	}
+	name := tmp.Name()
+	defer os.Remove(name) // no-op after a successful rename
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		_, err = tmp.Write(content)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, p)
+	}
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "write back %s", p)
+	}
+	return nil
+}
