@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/credentials/install"
 	"io"
 	"log/slog"
 	"sync"
@@ -33,6 +35,10 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	if err := preflight(t); err != nil {
 		return finish(err)
 	}
+	plan, err := planCredentials(t)
+	if err != nil {
+		return finish(err)
+	}
 
 	turnCtx, cancel := context.WithTimeout(ctx, t.Deadline)
 	defer cancel()
@@ -56,6 +62,15 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	}
 
 	in := t.Input
+	var inst *install.Installed
+	if t.Credentials != nil {
+		inst, err = install.Materialize(turnCtx, sb, plan, t.Credentials.Config, install.Options{
+			Agent: res.Agent, HostHome: t.Credentials.HostHome, Relocate: t.Credentials.Relocate})
+		if err != nil {
+			return finish(classifyInfra(ctx, t, outposterr.Configuration, "install credentials", err))
+		}
+		in.Env = credentialEnv(in.Env, t.Credentials.Vars, inst)
+	}
 	if in.Workdir == "" {
 		in.Workdir = sb.Root()
 	}
@@ -88,7 +103,56 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	err = classify(col, v)
 	res.Err = err
 	col.finalize()
+	if inst != nil && len(inst.Rotating) > 0 && !t.Credentials.NoWriteBack {
+		// A refreshed login is written back even after failures and
+		// cancellation, bounded, so the user's host login stays valid.
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		n, werr := install.WriteBack(wctx, sb, inst.Rotating)
+		wcancel()
+		if werr != nil {
+			res.Warnings = append(res.Warnings, "write back rotated login: "+werr.Error())
+		}
+		t.Logger.Debug("write back", "files", n)
+	}
 	return finish(err)
+}
+
+// planCredentials plans the turn's credentials before any sandbox exists.
+func planCredentials(t Turn) (credentials.Plan, error) {
+	if t.Credentials == nil {
+		return credentials.Plan{}, nil
+	}
+	a, ok := t.Adapter.(adapters.Authenticator)
+	if !ok {
+		if t.Credentials.Auth.Form == credentials.None || t.Credentials.Auth.Form == "" {
+			return credentials.Plan{}, nil
+		}
+		return credentials.Plan{}, outposterr.New(outposterr.Configuration, "%s does not plan credentials", t.Adapter.Name())
+	}
+	plan, err := a.Credentials(t.Credentials.Auth, t.Credentials.Vars)
+	if err != nil {
+		return credentials.Plan{}, asClass(err, outposterr.Configuration, t.Adapter.Name()+": credentials")
+	}
+	return plan, nil
+}
+
+// credentialEnv is the CLI environment: the caller's input variables, the
+// declared variables, then the plan's, minus what the plan strips.
+func credentialEnv(input, declared map[string]string, inst *install.Installed) map[string]string {
+	env := map[string]string{}
+	for k, v := range declared {
+		env[k] = v
+	}
+	for k, v := range input {
+		env[k] = v
+	}
+	for _, k := range inst.Strip {
+		delete(env, k)
+	}
+	for k, v := range inst.Env {
+		env[k] = v
+	}
+	return env
 }
 
 func (t Turn) withDefaults() Turn {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"github.com/outpost-dev/outpost/credentials"
 	"log/slog"
 	"time"
 
@@ -39,6 +40,11 @@ type Turn struct {
 	Provider sandbox.Provider
 	Spec     sandbox.Spec
 
+	// Credentials, when set, are planned before any sandbox exists,
+	// materialized into the lease before the CLI runs, and rotated logins
+	// are written back to the host after the turn.
+	Credentials *Credentials
+
 	// OnEvent receives every event as soon as it is decoded, in order, from
 	// one goroutine. It must not block for long.
 	OnEvent func(adapters.Event)
@@ -65,6 +71,25 @@ type Turn struct {
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now). Tests inject one.
 	Now func() time.Time
+}
+
+// Credentials is the caller's explicit authentication choice for a turn.
+type Credentials struct {
+	// Auth is the form (account, usage, none) and its variant.
+	Auth credentials.Auth
+	// Vars are the declared variables (from .outpost/.env and explicit
+	// forwards). They are all set in the CLI's environment, except those
+	// the plan strips, and the plan draws credential values from them.
+	Vars map[string]string
+	// HostHome is the host user's home, where login files are read.
+	HostHome string
+	// Relocate holds the caller's values of relocation variables
+	// (CLAUDE_CONFIG_DIR, CODEX_HOME, COPILOT_HOME).
+	Relocate map[string]string
+	// Config is configuration to merge into the CLI's config files.
+	Config credentials.ConfigPlan
+	// NoWriteBack disables writing rotated logins back to the host.
+	NoWriteBack bool
 }
 
 // Result is what a turn produced. Run always returns a non-nil Result, also

@@ -83,20 +83,20 @@ func TestRunConfigurationErrors(t *testing.T) {
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stderr, `unknown agent "nope"`)
 
-	r = execute(t, "   ", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "-")
+	r = execute(t, "   ", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stderr, "empty prompt")
 
-	r = execute(t, "", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", filepath.Join(ws, "missing"), "x")
+	r = execute(t, "", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", filepath.Join(ws, "missing"), "x")
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stderr, "not a directory")
 
 	// A value on the command line is refused, and not echoed.
-	r = execute(t, "", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--env", "TOKEN=s3cr3t-value", "x")
+	r = execute(t, "", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--env", "TOKEN=s3cr3t-value", "x")
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.NotContains(t, r.stderr+r.stdout, "s3cr3t-value")
 
-	r = execute(t, "", nil, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--env", "UNSET_VAR", "x")
+	r = execute(t, "", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--env", "UNSET_VAR", "x")
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stderr, "UNSET_VAR")
 }
@@ -109,7 +109,7 @@ emit {"type":"text","text":"hello"}
 emit {"type":"result","text":"hello"}
 emit {"type":"finished","ok":true}`
 	env := map[string]string{"PATH": os.Getenv("PATH"), "MY_TOKEN": secret}
-	r := execute(t, script, env, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--json", "--env", "MY_TOKEN", "-")
+	r := execute(t, script, env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--json", "--env", "MY_TOKEN", "-")
 	require.Equal(t, 0, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.GreaterOrEqual(t, len(lines), 5)
@@ -142,18 +142,18 @@ func TestRunFakeAgentFailureExitCodes(t *testing.T) {
 		{"emit {\"type\":\"text\",\"text\":\"no final\"}", outposterr.ExitProcess, "without its final event"},
 	}
 	for _, tc := range tests {
-		r := execute(t, tc.script, env, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "-")
+		r := execute(t, tc.script, env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
 		assert.Equal(t, tc.code, r.code, "%s\n%s", tc.script, r.stdout)
 		assert.Contains(t, r.stdout, tc.want)
 	}
-	r := execute(t, "sleep 30s", env, "run", "--agent", "fake", "--sandbox", "host", "--workspace", ws, "--timeout", "300ms", "-")
+	r := execute(t, "sleep 30s", env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--timeout", "300ms", "-")
 	assert.Equal(t, outposterr.ExitTimeout, r.code)
 }
 
 func TestRunDockerUnreachable(t *testing.T) {
 	ws := t.TempDir()
 	env := map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(ws, "no.sock")}
-	r := execute(t, "", env, "run", "--agent", "fake", "--workspace", ws, "x")
+	r := execute(t, "", env, "run", "--agent", "fake", "--auth", "none", "--workspace", ws, "x")
 	assert.Equal(t, outposterr.ExitSandbox, r.code)
 	assert.Contains(t, r.stderr, "--sandbox host")
 }
@@ -214,4 +214,39 @@ func TestRunOfflineRealClaude(t *testing.T) {
 	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
 	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "resets ")
+}
+
+func TestAuthRequiredAndDotEnv(t *testing.T) {
+	ws := t.TempDir()
+	r := execute(t, "", nil, "run", "--agent", "claude", "--sandbox", "host", "--workspace", ws, "hi")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "--auth is required")
+
+	r = execute(t, "", nil, "run", "--agent", "claude", "--auth", "keychain", "--sandbox", "host", "--workspace", ws, "hi")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+
+	// Claude account authentication with an API key around is refused before any sandbox exists.
+	r = execute(t, "", map[string]string{"ANTHROPIC_API_KEY": "k-secret-1"}, "run", "--agent", "claude", "--auth", "account",
+		"--env", "ANTHROPIC_API_KEY", "--sandbox", "host", "--workspace", ws, "hi")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stdout+r.stderr, "takes precedence")
+	assert.NotContains(t, r.stdout+r.stderr, "k-secret-1")
+
+	project := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(project, ".outpost"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(project, ".outpost", ".env"),
+		[]byte("DECLARED=from-file\nINHERITED=\n# comment\n"), 0o600))
+	t.Chdir(project)
+	env := map[string]string{"PATH": os.Getenv("PATH"), "INHERITED": "from-process", "UNDECLARED": "never"}
+	script := "env DECLARED\nenv INHERITED\nenv UNDECLARED\nemit {\"type\":\"finished\",\"ok\":true}"
+	r = execute(t, script, env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "DECLARED=from-file")
+	assert.Contains(t, r.stdout, "INHERITED=from-process")
+	assert.Contains(t, r.stdout, "UNDECLARED unset")
+
+	env["DECLARED"] = "also-in-process"
+	r = execute(t, script, env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "DECLARED set both")
 }

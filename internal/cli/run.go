@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/outpost-dev/outpost/credentials"
 	"io"
 	"log/slog"
 	"os"
@@ -35,6 +36,7 @@ type RunOptions struct {
 	Timeout     time.Duration
 	IdleTimeout time.Duration
 	Env         []string
+	Auth        string
 	Image       string
 	Network     string
 	User        string
@@ -58,8 +60,12 @@ standard input when it is "-".
 network, no tokens spent. --scenario picks what the server answers (ok, tool,
 rate_limit, quota, overloaded, unauthorized, hang, slow).
 
-Credentials are never guessed: --env NAME forwards the named variable from
-outpost's environment into the sandbox (values never appear in argv or output).`,
+Credentials are never guessed. --auth chooses the form: account (the host login
+file, e.g. ~/.claude/.credentials.json, installed into the sandbox's private home;
+a refreshed login is written back), account:variable (CLAUDE_CODE_OAUTH_TOKEN), usage
+(ANTHROPIC_API_KEY) or none. Variables come from .outpost/.env (declared names only;
+an empty declaration inherits the process value) and from --env NAME, which forwards
+one variable from outpost's environment. Values never appear in argv or output.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Prompt = args[0]
@@ -93,6 +99,7 @@ outpost's environment into the sandbox (values never appear in argv or output).`
 	fl.StringVar(&opts.Scenario, "scenario", "ok", "scripted server scenario for --offline")
 	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
+	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
 	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")
 	fl.StringVar(&opts.Network, "network", "", "Docker network mode: none, bridge, host or a network name")
@@ -130,19 +137,28 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 		return outposterr.New(outposterr.Configuration, "workspace %s is not a directory", workspace)
 	}
 
-	env := map[string]string{}
 	for _, name := range opts.Env {
 		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
 			return &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
 		}
-		v := f.Getenv(name)
-		if v == "" {
-			return outposterr.New(outposterr.Configuration, "--env %s: the variable is not set", name)
+	}
+	authText := opts.Auth
+	if authText == "" {
+		if !opts.Offline {
+			return &flagError{fmt.Errorf("--auth is required: account, account:file, account:variable, usage or none (Outpost never guesses credentials)")}
 		}
-		env[name] = v
+		authText = "none"
+	}
+	auth, err := credentials.ParseAuth(authText)
+	if err != nil {
+		return &flagError{err}
+	}
+	creds, err := loadCredentials(f, auth, opts.Env)
+	if err != nil {
+		return err
 	}
 	in := adapters.Input{Prompt: prompt, Model: opts.Model, Effort: opts.Effort,
-		Continue: opts.Resume, Fork: opts.Fork, Env: env}
+		Continue: opts.Resume, Fork: opts.Fork}
 
 	network := opts.Network
 	if opts.Offline {
@@ -180,7 +196,8 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	r := &renderer{out: f.IO.Out, json: opts.JSON}
 	res, err := harness.Run(ctx, harness.Turn{
 		Adapter: a, Input: in, Provider: prov, Spec: spec,
-		OnEvent: r.event, Deadline: opts.Timeout, IdleTimeout: opts.IdleTimeout, Logger: logger,
+		Credentials: creds,
+		OnEvent:     r.event, Deadline: opts.Timeout, IdleTimeout: opts.IdleTimeout, Logger: logger,
 	})
 	r.outcome(res)
 	if err != nil {

@@ -12,6 +12,7 @@
 //	trap-term          ignore SIGTERM from now on
 //	hang               block forever
 //	big BYTES          print one stdout line of BYTES bytes
+//	env NAME           emit a text event "NAME=value" (or "NAME unset")
 //	alloc MIB          allocate and touch MIB mebibytes, then keep them
 //	exit CODE          exit with CODE (default 0 at the end of the script)
 //
@@ -85,6 +86,14 @@ func Main() {
 			}
 			_, _ = out.Write(b)
 			_, _ = out.WriteString("\n")
+			flush()
+		case "env":
+			text := arg + " unset"
+			if v, ok := os.LookupEnv(arg); ok {
+				text = arg + "=" + v
+			}
+			b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+			fmt.Fprintln(out, string(b))
 			flush()
 		case "alloc":
 			n, _ := strconv.Atoi(arg)
