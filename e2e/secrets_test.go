@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+)
+
+// TestMarkerSecretNeverLeaks passes a marker secret through every Claude
+// credential form into a Docker lease, runs a real turn, and greps every
+// place a secret could travel: the argv of every process in the container
+// during the turn, `docker inspect` of the container, the events, the debug
+// logs, the Result and its outcome, and the error.
+func TestMarkerSecretNeverLeaks(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "claude")
+	e := dockerEnv(t, bin)
+	dp := e.provider.(*docker.Provider)
+	srv := server(t)
+
+	forms := []struct {
+		auth string
+		vars func(secret string) map[string]string
+		home func(t *testing.T, secret string) string
+	}{
+		{auth: "account:file", home: func(t *testing.T, secret string) string {
+			home := t.TempDir()
+			writeFile(t, filepath.Join(home, ".claude", ".credentials.json"),
+				`{"claudeAiOauth":{"accessToken":"`+secret+`","refreshToken":"`+secret+`-r","expiresAt":4102444800000,"scopes":["user:inference"]}}`)
+			return home
+		}},
+		{auth: "account:variable", vars: func(s string) map[string]string { return map[string]string{claude.OAuthTokenVar: s} }},
+		{auth: "usage", vars: func(s string) map[string]string { return map[string]string{claude.APIKeyVar: s} }},
+	}
+	for _, form := range forms {
+		t.Run(form.auth, func(t *testing.T) {
+			secret := "outpost-marker-" + strings.ReplaceAll(form.auth, ":", "-") + "-5e3c7a91"
+			auth, err := credentials.ParseAuth(form.auth)
+			require.NoError(t, err)
+			creds := &harness.Credentials{Auth: auth, Vars: map[string]string{"PROJECT_SETTING": "plain"}}
+			if form.vars != nil {
+				for k, v := range form.vars(secret) {
+					creds.Vars[k] = v
+				}
+			}
+			if form.home != nil {
+				creds.HostHome = form.home(t, secret)
+			}
+			sb, _ := leaseIn(t, e)
+			var logs bytes.Buffer
+			var mu sync.Mutex
+			var argv, events []string
+			res, err := harness.Run(context.Background(), harness.Turn{
+				Adapter: claude.New(), Sandbox: sb, Credentials: creds, KeepEvents: true,
+				Input:  adapters.Input{Prompt: "say MARK-secret", Endpoint: &adapters.Endpoint{BaseURL: srv.URL()}},
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				OnEvent: func(ev adapters.Event) {
+					b, _ := json.Marshal(ev)
+					mu.Lock()
+					events = append(events, string(b))
+					mu.Unlock()
+					if ev.Kind == adapters.KindConversation {
+						// The CLI is running: record every argv in the container.
+						out := e.processes(t, sb)
+						mu.Lock()
+						argv = append(argv, out)
+						mu.Unlock()
+					}
+				},
+				Deadline: 2 * time.Minute,
+			})
+			require.NoError(t, err, "stderr: %s", resTail(res))
+			assert.Contains(t, res.Text, "MARK-secret")
+			require.NotEmpty(t, argv, "argv was sampled while the CLI ran")
+			assert.Contains(t, strings.Join(argv, "\n"), "claude", "the sample saw the CLI")
+
+			inspect, err := dp.Client().ContainerInspect(context.Background(), sb.ID())
+			require.NoError(t, err)
+			inspectJSON, _ := json.Marshal(inspect)
+			resJSON, _ := json.Marshal(res)
+			outcomeJSON, _ := json.Marshal(res.Outcome())
+			places := map[string]string{
+				"argv": strings.Join(argv, "\n"), "docker inspect": string(inspectJSON),
+				"events": strings.Join(events, "\n"), "logs": logs.String(),
+				"result": string(resJSON), "outcome": string(outcomeJSON),
+				"tails": res.StdoutTail + res.StderrTail, "server log": requestLog(srv),
+			}
+			for where, text := range places {
+				assert.NotContains(t, text, secret, "the marker secret leaked into %s", where)
+			}
+			// The credential did reach the CLI, so the test proves something.
+			last := srv.ModelRequests()[len(srv.ModelRequests())-1]
+			sent := last.Header.Get("X-Api-Key") + last.Header.Get("Authorization")
+			assert.NotEmpty(t, sent, "the CLI authenticated with the planned credential")
+			if form.home != nil {
+				assert.Contains(t, inside(t, sb, "cat", filepath.Join(sb.Home(), ".claude", ".credentials.json")), secret)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+}
+
+func requestLog(srv *outposttest.Server) string {
+	b, _ := json.Marshal(srv.Requests())
+	return string(b)
+}
