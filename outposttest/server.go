@@ -200,9 +200,10 @@ func NewUnstartedServer(opts ...Option) (*Server, error) {
 		sequence: cfg.sequence,
 	}
 	// One register function per wire API, each in its own file
-	// (anthropic.go); scenarios, sequences and the log are shared.
+	// (anthropic.go, responses.go); scenarios, sequences and the log are shared.
 	mux := http.NewServeMux()
 	s.registerAnthropic(mux)
+	s.registerResponses(mux)
 	mux.HandleFunc("/", s.notFound)
 	s.handler = s.logged(mux)
 	return s, nil

@@ -9,7 +9,8 @@
 //     "resets 12:50am (America/Los_Angeles)", "resets 3:45pm", "resets 5am",
 //     "resets at 4 a.m. (Asia/Tokyo)", "Your limit will reset at 9am
 //     (America/Chicago).", "try again at 12:16 PM.", "resets 14:00 (UTC)",
-//     and with a date or weekday: "resets Dec 5, 11am (UTC)", "resets Mon 9am".
+//     and with a date or weekday: "resets Dec 5, 11am (UTC)", "resets Mon 9am",
+//     "try again at Dec 3rd, 2026 12:00 AM." (a stated year is taken as is).
 //     The result is the next occurrence strictly after at, in the stated zone,
 //     or in at.Location() when none is stated. The next day is computed on the
 //     calendar (time.Date with day+1), never by adding 24 hours, so a DST change
@@ -138,11 +139,12 @@ func Date(text string, at time.Time) (time.Time, bool) {
 // clockRE needs a lead word so that arbitrary numbers in a text are never read
 // as times: "reset(s)", "try again", "available again", "regain access",
 // optionally followed by "at" or "on". A weekday ("Mon") or a month and day
-// ("Dec 5,") may precede the time. Groups: 1 weekday, 2 month, 3 day,
-// 4 hour, 5 minute, 6 meridiem, 7 zone.
+// ("Dec 5,"), optionally with a year ("Dec 3rd, 2026", Codex's wording),
+// may precede the time. Groups: 1 weekday, 2 month, 3 day, 4 year, 5 hour,
+// 6 minute, 7 meridiem, 8 zone.
 var clockRE = regexp.MustCompile(`(?i)\b(?:resets?|try\s+again|available\s+again|regain\s+access)(?:\s+(?:at|on))?\s+` +
 	`(?:(mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+)?` +
-	`(?:(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:at\s+)?)?` +
+	`(?:(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(\d{4}),?\s+)?(?:at\s+)?)?` +
 	`(\d{1,2})(?::(\d{2}))?\s*(a\.?\s?m\.?|p\.?\s?m\.?)?(?:\s*\(\s*([A-Za-z][A-Za-z0-9_+\-/]*)\s*\))?`)
 
 var (
@@ -167,7 +169,7 @@ func Clock(text string, at time.Time) (time.Time, bool) {
 				m[i] = text[ix[2*i]:ix[2*i+1]]
 			}
 		}
-		if m[7] == "" && strings.HasPrefix(strings.TrimLeft(text[ix[1]:], " \t"), "(") {
+		if m[8] == "" && strings.HasPrefix(strings.TrimLeft(text[ix[1]:], " \t"), "(") {
 			// A parenthesized zone we could not read: refuse rather than
 			// silently use the wrong zone.
 			continue
@@ -180,17 +182,17 @@ func Clock(text string, at time.Time) (time.Time, bool) {
 }
 
 func clock(m []string, at time.Time) (time.Time, bool) {
-	h, err := strconv.Atoi(m[4])
+	h, err := strconv.Atoi(m[5])
 	if err != nil {
 		return time.Time{}, false
 	}
 	mi := 0
-	if m[5] != "" {
-		mi, _ = strconv.Atoi(m[5])
+	if m[6] != "" {
+		mi, _ = strconv.Atoi(m[6])
 	}
-	mer := strings.ToLower(strings.NewReplacer(".", "", " ", "").Replace(m[6]))
+	mer := strings.ToLower(strings.NewReplacer(".", "", " ", "").Replace(m[7]))
 	switch {
-	case mer == "" && m[5] == "":
+	case mer == "" && m[6] == "":
 		return time.Time{}, false // "resets 5": not a time
 	case mer == "" && h > 23:
 		return time.Time{}, false
@@ -210,8 +212,8 @@ func clock(m []string, at time.Time) (time.Time, bool) {
 		}
 	}
 	loc := at.Location()
-	if m[7] != "" {
-		l, ok := location(m[7])
+	if m[8] != "" {
+		l, ok := location(m[8])
 		if !ok {
 			return time.Time{}, false
 		}
@@ -222,6 +224,15 @@ func clock(m []string, at time.Time) (time.Time, bool) {
 		day, _ := strconv.Atoi(m[3])
 		if day < 1 || day > 31 {
 			return time.Time{}, false
+		}
+		if m[4] != "" {
+			// A stated year: the instant is absolute.
+			y, _ := strconv.Atoi(m[4])
+			t := time.Date(y, month, day, h, mi, 0, 0, loc)
+			if t.Day() != day || t.Sub(at) > MaxAhead || at.Sub(t) > MaxAhead {
+				return time.Time{}, false
+			}
+			return t, true
 		}
 		y := at.In(loc).Year()
 		for i := 0; i < 2; i++ {

@@ -115,13 +115,16 @@ func TestClockWithDate(t *testing.T) {
 		{"resets Wednesday 8am", time.Date(2026, 12, 9, 8, 0, 0, 0, time.UTC)},                 // today has passed
 		{"resets Wed 10am", time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)},                     // later today
 		{"resets Fri, Dec 4, 5pm (America/New_York)", time.Date(2026, 12, 4, 17, 0, 0, 0, ny)}, // both: the date wins
+		// Captured from codex 0.169.0 (usage_limit_reached): month, ordinal day, year.
+		{"You’ve hit your usage limit. … or try again at Dec 3rd, 2026 12:00 AM.", time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)},
+		{"try again at Jan 1st, 2027 3:15 PM.", time.Date(2027, 1, 1, 15, 15, 0, 0, time.UTC)},
 	}
 	for _, c := range cases {
 		got, ok := Clock(c.text, at)
 		require.True(t, ok, c.text)
 		assert.True(t, c.want.Equal(got), "%s: want %v, got %v", c.text, c.want, got)
 	}
-	for _, text := range []string{"resets Feb 30, 9am", "resets Dec 45, 9am", "resets Dec 5"} {
+	for _, text := range []string{"resets Feb 30, 9am", "resets Dec 45, 9am", "resets Dec 5", "try again at Feb 30th, 2027 1:00 AM"} {
 		_, ok := Clock(text, at)
 		assert.False(t, ok, text)
 	}

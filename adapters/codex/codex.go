@@ -1,0 +1,378 @@
+// Package codex is the adapter for OpenAI's Codex CLI (`codex`), pinned at
+// [Version].
+//
+// # Request
+//
+// Every turn is one `codex exec --json` process with the prompt on stdin
+// ("-"), which is then closed:
+//
+//	codex -c k=v… exec --json --skip-git-repo-check <permission> [-m model] -
+//	codex -c k=v… exec --json --skip-git-repo-check <permission> resume <id> [-m model] -
+//	codex -c k=v… exec --json --skip-git-repo-check <permission> fork <id> [-m model] -
+//
+// All -c pairs come before `exec`: -c is a global flag, and at 0.159 a -c
+// after `resume` discarded every -c given before it. The exec flags come
+// before the resume/fork subcommand (0.169.0 applies them there; some, such as
+// -s, are rejected after it); -m is accepted after the subcommand and put
+// there. Extra arguments ([WithArgs]) go last, before "-".
+//
+// Always set (-c): check_for_update_on_startup=false (no update check),
+// shell_environment_policy.inherit="core" (model-run commands do not inherit
+// the CLI's whole environment, keys included), and the switches that keep a
+// headless run off the network beyond its model endpoint:
+// features.plugins=false, features.remote_plugin=false,
+// features.plugin_sharing=false, features.apps=false, analytics.enabled=false,
+// feedback.enabled=false (with them, 0.169.0 makes no DNS lookup besides the
+// endpoint's; without them it resolves github.com, api.github.com and the
+// vendor's backend on start).
+//
+//   - Permission: the empty mode, "bypass" and "danger-full-access-bypass"
+//     are --dangerously-bypass-approvals-and-sandbox (the sandbox is the
+//     boundary; exec already never asks for approval). "read-only",
+//     "workspace-write" and "danger-full-access" select Codex's own sandbox
+//     with -c sandbox_mode="…" (which needs bubblewrap and user namespaces in
+//     the lease). Anything else is a configuration error.
+//   - Effort is -c model_reasoning_effort="…" and must be one of [Efforts]
+//     (the client does not check it against the model).
+//   - Ids (Continue) are validated like Claude's (letters, digits, '-', '_';
+//     Codex's are UUIDv7), so an id can never become a flag. Fork without
+//     Continue is a configuration error.
+//   - Endpoint: a custom model provider "outpost" defined with -c pairs:
+//     name, base_url, wire_api="responses", env_key="OUTPOST_CODEX_API_KEY",
+//     requires_openai_auth=false. The key (Endpoint.APIKey, or
+//     Endpoint.OAuthToken, which Codex can only send as the same bearer
+//     token) travels in that environment variable, never in argv. A base URL
+//     without a path gets "/v1" appended (Codex appends "/responses"; the
+//     Anthropic-style base URL of the outposttest server serves both APIs).
+//   - MaxRetries sets the provider's stream_max_retries and
+//     request_max_retries; RequestTimeout its stream_idle_timeout_ms. Both
+//     need an Endpoint: the built-in provider cannot be redefined with -c,
+//     so without one they are left to Codex (documented, not an error).
+//   - Environment: HOME from Input.Home; CODEX_HOME is left unset, so Codex
+//     uses $HOME/.codex and creates it itself (verified on 0.169.0 with a
+//     fresh, empty HOME). Input.Env is merged last and wins.
+//
+// # Decoding
+//
+// See [Decoder]. Usage: turn.completed.usage is thread-cumulative on 0.169.0
+// (verified with the resume and fork fixtures: every counter of a resumed
+// turn is the earlier turns' total plus this turn's, and a fork starts from
+// its parent's total), so it is reported with scope cumulative; the turn's own
+// usage is the difference from the previous total of the conversation
+// (usage.Ledger.Baseline), which the caller must supply.
+//
+// # Recognizers
+//
+// [Adapter.Quota] matches the usage-limit family ("You've hit your usage
+// limit … try again at Dec 3rd, 2026 12:00 AM." / "… try again in 2 days 17
+// hours 14 minutes."), "Quota exceeded. Check your plan and billing
+// details." (insufficient_quota), "out of credits", "spend cap", and the
+// retries-exhausted 429 ("exceeded retry limit, last status: 429") — the last
+// is quota by decision, as for Claude's organization rate limit: the CLI
+// already retried it and the caller must wait. Retry chatter ("Reconnecting…")
+// and context-window overflows are not quota. [Adapter.Unavailable]:
+// "http 5xx", "overloaded" (at capacity, high demand), "server throttle"
+// (too many concurrent requests), "stream disconnected", "connection error",
+// "timeout". [Adapter.Auth]: "invalid api key", "authentication failed" (401),
+// "missing api key" (the provider's env_key variable unset), "refresh token
+// reused|expired|revoked", "login required". [Adapter.SessionMissing]: "no
+// rollout found for thread id", "thread not loaded", "state db missing
+// rollout path".
+//
+// The package is pure: no network, clock, environment or disk access.
+package codex
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Version is the Codex CLI release this adapter is written and tested against.
+const Version = "0.169.0"
+
+// Name is the adapter's name.
+const Name = "codex"
+
+// Provider is the id of the custom model provider an Endpoint defines.
+const Provider = "outpost"
+
+// KeyEnv is the variable the custom provider reads its key from (env_key).
+const KeyEnv = "OUTPOST_CODEX_API_KEY"
+
+// Efforts are the model_reasoning_effort values the pinned CLI's catalog knows.
+var Efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"}
+
+// SandboxModes are the Permission values that select Codex's own sandbox.
+var SandboxModes = []string{"read-only", "workspace-write", "danger-full-access"}
+
+// bypassModes are the Permission values that mean "no Codex sandbox".
+var bypassModes = []string{"", "bypass", "danger-full-access-bypass"}
+
+// quiet are the -c pairs every turn carries (see the package doc).
+var quiet = []string{
+	"check_for_update_on_startup=false",
+	`shell_environment_policy.inherit="core"`,
+	"features.plugins=false",
+	"features.remote_plugin=false",
+	"features.plugin_sharing=false",
+	"features.apps=false",
+	"analytics.enabled=false",
+	"feedback.enabled=false",
+}
+
+// Adapter is the Codex CLI adapter. Build it with [New]; the zero value is
+// not ready. It is immutable and safe for concurrent use.
+type Adapter struct {
+	binary string
+	extra  []string
+	config []string
+}
+
+// Option configures an [Adapter].
+type Option func(*Adapter)
+
+// WithBinary sets the program name or path argv[0] uses (default "codex").
+func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+
+// WithArgs appends extra exec arguments to every command (after Outpost's
+// own, before the final "-"). They are the caller's responsibility.
+func WithArgs(args ...string) Option {
+	return func(a *Adapter) { a.extra = append(a.extra, args...) }
+}
+
+// WithConfig adds -c key=value overrides (before `exec`, after Outpost's own,
+// so they win). Values are TOML; strings need their quotes.
+func WithConfig(pairs ...string) Option {
+	return func(a *Adapter) { a.config = append(a.config, pairs...) }
+}
+
+// New returns a Codex adapter.
+func New(opts ...Option) *Adapter {
+	a := &Adapter{binary: "codex"}
+	for _, o := range opts {
+		o(a)
+	}
+	a.extra = append([]string(nil), a.extra...)
+	a.config = append([]string(nil), a.config...)
+	return a
+}
+
+var (
+	_ adapters.Adapter           = (*Adapter)(nil)
+	_ adapters.SessionRecognizer = (*Adapter)(nil)
+)
+
+// Name returns "codex".
+func (a *Adapter) Name() string { return Name }
+
+// Binary returns the program name ("codex" unless [WithBinary] changed it).
+func (a *Adapter) Binary() string { return a.binary }
+
+// Capabilities: resumable, forkable, a terminal turn event is required,
+// usage from events (thread-cumulative, see the package doc).
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	return adapters.Capabilities{
+		Resumable:        true,
+		Forkable:         true,
+		LiveInput:        false,
+		RequiresFinished: true,
+		Usage:            adapters.UsageEvents,
+	}
+}
+
+const maxIDLen = 128
+
+// ValidID reports whether id may be passed to resume/fork: 1 to 128 letters,
+// digits, '-' or '_', not starting with '-'.
+func ValidID(id string) bool {
+	if id == "" || len(id) > maxIDLen || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validModel(m string) bool {
+	if m == "" || len(m) > 200 || m[0] == '-' {
+		return false
+	}
+	for _, r := range m {
+		if r <= ' ' || r == 0x7f || r == '"' || r == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func configErr(format string, args ...any) error {
+	return outposterr.New(outposterr.Configuration, "codex: "+format, args...).
+		With(outposterr.Details{Agent: Name})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// BaseURL returns the Responses base URL Codex is given for an endpoint base
+// URL: "/v1" is appended when the URL has no path.
+func BaseURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", configErr("invalid endpoint base URL %q", base)
+	}
+	out := strings.TrimRight(base, "/")
+	if strings.Trim(u.Path, "/") == "" {
+		out += "/v1"
+	}
+	return out, nil
+}
+
+// Request builds the command of one turn. It is pure; invalid input is an
+// outposterr configuration error.
+func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
+	if strings.TrimSpace(in.Prompt) == "" {
+		return sandbox.Command{}, configErr("empty prompt")
+	}
+	var cfg []string
+	cfg = append(cfg, quiet...)
+	env := map[string]string{}
+
+	var perm []string
+	switch {
+	case contains(bypassModes, in.Permission):
+		perm = []string{"--dangerously-bypass-approvals-and-sandbox"}
+	case contains(SandboxModes, in.Permission):
+		cfg = append(cfg, "sandbox_mode="+tomlString(in.Permission), `approval_policy="never"`)
+	default:
+		return sandbox.Command{}, configErr("unknown permission mode %q (want bypass or one of %s)",
+			in.Permission, strings.Join(SandboxModes, ", "))
+	}
+	if in.Effort != "" {
+		if !contains(Efforts, in.Effort) {
+			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
+		}
+		cfg = append(cfg, "model_reasoning_effort="+tomlString(in.Effort))
+	}
+	if in.MaxRetries != nil && *in.MaxRetries < 0 {
+		return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
+	}
+	if in.RequestTimeout < 0 {
+		return sandbox.Command{}, configErr("negative request timeout %s", in.RequestTimeout)
+	}
+	if ep := in.Endpoint; ep != nil {
+		base, err := BaseURL(ep.BaseURL)
+		if err != nil {
+			return sandbox.Command{}, err
+		}
+		if ep.APIKey != "" && ep.OAuthToken != "" {
+			return sandbox.Command{}, configErr("endpoint has both an API key and an OAuth token; choose one")
+		}
+		p := "model_providers." + Provider + "."
+		cfg = append(cfg,
+			"model_provider="+tomlString(Provider),
+			p+"name="+tomlString("Outpost endpoint"),
+			p+"base_url="+tomlString(base),
+			p+`wire_api="responses"`,
+			p+"requires_openai_auth=false",
+		)
+		if key := ep.APIKey + ep.OAuthToken; key != "" {
+			cfg = append(cfg, p+"env_key="+tomlString(KeyEnv))
+			env[KeyEnv] = key
+		}
+		if in.MaxRetries != nil {
+			n := strconv.Itoa(*in.MaxRetries)
+			cfg = append(cfg, p+"stream_max_retries="+n, p+"request_max_retries="+n)
+		}
+		if in.RequestTimeout > 0 {
+			ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
+			cfg = append(cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
+		}
+	}
+	cfg = append(cfg, a.config...)
+
+	args := []string{a.binary}
+	for _, c := range cfg {
+		args = append(args, "-c", c)
+	}
+	args = append(args, "exec", "--json", "--skip-git-repo-check")
+	args = append(args, perm...)
+	switch {
+	case in.Fork && in.Continue == "":
+		return sandbox.Command{}, configErr("fork needs a conversation to continue")
+	case in.Continue != "":
+		if !ValidID(in.Continue) {
+			return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
+		}
+		if in.Fork {
+			args = append(args, "fork", in.Continue)
+		} else {
+			args = append(args, "resume", in.Continue)
+		}
+	}
+	if in.Model != "" {
+		if !validModel(in.Model) {
+			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
+		}
+		args = append(args, "-m", in.Model)
+	}
+	args = append(args, a.extra...)
+	args = append(args, "-")
+
+	if in.Home != "" {
+		env["HOME"] = in.Home
+	}
+	for k, v := range in.Env {
+		if !sandbox.ValidEnvName(k) {
+			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
+		}
+		env[k] = v
+	}
+	return sandbox.Command{
+		Args:  args,
+		Env:   env,
+		Dir:   in.Workdir,
+		Stdin: []byte(in.Prompt),
+	}, nil
+}
+
+// NewDecoder returns a decoder for one turn's stdout.
+func (a *Adapter) NewDecoder() adapters.Decoder { return NewDecoder() }
+
+// String names the adapter and its pin.
+func (a *Adapter) String() string { return fmt.Sprintf("codex %s", Version) }
