@@ -19,11 +19,17 @@
 // Constructors take functional options ([Option]); an invalid option value
 // makes the constructor fail.
 //
-// One server hosts several wire APIs, one file each. Today: the Anthropic
-// Messages API (anthropic.go), used by Claude Code — POST /v1/messages
-// (streaming SSE and plain JSON), POST /v1/messages/count_tokens,
-// GET /v1/models[/{id}]. HEAD/GET /api/hello and / answer 200 (Claude Code's
-// connectivity probe); other /v1/ paths answer an Anthropic not_found_error.
+// One server hosts several wire APIs, one file each, on the same URL:
+//   - the Anthropic Messages API (anthropic.go), used by Claude Code —
+//     POST /v1/messages (streaming SSE and plain JSON),
+//     POST /v1/messages/count_tokens, GET /v1/models[/{id}];
+//   - the OpenAI Responses API (responses.go), used by Codex CLI through a
+//     custom model provider ([CodexArgs], [CodexEnv]) — POST /v1/responses
+//     (streaming SSE and plain JSON); a WebSocket upgrade of
+//     GET /v1/responses is refused with 426.
+//
+// HEAD/GET /api/hello and / answer 200 (Claude Code's connectivity probe);
+// other /v1/ paths answer an Anthropic not_found_error.
 //
 // # Scenarios
 //
@@ -97,6 +103,30 @@
 // the client or by Close, ends by aborting the connection
 // (http.ErrAbortHandler), never with a clean empty or truncated response.
 //
+// # Wire details (Responses)
+//
+// Streams are response.created, response.in_progress, then per output item
+// response.output_item.added, its deltas (response.content_part.added /
+// output_text.delta / output_text.done / content_part.done for messages,
+// response.function_call_arguments.delta/.done for function calls,
+// response.custom_tool_call_input.delta/.done for custom tools) and
+// response.output_item.done, then response.completed with usage
+// (input_tokens including input_tokens_details.cached_tokens, output_tokens
+// including output_tokens_details.reasoning_tokens); every event has a
+// sequence_number. Each answer starts with a reasoning item carrying a
+// summary. The tool scenario asks for the shell the request offers:
+// exec_command ({"cmd"}), shell ({"command":["bash","-lc",…]}), or in code
+// mode the namespaced exec custom tool (JavaScript calling
+// tools.exec_command). Developer and system messages and Codex's own
+// context blocks (<environment_context>, AGENTS.md) are not user turns.
+// Errors are {"error":{"message","type","param","code"}}: rate_limit →
+// 429 rate_limit_exceeded; quota → 429 usage_limit_reached with resets_at,
+// resets_in_seconds, plan_type and x-codex-primary-* headers (Codex says
+// "You've hit your usage limit. … try again at <time>."); credits and
+// spend_limit → 429 insufficient_quota; overloaded → 503
+// server_is_overloaded; unavailable → 503; server_error → 500;
+// unauthorized → 401 invalid_api_key.
+//
 // # Request log
 //
 // [Server.Requests] returns a copy of every request: method, path, query,
@@ -107,7 +137,8 @@
 //
 // # What Claude Code does against it
 //
-// README.md in this directory records what Claude Code 2.1.328 requests and
-// prints for every scenario (stream-json events, exit codes, retries, error
-// texts); the tests in claude_test.go keep those observations honest.
+// README.md in this directory records what Claude Code 2.1.328 and Codex
+// 0.169.0 request and print for every scenario (events, exit codes, retries,
+// error texts); the tests in claude_test.go and codex_test.go keep those
+// observations honest.
 package outposttest
