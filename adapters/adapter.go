@@ -79,6 +79,9 @@ type Input struct {
 	RequestTimeout time.Duration
 	// Env is extra environment for the CLI (credentials, caller variables).
 	Env map[string]string
+	// MCP lists MCP servers to give the CLI, projected into its own form.
+	// Adapters refuse an option their CLI cannot express.
+	MCP []credentials.MCPServer
 }
 
 // Endpoint is a custom model endpoint.

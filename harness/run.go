@@ -199,7 +199,11 @@ func preflight(t Turn) error {
 	case t.Input.Continue != "" && !caps.Resumable:
 		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
 	}
-	return nil
+	vars := t.Input.Env
+	if t.Credentials != nil {
+		vars = t.Credentials.Vars
+	}
+	return credentials.CheckMCPVars(name, t.Input.MCP, vars)
 }
 
 // classifyInfra classifies a failure of the sandbox layer, keeping the

@@ -247,6 +247,11 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		}
 		args = append(args, "--effort", in.Effort)
 	}
+	mcpFlags, mcpEnv, err := mcpArgs(in.MCP)
+	if err != nil {
+		return sandbox.Command{}, err
+	}
+	args = append(args, mcpFlags...)
 	switch {
 	case in.Fork && in.Continue == "":
 		return sandbox.Command{}, configErr("fork needs a conversation to continue")
@@ -302,6 +307,9 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 			env["CLAUDE_CODE_OAUTH_TOKEN"] = ep.OAuthToken
 		}
 		env["CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS"] = "1"
+	}
+	for k, v := range mcpEnv {
+		env[k] = v
 	}
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {

@@ -51,8 +51,16 @@ func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
 // hold keeps allocated memory reachable.
 var hold [][]byte
 
+// MCPEnv makes the fake a minimal MCP stdio server instead of a CLI: it
+// offers one tool named "echo_" + $OUTPOST_FAKEMCP_SUFFIX.
+const MCPEnv = "OUTPOST_FAKEMCP"
+
 // Main runs the fake CLI and exits.
 func Main() {
+	if os.Getenv(MCPEnv) == "1" {
+		serveMCP()
+		os.Exit(0)
+	}
 	script, _ := readAll(os.Stdin)
 	code := 0
 	out := bufio.NewWriter(os.Stdout)
@@ -268,4 +276,43 @@ func (a *Adapter) Auth(text string) (string, bool) {
 		return "unauthorized", true
 	}
 	return "", false
+}
+
+// serveMCP answers MCP JSON-RPC requests on stdin until it closes.
+func serveMCP() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	tool := "echo_" + os.Getenv("OUTPOST_FAKEMCP_SUFFIX")
+	for in.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || len(req.ID) == 0 {
+			continue // notifications need no answer
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			v := req.Params.ProtocolVersion
+			if v == "" {
+				v = "2025-06-18"
+			}
+			result = map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "outpost-fake", "version": "1.0.0"}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": tool, "description": "Echo the input.",
+				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}}}}
+		case "tools/call":
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "echo"}}}
+		default:
+			_ = out.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+			continue
+		}
+		_ = out.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}
 }

@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/fakecli"
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// TestClaudeMCPProjection declares a stdio MCP server once (the fake, whose
+// tool name comes from a ${VAR} reference) and checks that the real Claude
+// Code loads it: the model request carries the server's tool, whose name
+// proves the variable was expanded inside the sandbox, not in argv.
+func TestClaudeMCPProjection(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "claude")
+	e := hostEnv(t, bin)
+	srv := server(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	suffix := "x7q"
+	mcp := []credentials.MCPServer{{
+		Name: "fake", Command: exe,
+		Env: map[string]string{fakecli.ChildEnv: "1", fakecli.MCPEnv: "1", "GORACE": "atexit_sleep_ms=0",
+			"OUTPOST_FAKEMCP_SUFFIX": "${MCP_SUFFIX}"},
+		ExcludeTools: []string{"never_used"}, StartupTimeoutMS: 20000,
+	}}
+	sb := lease(t, e)
+	res, err := harness.Run(context.Background(), harness.Turn{
+		Adapter: claude.New(), Sandbox: sb, KeepEvents: true, Deadline: 2 * time.Minute,
+		Input: adapters.Input{Prompt: "MARK-mcp", MCP: mcp,
+			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
+			Vars: map[string]string{"MCP_SUFFIX": suffix}},
+	})
+	require.NoError(t, err, "stderr: %s", resTail(res))
+	assert.Zero(t, res.Counts[adapters.KindWarning], "no MCP server failed: %v", res.Warnings)
+	var tools []string
+	for _, r := range srv.ModelRequests() {
+		tools = append(tools, r.Tools...)
+	}
+	assert.Contains(t, tools, "mcp__fake__echo_"+suffix, "tools: %s", strings.Join(tools, ","))
+
+	// A referenced variable that is not declared fails before any sandbox exists.
+	_, err = harness.Run(context.Background(), harness.Turn{
+		Adapter: claude.New(), Provider: e.provider,
+		Input:       adapters.Input{Prompt: "x", MCP: mcp},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None}},
+	})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "missing MCP_SUFFIX for claude MCP server fake")
+}
