@@ -182,7 +182,9 @@ func TestWriteBackOnceUnderConcurrency(t *testing.T) {
 	home := t.TempDir()
 	hostPath := writeHost(t, home, ".tool/login.json", `{"exp":1,"keep":"host"}`)
 	f := credentials.HostFile{Path: ".tool/login.json", Dest: ".tool/login.json", Rotates: true,
-		Fresher: func(h, s []byte) bool { return bytes.Contains(s, []byte(`"exp":2`)) && !bytes.Contains(h, []byte(`"exp":2`)) },
+		Fresher: func(h, s []byte) bool {
+			return bytes.Contains(s, []byte(`"exp":2`)) && !bytes.Contains(h, []byte(`"exp":2`))
+		},
 		Merge: func(h, s []byte) ([]byte, error) { return []byte(`{"exp":2,"keep":"host"}`), nil }}
 	const n = 8
 	var leases []Rotating
