@@ -250,3 +250,18 @@ func TestAuthRequiredAndDotEnv(t *testing.T) {
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stderr, "DECLARED set both")
 }
+
+func TestRunMCPFile(t *testing.T) {
+	ws := t.TempDir()
+	bad := filepath.Join(ws, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"servers":[{"name":"x","cmd":"typo"}]}`), 0o600))
+	r := execute(t, "", nil, "run", "--agent", "claude", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--mcp", bad, "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "unknown field")
+
+	missing := filepath.Join(ws, "ok.json")
+	require.NoError(t, os.WriteFile(missing, []byte(`{"servers":[{"name":"docs","url":"http://127.0.0.1:9/mcp","bearer_token_var":"DOCS_TOKEN"}]}`), 0o600))
+	r = execute(t, "", map[string]string{"PATH": "/usr/bin"}, "run", "--agent", "claude", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--mcp", missing, "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stdout+r.stderr, "missing DOCS_TOKEN for claude MCP server docs")
+}

@@ -37,6 +37,7 @@ type RunOptions struct {
 	IdleTimeout time.Duration
 	Env         []string
 	Auth        string
+	MCP         string
 	Image       string
 	Network     string
 	User        string
@@ -100,6 +101,7 @@ one variable from outpost's environment. Values never appear in argv or output.`
 	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
 	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
+	fl.StringVar(&opts.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
 	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
 	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")
 	fl.StringVar(&opts.Network, "network", "", "Docker network mode: none, bridge, host or a network name")
@@ -159,6 +161,11 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	}
 	in := adapters.Input{Prompt: prompt, Model: opts.Model, Effort: opts.Effort,
 		Continue: opts.Resume, Fork: opts.Fork}
+	if opts.MCP != "" {
+		if in.MCP, err = readMCP(opts.MCP); err != nil {
+			return err
+		}
+	}
 
 	network := opts.Network
 	if opts.Offline {
