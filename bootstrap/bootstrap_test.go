@@ -173,7 +173,9 @@ func TestEnsureConcurrent(t *testing.T) {
 	archive := agyArchive(t, "1.2.12")
 	p := "/cli_linux_x64.tar.gz"
 	url := srv.put(p, archive)
+	srv.mu.Lock()
 	srv.delay = 50 * time.Millisecond // keep the first download in flight while the others arrive
+	srv.mu.Unlock()
 	cat := agyCatalog(t, url, sri(archive))
 	cache := t.TempDir()
 	// Two Bootstrappers on one cache stand for two processes: they meet on

@@ -367,6 +367,9 @@ func (b *Bootstrapper) install(ctx context.Context, d download, dir string) (*En
 	if err := os.Mkdir(tree, 0o755); err != nil {
 		return nil, err
 	}
+	if err := os.Chmod(tree, 0o755); err != nil { // whatever the umask
+		return nil, err
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err

@@ -215,6 +215,17 @@ func extract(ctx context.Context, r io.Reader, dst string, members []Member, lim
 			files = append(files, File{Path: dest, Type: "file", Mode: mode, Size: n})
 		}
 	}
+	// MkdirAll honours the umask; the tree is read by sandbox users other
+	// than its owner, so every directory is made 0755 explicitly.
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return root.Chmod(p, 0o755)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set directory modes: %w", err)
+	}
 	return files, nil
 }
 

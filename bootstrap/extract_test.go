@@ -182,3 +182,15 @@ func TestSelectMember(t *testing.T) {
 		assert.Equal(t, tc.want, got, tc.name)
 	}
 }
+
+func TestExtractDirectoryModesIgnoreUmask(t *testing.T) {
+	old := syscallUmask(0o077)
+	defer syscallUmask(old)
+	dst, _, err := extractDir(t, makeTar(t, reg("package/lib/a/b/c", "x", 0o644)), testMembers, Limits{})
+	require.NoError(t, err)
+	for _, d := range []string{"lib", "lib/a", "lib/a/b"} {
+		fi, err := os.Stat(filepath.Join(dst, d))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), d)
+	}
+}
