@@ -6,12 +6,14 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // agents maps agent names to adapter constructors. Adding a CLI adds a line.
 var agents = map[string]func() adapters.Adapter{
 	"claude": func() adapters.Adapter { return claude.New() },
+	"codex":  func() adapters.Adapter { return codex.New() },
 }
 
 // agentNames lists the known agents.

@@ -71,6 +71,11 @@ func runStubModel(ctx context.Context, opts *StubModelOptions) error {
 	for _, k := range keys {
 		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, env[k])
 	}
+	// Codex reads its endpoint from -c overrides and the key from env_key.
+	for k, v := range outposttest.CodexEnv(srv) {
+		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, v)
+	}
+	fmt.Fprintf(opts.IO.Out, "# codex %s exec --json -\n", strings.Join(outposttest.CodexArgs(srv, 1), " "))
 	<-ctx.Done()
 	return nil
 }

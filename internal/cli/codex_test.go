@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// TestRunOfflineRealCodex: `outpost run --agent codex --offline` on the
+// host lease against the in-process scripted server (both APIs on one URL).
+func TestRunOfflineRealCodex(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "codex")
+	ws := t.TempDir()
+	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}
+	r := execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--workspace", ws, "--json", "say MARK-cli1")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "outpost ok: MARK-cli1.")
+
+	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--scenario", "tool", "--workspace", ws, "write MARK-cli3")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	got, err := os.ReadFile(filepath.Join(ws, "outpost-MARK-cli3.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "MARK-cli3", string(got))
+
+	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
+	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "try again at ")
+
+	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--scenario", "unavailable", "--workspace", ws, "MARK-cli4")
+	assert.Equal(t, outposterr.ExitUnavailable, r.code, r.stdout+r.stderr)
+}
+
+// TestRunOfflineRealCodexDocker: the default sandbox mounts Codex's whole
+// platform tree (binary and helpers) into the container.
+func TestRunOfflineRealCodexDocker(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "codex")
+	requireDocker(t)
+	ws := t.TempDir()
+	require.NoError(t, os.Chmod(ws, 0o777))
+	var out, errOut bytes.Buffer
+	f := &Factory{
+		IO: IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv: func(k string) string {
+			return map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}[k]
+		},
+		LookPath: exec.LookPath,
+		Now:      time.Now,
+	}
+	code := Execute(context.Background(), f, []string{"run", "--agent", "codex", "--offline", "--scenario", "tool",
+		"--workspace", ws, "--json", "write MARK-dock1"})
+	require.Equal(t, 0, code, out.String()+errOut.String())
+	assert.Contains(t, out.String(), "outpost tool done: wrote outpost-MARK-dock1.txt.")
+	got, err := os.ReadFile(filepath.Join(ws, "outpost-MARK-dock1.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "MARK-dock1", string(got))
+}
+
+// TestReplayCodexFixtures: `outpost replay --agent codex` reproduces each
+// captured fixture's outcome (exit code by class).
+func TestReplayCodexFixtures(t *testing.T) {
+	dir := filepath.Join("..", "..", "adapters", "codex", "testdata")
+	want := map[string]int{
+		"ok": 0, "tool": 0, "resume": 0, "fork": 0,
+		"quota": outposterr.ExitQuota, "quota_insufficient": outposterr.ExitQuota, "rate_limit": outposterr.ExitQuota,
+		"unavailable": outposterr.ExitUnavailable, "overloaded": outposterr.ExitUnavailable,
+		"unauthorized": outposterr.ExitAuth, "missing_key": outposterr.ExitAuth,
+		"resume_missing": outposterr.ExitSession,
+	}
+	for name, code := range want {
+		t.Run(name, func(t *testing.T) {
+			var meta struct {
+				ExitCode int    `json:"exit_code"`
+				Time     string `json:"time"`
+			}
+			b, err := os.ReadFile(filepath.Join(dir, name, "meta.json"))
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &meta))
+			r := execute(t, "", nil, "replay", "--agent", "codex",
+				"--stdout", filepath.Join(dir, name, "stdout.jsonl"), "--stderr", filepath.Join(dir, name, "stderr.txt"),
+				"--exit-code", strconv.Itoa(meta.ExitCode), "--time", meta.Time)
+			assert.Equal(t, code, r.code, r.stdout+r.stderr)
+		})
+	}
+}
