@@ -144,3 +144,16 @@ type SessionRecognizer interface {
 type Authenticator interface {
 	Credentials(auth credentials.Auth, vars map[string]string) (credentials.Plan, error)
 }
+
+// Storage is implemented by adapters whose CLI keeps a conversation in
+// files that can be carried to another sandbox. Paths are relative to the
+// CLI's home directory. Both methods are pure.
+type Storage interface {
+	// ConversationPaths lists the files or directories holding conversation
+	// id of a CLI that ran in cwd. The first path is required; the others
+	// (sidecars) may be missing.
+	ConversationPaths(id, cwd string) []string
+	// Relocate rewrites one captured file for a CLI that will run in newCwd
+	// and returns its new home-relative path and content.
+	Relocate(path string, content []byte, oldCwd, newCwd string) (string, []byte)
+}

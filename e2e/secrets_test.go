@@ -127,3 +127,11 @@ func requestLog(srv *outposttest.Server) string {
 	b, _ := json.Marshal(srv.Requests())
 	return string(b)
 }
+
+func corrupt(t *testing.T, p string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0x55
+	require.NoError(t, os.WriteFile(p, b, 0o600))
+}

@@ -77,6 +77,9 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	if in.Home == "" {
 		in.Home = sb.Home()
 	}
+	if err := restoreConversation(turnCtx, t, sb, in); err != nil {
+		return finish(classifyInfra(ctx, t, outposterr.Session, "restore conversation", err))
+	}
 	cmd, err := t.Adapter.Request(in)
 	if err != nil {
 		return finish(asClass(err, outposterr.Configuration, "build request"))
@@ -103,6 +106,12 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	err = classify(col, v)
 	res.Err = err
 	col.finalize()
+	if t.Store != nil {
+		// Captured even after failures and cancellation, bounded.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		captureConversation(cctx, t, sb, in, res)
+		ccancel()
+	}
 	if inst != nil && len(inst.Rotating) > 0 && !t.Credentials.NoWriteBack {
 		// A refreshed login is written back even after failures and
 		// cancellation, bounded, so the user's host login stays valid.

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"log/slog"
 	"time"
@@ -44,6 +45,11 @@ type Turn struct {
 	// materialized into the lease before the CLI runs, and rotated logins
 	// are written back to the host after the turn.
 	Credentials *Credentials
+
+	// Store, when set, keeps the conversation outside the sandbox: the one
+	// to continue is restored into the lease before the CLI runs, and the
+	// turn's conversation is captured after it, failed turns included.
+	Store conversation.Store
 
 	// OnEvent receives every event as soon as it is decoded, in order, from
 	// one goroutine. It must not block for long.

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/outposttest"
+)
+
+// TestClaudeConversationAcrossLeases runs turn 1 in one cold lease and
+// continues it in brand-new ones: resume recalls turn 1, a fork gets a new
+// id and both branches continue; a quota-failed turn is captured and
+// resumes once the server recovers.
+func TestClaudeConversationAcrossLeases(t *testing.T) {
+	testenv.Short(t)
+	for _, e := range envs(t) {
+		t.Run(e.name, func(t *testing.T) {
+			srv := server(t)
+			store, err := conversation.NewFileStore(t.TempDir(), make([]byte, 32))
+			require.NoError(t, err)
+			cold := func(in adapters.Input, oauth bool) (*harness.Result, error) {
+				ep := &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}
+				if oauth {
+					ep = &adapters.Endpoint{BaseURL: srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
+				}
+				in.Endpoint = ep
+				one := 1
+				in.MaxRetries = &one
+				spec := e.spec
+				spec.Workspace = workspace(t) // a new directory each time: relocation is exercised on the host
+				return harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in,
+					Provider: e.provider, Spec: spec, Store: store, Deadline: 2 * time.Minute})
+			}
+			r1, err := cold(adapters.Input{Prompt: "first MARK-a1"}, false)
+			require.NoError(t, err, "stderr: %s", resTail(r1))
+			m, err := store.Stat(context.Background(), r1.Conversation)
+			require.NoError(t, err, "turn 1 captured")
+			assert.Equal(t, "claude", m.Agent)
+
+			r2, err := cold(adapters.Input{Prompt: "second MARK-a2", Continue: r1.Conversation}, false)
+			require.NoError(t, err, "stderr: %s", resTail(r2))
+			assert.Contains(t, r2.Text, "remembered: MARK-a1", "a brand-new lease recalls turn 1")
+			last := srv.ModelRequests()[len(srv.ModelRequests())-1]
+			assert.GreaterOrEqual(t, len(last.Messages), 3, "the server saw the earlier messages")
+
+			f1, err := cold(adapters.Input{Prompt: "branch MARK-f1", Continue: r1.Conversation, Fork: true}, false)
+			require.NoError(t, err, "stderr: %s", resTail(f1))
+			assert.NotEqual(t, r1.Conversation, f1.Conversation)
+			fm, err := store.Stat(context.Background(), f1.Conversation)
+			require.NoError(t, err)
+			assert.Equal(t, r1.Conversation, fm.Parent)
+
+			r3, err := cold(adapters.Input{Prompt: "main again MARK-a3", Continue: r1.Conversation}, false)
+			require.NoError(t, err)
+			assert.Contains(t, r3.Text, "MARK-a2")
+			assert.NotContains(t, r3.Text, "MARK-f1", "the original does not see the fork")
+			f2, err := cold(adapters.Input{Prompt: "branch again MARK-f2", Continue: f1.Conversation}, false)
+			require.NoError(t, err)
+			assert.Contains(t, f2.Text, "MARK-f1")
+			assert.NotContains(t, f2.Text, "MARK-a3", "the fork does not see the original's later turns")
+
+			// A turn that hits the quota is captured and resumes after recovery.
+			require.NoError(t, srv.SetScenario(outposttest.ScenarioQuota))
+			q, err := cold(adapters.Input{Prompt: "limited MARK-q1"}, true)
+			require.Error(t, err)
+			require.True(t, outposterr.IsQuota(err), "%v", err)
+			qm, err := store.Stat(context.Background(), q.Conversation)
+			require.NoError(t, err, "the failed turn was captured")
+			assert.True(t, qm.Failed)
+			require.NoError(t, srv.SetScenario(outposttest.ScenarioOK))
+			q2, err := cold(adapters.Input{Prompt: "continue MARK-q2", Continue: q.Conversation}, true)
+			require.NoError(t, err, "stderr: %s", resTail(q2))
+			assert.Contains(t, q2.Text, "MARK-q1")
+		})
+	}
+}
+
+// TestTamperedConversationRefused: a stored archive that does not match its
+// digest is a session error before the CLI runs.
+func TestTamperedConversationRefused(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "claude")
+	e := hostEnv(t, bin)
+	dir := t.TempDir()
+	store, err := conversation.NewFileStore(dir, nil)
+	require.NoError(t, err)
+	srv := server(t)
+	in := adapters.Input{Prompt: "MARK-t1", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "k"}}
+	r1, err := harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in, Provider: e.provider, Store: store})
+	require.NoError(t, err)
+	corrupt(t, dir+"/"+r1.Conversation+".tar.zst")
+	before := len(srv.ModelRequests())
+	in.Continue = r1.Conversation
+	_, err = harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in, Provider: e.provider, Store: store})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Session, outposterr.ClassOf(err))
+	assert.Equal(t, before, len(srv.ModelRequests()), "the CLI never ran")
+}

@@ -1,0 +1,129 @@
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// restoreConversation puts the stored conversation in.Continue into sb's
+// home, relocated to in.Workdir. A conversation the store does not hold is
+// left to the CLI (a warm lease may have it); a stored one that cannot be
+// trusted or written is a session error.
+func restoreConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input) error {
+	st, ok := t.Adapter.(adapters.Storage)
+	if t.Store == nil || !ok || in.Continue == "" {
+		return nil
+	}
+	m, rc, err := t.Store.Load(ctx, in.Continue)
+	if errors.Is(err, conversation.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if m.Agent != "" && m.Agent != t.Adapter.Name() {
+		return outposterr.New(outposterr.Session, "conversation %s belongs to %s, not %s", m.ID, m.Agent, t.Adapter.Name())
+	}
+	files, err := conversation.ReadFiles(rc)
+	if err != nil {
+		return err
+	}
+	for i, f := range files {
+		p, content := st.Relocate(f.Path, f.Content, m.Cwd, in.Workdir)
+		if !conversation.SafePath(p) {
+			return outposterr.New(outposterr.Session, "conversation %s: unsafe relocated path %q", m.ID, p)
+		}
+		files[i].Path, files[i].Content = p, content
+	}
+	archive, err := conversation.WriteFiles(files)
+	if err != nil {
+		return err
+	}
+	if err := sb.CopyIn(ctx, sb.Home(), bytes.NewReader(archive)); err != nil {
+		return outposterr.Wrap(outposterr.Session, err, "restore conversation %s", m.ID)
+	}
+	return nil
+}
+
+// captureConversation copies the conversation the turn reported out of
+// the sandbox into the store, also after failures. A conversation whose
+// transcript is missing is reported as a warning.
+func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input, res *Result) {
+	st, ok := t.Adapter.(adapters.Storage)
+	if t.Store == nil || !ok || res.Conversation == "" || !conversation.ValidID(res.Conversation) {
+		return
+	}
+	var files []conversation.File
+	for i, rel := range st.ConversationPaths(res.Conversation, in.Workdir) {
+		got, err := copyOutFiles(ctx, sb, rel)
+		if err != nil || len(got) == 0 {
+			if i == 0 {
+				res.Warnings = append(res.Warnings, "agent emitted conversation "+res.Conversation+" but its transcript is unavailable")
+				return
+			}
+			continue
+		}
+		files = append(files, got...)
+	}
+	archive, err := conversation.WriteFiles(files)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
+		return
+	}
+	m := conversation.Manifest{ID: res.Conversation, Agent: res.Agent, CLIVersion: res.CLIVersion,
+		Cwd: in.Workdir, Failed: res.Err != nil}
+	if in.Fork && res.Conversation != in.Continue {
+		m.Parent = in.Continue
+	}
+	for _, f := range files {
+		m.Files = append(m.Files, f.Path)
+	}
+	if _, err := t.Store.Save(ctx, m, bytes.NewReader(archive)); err != nil {
+		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
+	}
+}
+
+// copyOutFiles returns the regular files under the home-relative path rel
+// (a file or a directory), named relative to the home.
+func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string) ([]conversation.File, error) {
+	rc, err := sb.CopyOut(ctx, path.Join(sb.Home(), rel))
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	parent := path.Dir(rel)
+	tr := tar.NewReader(rc)
+	var out []conversation.File
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := path.Join(parent, strings.TrimPrefix(h.Name, "./"))
+		if !conversation.SafePath(name) || h.Size > conversation.MaxEntryBytes {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, conversation.MaxEntryBytes))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, conversation.File{Path: name, Mode: 0o600, Content: b})
+	}
+}
