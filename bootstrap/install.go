@@ -26,6 +26,10 @@ const MountRoot = "/opt/outpost/cli"
 // CheckTimeout bounds one `--version` run in [Bootstrapper.Check].
 const CheckTimeout = 60 * time.Second
 
+// HostBinDir is the host directory holding the executable, for the PATH of
+// a host sandbox (which runs [Entry.BinPath] in place).
+func (e *Entry) HostBinDir() string { return filepath.Dir(e.BinPath) }
+
 // SandboxDir is the entry's directory inside a sandbox that mounts it.
 func (e *Entry) SandboxDir() string { return path.Join(MountRoot, e.Name, e.Version) }
 
