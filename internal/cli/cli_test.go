@@ -207,11 +207,11 @@ func TestRunOfflineRealClaude(t *testing.T) {
 	bin := testenv.CLI(t, "claude")
 	ws := t.TempDir()
 	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/bin:/bin"}
-	r := execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--workspace", ws, "--json", "say MARK-cli1")
+	r := execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--json", "say MARK-cli1")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "MARK-cli1")
 
-	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
+	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
 	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "resets ")
 }
@@ -264,4 +264,79 @@ func TestRunMCPFile(t *testing.T) {
 	r = execute(t, "", map[string]string{"PATH": "/usr/bin"}, "run", "--agent", "claude", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--mcp", missing, "x")
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stdout+r.stderr, "missing DOCS_TOKEN for claude MCP server docs")
+}
+
+func TestConversationCommands(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "claude")
+	ws := t.TempDir()
+	store := filepath.Join(t.TempDir(), "conv")
+	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/bin:/bin"}
+	base := []string{"--sandbox", "host", "--offline", "--workspace", ws, "--store", store, "--json"}
+	outcome := func(r runOut) map[string]any {
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		var o map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &o), r.stdout)
+		return o
+	}
+	r := execute(t, "", env, append([]string{"run", "--agent", "claude"}, append(base, "first MARK-c1")...)...)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	id := outcome(r)["conversation"].(string)
+
+	r = execute(t, "", env, "conversations", "list", "--store", store)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, id)
+
+	r = execute(t, "", env, append([]string{"resume", id}, append(base, "second MARK-c2")...)...)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, outcome(r)["text"], "remembered: MARK-c1")
+
+	r = execute(t, "", env, append([]string{"fork", id}, append(base, "branch MARK-c3")...)...)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	forkID := outcome(r)["conversation"].(string)
+	assert.NotEqual(t, id, forkID)
+	r = execute(t, "", env, "conversations", "show", forkID, "--store", store)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"parent": "`+id+`"`)
+
+	export := filepath.Join(t.TempDir(), "conv.export")
+	r = execute(t, "", env, "conversations", "export", id, "--store", store, "-o", export)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = execute(t, "", env, "conversations", "rm", id, "--store", store)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = execute(t, "", env, "conversations", "show", id, "--store", store)
+	assert.Equal(t, outposterr.ExitSession, r.code)
+	r = execute(t, "", env, "conversations", "import", export, "--store", store)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, id, strings.TrimSpace(r.stdout))
+
+	r = execute(t, "", env, "conversations", "show", "../etc", "--store", store)
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	r = execute(t, "", env, append([]string{"resume", "no-such-conversation"}, base[:len(base)-1]...)...)
+	assert.Equal(t, outposterr.ExitConfiguration, r.code, "resume takes ID and PROMPT")
+
+	// A tampered archive is refused with a session error; nothing runs.
+	archive := filepath.Join(store, id+".tar.zst")
+	b, err := os.ReadFile(archive)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0x1
+	require.NoError(t, os.WriteFile(archive, b, 0o600))
+	r = execute(t, "", env, append([]string{"resume", id}, append(base, "again")...)...)
+	assert.Equal(t, outposterr.ExitSession, r.code, r.stdout)
+	assert.Contains(t, r.stdout, "digest mismatch")
+
+	// Encrypted at rest with a key from the environment.
+	env[keyEnv] = strings.Repeat("ab", 32)
+	r = execute(t, "", env, append([]string{"run", "--agent", "claude"}, append(base, "sealed MARK-c4")...)...)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	sealed := outcome(r)["conversation"].(string)
+	raw, err := os.ReadFile(filepath.Join(store, sealed+".tar.zst"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "MARK-c4")
+	env[keyEnv] = strings.Repeat("cd", 32)
+	r = execute(t, "", env, append([]string{"resume", sealed}, append(base, "wrong key")...)...)
+	assert.Equal(t, outposterr.ExitSession, r.code)
+	env[keyEnv] = "short"
+	r = execute(t, "", env, "conversations", "list", "--store", store)
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 }

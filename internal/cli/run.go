@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"io"
 	"log/slog"
@@ -38,6 +39,8 @@ type RunOptions struct {
 	Env         []string
 	Auth        string
 	MCP         string
+	Store       string
+	NoStore     bool
 	Image       string
 	Network     string
 	User        string
@@ -87,6 +90,12 @@ one variable from outpost's environment. Values never appear in argv or output.`
 			return runRun(cmd.Context(), f, opts)
 		},
 	}
+	addRunFlags(cmd, opts)
+	return cmd
+}
+
+// addRunFlags registers the flags shared by run, resume and fork.
+func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Agent, "agent", "", "agent CLI to run ("+agentNames()+")")
 	fl.StringVar(&opts.Sandbox, "sandbox", "", "sandbox: docker (default when the engine is reachable) or host (unisolated)")
@@ -101,13 +110,14 @@ one variable from outpost's environment. Values never appear in argv or output.`
 	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
 	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
+	fl.StringVar(&opts.Store, "store", "", "conversation store directory (default "+defaultStoreDir+")")
+	fl.BoolVar(&opts.NoStore, "no-store", false, "do not capture or restore the conversation")
 	fl.StringVar(&opts.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
 	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
 	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")
 	fl.StringVar(&opts.Network, "network", "", "Docker network mode: none, bridge, host or a network name")
 	fl.StringVar(&opts.User, "user", "", "Docker lease user uid:gid (default: yours; as root, the workspace owner's, else 1000:1000)")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "debug logs on stderr")
-	return cmd
 }
 
 func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
@@ -200,8 +210,17 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	}
 	defer cleanup()
 
+	var store conversation.Store
+	if !opts.NoStore {
+		fs, err := openStore(f, opts.Store)
+		if err != nil {
+			return err
+		}
+		store = fs
+	}
 	r := &renderer{out: f.IO.Out, json: opts.JSON}
 	res, err := harness.Run(ctx, harness.Turn{
+		Store:   store,
 		Adapter: a, Input: in, Provider: prov, Spec: spec,
 		Credentials: creds,
 		OnEvent:     r.event, Deadline: opts.Timeout, IdleTimeout: opts.IdleTimeout, Logger: logger,
