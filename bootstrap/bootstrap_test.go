@@ -413,3 +413,23 @@ func TestProgressLines(t *testing.T) {
 	assert.Equal(t, "claude 2.1.328 (linux-x64): download 50% (50.0/100.0 MB)", lines[5])
 	assert.Equal(t, "claude 2.1.328 (linux-x64): done", lines[12])
 }
+
+func TestEnsureSweepsStaleTemporaries(t *testing.T) {
+	srv := newServer(t)
+	archive := agyArchive(t, "1.2.12")
+	url := srv.put("/a.tar.gz", archive)
+	b := newBootstrapper(t, Options{Catalog: agyCatalog(t, url, sri(archive))})
+	tmp := filepath.Join(b.opts.CacheDir, "tmp")
+	require.NoError(t, os.MkdirAll(filepath.Join(tmp, "entry-old", "tree"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "download-old.part"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "download-new.part"), []byte("x"), 0o644))
+	old := time.Now().Add(-48 * time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(tmp, "entry-old"), old, old))
+	require.NoError(t, os.Chtimes(filepath.Join(tmp, "download-old.part"), old, old))
+	_, err := b.Ensure(context.Background(), "agy")
+	require.NoError(t, err)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, "download-new.part", left[0].Name(), "a recent file may belong to a live install")
+}

@@ -342,6 +342,7 @@ func (b *Bootstrapper) install(ctx context.Context, d download, dir string) (*En
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache directory: %w", err)
 	}
+	b.sweep(tmp)
 	file, source, size, err := b.fetch(ctx, d, tmp)
 	if err != nil {
 		return nil, err
@@ -429,4 +430,26 @@ func writeFileSync(name string, v any) error {
 	}
 	_, werr := f.Write(append(data, '\n'))
 	return errors.Join(werr, f.Sync(), f.Close())
+}
+
+// staleAfter is the age after which a temporary download or staging tree
+// is left over from a crashed process: far longer than any download may
+// take (Options.DownloadTimeout), so a live install is never touched.
+const staleAfter = 24 * time.Hour
+
+// sweep removes leftovers of crashed installs from tmp.
+func (b *Bootstrapper) sweep(tmp string) {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	limit := max(staleAfter, 2*b.opts.DownloadTimeout)
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || b.opts.Now().Sub(fi.ModTime()) < limit {
+			continue
+		}
+		b.log.Debug("bootstrap: removing stale temporary file", "path", e.Name())
+		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
+	}
 }

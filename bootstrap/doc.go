@@ -63,7 +63,8 @@
 // atomic rename while holding locks/<name>@<version>@<platform>.lock
 // (flock(2); a per-entry semaphore inside the process), so concurrent
 // goroutines and processes download once and never see half a tree.
-// Lock files stay behind; nothing else does when an install fails. A
+// Lock files stay behind; nothing else does when an install fails, and
+// temporaries a crashed process left in tmp/ are swept after a day. A
 // present entry is re-verified cheaply (manifest against the pin, every
 // file's type, size and mode) and trusted; a damaged one is rebuilt.
 // Extracted files are not fsynced: a tree cut short by a crash fails the
