@@ -79,6 +79,40 @@
 // rollout found for thread id", "thread not loaded", "state db missing
 // rollout path".
 //
+// # Live input: codex app-server (AppServerRequest, AppSession)
+//
+// `codex exec` reads its prompt once. A turn that must accept more user
+// messages while it runs goes through `codex app-server` (JSON-RPC 2.0 over
+// stdio, one JSON object a line, without the "jsonrpc" field), verified on
+// 0.169.0:
+//
+//	→ {"id":1,"method":"initialize","params":{"clientInfo":{…}}}
+//	→ {"method":"initialized"}
+//	→ {"id":2,"method":"thread/start"|"thread/resume"|"thread/fork","params":{…}}
+//	← {"id":2,"result":{"thread":{"id":…}}}       then turn/start can name the thread:
+//	→ {"id":3,"method":"turn/start","params":{"threadId":…,"input":[{"type":"text","text":…}]}}
+//	← {"id":3,"result":{"turn":{"id":…}}}         then turn/steer can name the turn:
+//	→ {"id":N,"method":"turn/steer","params":{"threadId":…,"expectedTurnId":…,"input":[…]}}
+//	← notifications: thread/started, turn/started, item/started|completed,
+//	  item/agentMessage/delta, error{willRetry}, thread/tokenUsage/updated,
+//	  turn/completed{turn{status,error}}
+//	← server requests (approvals, user input, tool calls): answered -32601.
+//
+// A steered message is appended to the running turn: Codex ends the model
+// call in flight and sends a new one whose input carries the message, and
+// the turn's final answer covers both. Closing stdin ends the server (exit 0).
+//
+// Because turn/start needs the thread id and turn/steer the turn id, both
+// known only from the server's answers, an app-server turn is a small
+// conversation: [AppSession] is its per-turn state. Its Decode returns the
+// events of a line and queues what must be written back ([AppSession.Pending]);
+// [AppSession.EncodeInput] encodes a live message once the turn is running.
+// The adapters contract has no hook for either yet (adapters.LiveInput is
+// stateless, and the harness writes nothing to stdin after the start), so the
+// harness does not drive app-server turns today: it needs a per-turn
+// LiveInput (the decoder's) and to write a decoder's pending replies after
+// each line. The capability stays false on [Adapter].
+//
 // The package is pure: no network, clock, environment or disk access.
 package codex
 
@@ -266,79 +300,19 @@ func BaseURL(base string) (string, error) {
 // Request builds the command of one turn. It is pure; invalid input is an
 // outposterr configuration error.
 func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
-	if strings.TrimSpace(in.Prompt) == "" {
-		return sandbox.Command{}, configErr("empty prompt")
+	c, err := a.common(in)
+	if err != nil {
+		return sandbox.Command{}, err
 	}
-	var cfg []string
-	cfg = append(cfg, quiet...)
-	env := map[string]string{}
-
-	var perm []string
-	switch {
-	case contains(bypassModes, in.Permission):
-		perm = []string{"--dangerously-bypass-approvals-and-sandbox"}
-	case contains(SandboxModes, in.Permission):
-		cfg = append(cfg, "sandbox_mode="+tomlString(in.Permission), `approval_policy="never"`)
-	default:
-		return sandbox.Command{}, configErr("unknown permission mode %q (want bypass or one of %s)",
-			in.Permission, strings.Join(SandboxModes, ", "))
-	}
-	if in.Effort != "" {
-		if !contains(Efforts, in.Effort) {
-			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
-		}
-		cfg = append(cfg, "model_reasoning_effort="+tomlString(in.Effort))
-	}
-	if in.MaxRetries != nil && *in.MaxRetries < 0 {
-		return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
-	}
-	if in.RequestTimeout < 0 {
-		return sandbox.Command{}, configErr("negative request timeout %s", in.RequestTimeout)
-	}
-	if ep := in.Endpoint; ep != nil {
-		base, err := BaseURL(ep.BaseURL)
-		if err != nil {
-			return sandbox.Command{}, err
-		}
-		if ep.APIKey != "" && ep.OAuthToken != "" {
-			return sandbox.Command{}, configErr("endpoint has both an API key and an OAuth token; choose one")
-		}
-		p := "model_providers." + Provider + "."
-		cfg = append(cfg,
-			"model_provider="+tomlString(Provider),
-			p+"name="+tomlString("Outpost endpoint"),
-			p+"base_url="+tomlString(base),
-			p+`wire_api="responses"`,
-			p+"requires_openai_auth=false",
-		)
-		if key := ep.APIKey + ep.OAuthToken; key != "" {
-			cfg = append(cfg, p+"env_key="+tomlString(KeyEnv))
-			env[KeyEnv] = key
-		}
-		if in.MaxRetries != nil {
-			n := strconv.Itoa(*in.MaxRetries)
-			cfg = append(cfg, p+"stream_max_retries="+n, p+"request_max_retries="+n)
-		}
-		if in.RequestTimeout > 0 {
-			ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-			cfg = append(cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
-		}
-	}
-	cfg = append(cfg, a.config...)
-
 	args := []string{a.binary}
-	for _, c := range cfg {
-		args = append(args, "-c", c)
+	for _, kv := range c.cfg {
+		args = append(args, "-c", kv)
 	}
 	args = append(args, "exec", "--json", "--skip-git-repo-check")
-	args = append(args, perm...)
-	switch {
-	case in.Fork && in.Continue == "":
-		return sandbox.Command{}, configErr("fork needs a conversation to continue")
-	case in.Continue != "":
-		if !ValidID(in.Continue) {
-			return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
-		}
+	if c.bypass {
+		args = append(args, "--dangerously-bypass-approvals-and-sandbox")
+	}
+	if in.Continue != "" {
 		if in.Fork {
 			args = append(args, "fork", in.Continue)
 		} else {
@@ -346,29 +320,103 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		}
 	}
 	if in.Model != "" {
-		if !validModel(in.Model) {
-			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
-		}
 		args = append(args, "-m", in.Model)
 	}
 	args = append(args, a.extra...)
 	args = append(args, "-")
-
-	if in.Home != "" {
-		env["HOME"] = in.Home
-	}
-	for k, v := range in.Env {
-		if !sandbox.ValidEnvName(k) {
-			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
-		}
-		env[k] = v
-	}
 	return sandbox.Command{
 		Args:  args,
-		Env:   env,
+		Env:   c.env,
 		Dir:   in.Workdir,
 		Stdin: []byte(in.Prompt),
 	}, nil
+}
+
+// common is what exec and app-server turns share: validated input, the -c
+// pairs (Outpost's, then the caller's) and the environment.
+type common struct {
+	cfg    []string
+	env    map[string]string
+	bypass bool
+}
+
+func (a *Adapter) common(in adapters.Input) (common, error) {
+	var c common
+	if strings.TrimSpace(in.Prompt) == "" {
+		return c, configErr("empty prompt")
+	}
+	c.cfg = append(c.cfg, quiet...)
+	c.env = map[string]string{}
+	switch {
+	case contains(bypassModes, in.Permission):
+		c.bypass = true
+	case contains(SandboxModes, in.Permission):
+		c.cfg = append(c.cfg, "sandbox_mode="+tomlString(in.Permission), `approval_policy="never"`)
+	default:
+		return c, configErr("unknown permission mode %q (want bypass or one of %s)",
+			in.Permission, strings.Join(SandboxModes, ", "))
+	}
+	if in.Effort != "" {
+		if !contains(Efforts, in.Effort) {
+			return c, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
+		}
+		c.cfg = append(c.cfg, "model_reasoning_effort="+tomlString(in.Effort))
+	}
+	if in.MaxRetries != nil && *in.MaxRetries < 0 {
+		return c, configErr("negative max retries %d", *in.MaxRetries)
+	}
+	if in.RequestTimeout < 0 {
+		return c, configErr("negative request timeout %s", in.RequestTimeout)
+	}
+	if ep := in.Endpoint; ep != nil {
+		base, err := BaseURL(ep.BaseURL)
+		if err != nil {
+			return c, err
+		}
+		if ep.APIKey != "" && ep.OAuthToken != "" {
+			return c, configErr("endpoint has both an API key and an OAuth token; choose one")
+		}
+		p := "model_providers." + Provider + "."
+		c.cfg = append(c.cfg,
+			"model_provider="+tomlString(Provider),
+			p+"name="+tomlString("Outpost endpoint"),
+			p+"base_url="+tomlString(base),
+			p+`wire_api="responses"`,
+			p+"requires_openai_auth=false",
+		)
+		if key := ep.APIKey + ep.OAuthToken; key != "" {
+			c.cfg = append(c.cfg, p+"env_key="+tomlString(KeyEnv))
+			c.env[KeyEnv] = key
+		}
+		if in.MaxRetries != nil {
+			n := strconv.Itoa(*in.MaxRetries)
+			c.cfg = append(c.cfg, p+"stream_max_retries="+n, p+"request_max_retries="+n)
+		}
+		if in.RequestTimeout > 0 {
+			ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
+			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
+		}
+	}
+	c.cfg = append(c.cfg, a.config...)
+	switch {
+	case in.Fork && in.Continue == "":
+		return c, configErr("fork needs a conversation to continue")
+	case in.Continue != "" && !ValidID(in.Continue):
+		return c, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
+	}
+	if in.Model != "" && !validModel(in.Model) {
+		return c, configErr("invalid model name %q", in.Model)
+	}
+	if in.Home != "" {
+		c.env["HOME"] = in.Home
+	}
+	for k, v := range in.Env {
+		if !sandbox.ValidEnvName(k) {
+			return c, configErr("invalid environment variable name %q", k)
+		}
+		c.env[k] = v
+	}
+	return c, nil
 }
 
 // NewDecoder returns a decoder for one turn's stdout.

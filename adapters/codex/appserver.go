@@ -1,0 +1,422 @@
+package codex
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// AppSession is the state of one app-server turn. It is not safe for
+// concurrent use, except that [AppSession.EncodeInput] may be called from
+// another goroutine than Decode only under the caller's own lock.
+type AppSession struct {
+	prompt   string
+	threadID string
+	turnID   string
+	nextID   int
+	pending  []byte
+	said     bool // conversation event emitted
+	last     string
+	haveLast bool
+	done     bool
+	tools    map[string]bool
+}
+
+// Request IDs of the session's own requests.
+const (
+	idInitialize = 1
+	idThread     = 2
+	idTurn       = 3
+)
+
+// AppServerRequest builds the command of a live-input turn: `codex -c…
+// app-server` with the opening messages on stdin, which stays open
+// (sandbox.Command.KeepStdinOpen). The caller feeds every stdout line to the
+// returned session's Decode, writes [AppSession.Pending] to stdin after each,
+// and closes stdin once the session is [AppSession.Done]. Input is validated
+// as for [Adapter.Request]; permission, model and working directory travel
+// in the thread request (bypass: sandbox "danger-full-access", approvals
+// "never").
+func (a *Adapter) AppServerRequest(in adapters.Input) (sandbox.Command, *AppSession, error) {
+	c, err := a.common(in)
+	if err != nil {
+		return sandbox.Command{}, nil, err
+	}
+	args := []string{a.binary}
+	for _, kv := range c.cfg {
+		args = append(args, "-c", kv)
+	}
+	args = append(args, "app-server")
+
+	params := map[string]any{"approvalPolicy": "never"}
+	if c.bypass {
+		params["sandbox"] = "danger-full-access"
+	} else {
+		params["sandbox"] = in.Permission
+	}
+	if in.Workdir != "" {
+		params["cwd"] = in.Workdir
+	}
+	if in.Model != "" {
+		params["model"] = in.Model
+	}
+	method := "thread/start"
+	if in.Continue != "" {
+		params["threadId"] = in.Continue
+		method = "thread/resume"
+		if in.Fork {
+			method = "thread/fork"
+		}
+	}
+	var stdin bytes.Buffer
+	for _, m := range []map[string]any{
+		{"id": idInitialize, "method": "initialize", "params": map[string]any{
+			"clientInfo": map[string]string{"name": "outpost", "title": "Outpost", "version": Version}}},
+		{"method": "initialized"},
+		{"id": idThread, "method": method, "params": params},
+	} {
+		writeJSON(&stdin, m)
+	}
+	s := &AppSession{prompt: in.Prompt, nextID: idTurn + 1}
+	return sandbox.Command{Args: args, Env: c.env, Dir: in.Workdir, Stdin: stdin.Bytes(), KeepStdinOpen: true}, s, nil
+}
+
+func writeJSON(b *bytes.Buffer, v any) {
+	enc := json.NewEncoder(b) // one line, newline-terminated
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// Thread is the thread id the server named (empty until it did).
+func (s *AppSession) Thread() string { return s.threadID }
+
+// Turn is the running turn's id (empty until turn/start was answered).
+func (s *AppSession) Turn() string { return s.turnID }
+
+// Done reports whether the turn finished; the caller then closes stdin.
+func (s *AppSession) Done() bool { return s.done }
+
+// Pending returns, and forgets, the bytes to write to stdin now.
+func (s *AppSession) Pending() []byte {
+	p := s.pending
+	s.pending = nil
+	return p
+}
+
+// ErrNotRunning is returned by [AppSession.EncodeInput] before the turn runs
+// or after it finished.
+var ErrNotRunning = errors.New("codex: no running app-server turn to steer")
+
+// EncodeInput encodes text as a turn/steer request for the running turn.
+func (s *AppSession) EncodeInput(text string) ([]byte, error) {
+	if s.turnID == "" || s.done {
+		return nil, ErrNotRunning
+	}
+	if strings.TrimSpace(text) == "" {
+		return nil, configErr("empty live input")
+	}
+	var b bytes.Buffer
+	writeJSON(&b, map[string]any{"id": s.nextID, "method": "turn/steer", "params": map[string]any{
+		"threadId": s.threadID, "expectedTurnId": s.turnID,
+		"input": []map[string]string{{"type": "text", "text": text}}}})
+	s.nextID++
+	return b.Bytes(), nil
+}
+
+// appLine is the union of the JSON-RPC shapes.
+type appLine struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result *struct {
+		Thread *struct {
+			ID string `json:"id"`
+		} `json:"thread"`
+		Turn *struct {
+			ID string `json:"id"`
+		} `json:"turn"`
+	} `json:"result"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Params *appParams `json:"params"`
+}
+
+type appParams struct {
+	ThreadID string `json:"threadId"`
+	Thread   *struct {
+		ID string `json:"id"`
+	} `json:"thread"`
+	Turn *struct {
+		ID     string    `json:"id"`
+		Status string    `json:"status"`
+		Error  *appError `json:"error"`
+	} `json:"turn"`
+	Item       *appItem  `json:"item"`
+	Delta      string    `json:"delta"`
+	Error      *appError `json:"error"`
+	WillRetry  bool      `json:"willRetry"`
+	TokenUsage *struct {
+		Total *struct {
+			InputTokens           int64 `json:"inputTokens"`
+			CachedInputTokens     int64 `json:"cachedInputTokens"`
+			CacheWriteInputTokens int64 `json:"cacheWriteInputTokens"`
+			OutputTokens          int64 `json:"outputTokens"`
+			ReasoningOutputTokens int64 `json:"reasoningOutputTokens"`
+		} `json:"total"`
+	} `json:"tokenUsage"`
+	Message string `json:"message"`
+	Summary string `json:"summary"`
+}
+
+type appError struct {
+	Message        string          `json:"message"`
+	CodexErrorInfo json.RawMessage `json:"codexErrorInfo"`
+}
+
+type appItem struct {
+	Type             string          `json:"type"`
+	ID               string          `json:"id"`
+	Text             string          `json:"text"`
+	Summary          []string        `json:"summary"`
+	Command          string          `json:"command"`
+	AggregatedOutput *string         `json:"aggregatedOutput"`
+	ExitCode         *int            `json:"exitCode"`
+	Status           string          `json:"status"`
+	Server           string          `json:"server"`
+	Tool             string          `json:"tool"`
+	Arguments        json.RawMessage `json:"arguments"`
+	Result           json.RawMessage `json:"result"`
+	Error            json.RawMessage `json:"error"`
+	Changes          []struct {
+		Path string          `json:"path"`
+		Kind json.RawMessage `json:"kind"`
+	} `json:"changes"`
+}
+
+var _ adapters.Decoder = (*AppSession)(nil)
+
+// Decode turns one app-server stdout line into events, queuing replies (see
+// [AppSession.Pending]). Every line yields at least one event.
+//
+//	response to thread/start|resume|fork   conversation; queues turn/start
+//	response to turn/start                 (turn id noted) raw
+//	error response to our requests         failure (the server's message), finished not ok
+//	server request                         raw; queues a -32601 refusal
+//	thread/started                         conversation (once)
+//	item/completed agentMessage            text; reasoning → reasoning (summary)
+//	item/started|completed commandExecution tool "shell" / tool-result
+//	item/started|completed mcpToolCall     tool "mcp:<server>/<tool>" / tool-result
+//	item/completed fileChange              file-change per change
+//	item/agentMessage/delta                text-delta
+//	error                                  retry when willRetry, else warning
+//	warning, configWarning                 warning
+//	thread/tokenUsage/updated              usage (cumulative: the thread's total)
+//	turn/completed                         result + finished ok; failed: failure
+//	                                       + finished not ok; interrupted: finished not ok
+//	anything else                          raw
+func (s *AppSession) Decode(b []byte) []adapters.Event {
+	var l appLine
+	if err := json.Unmarshal(b, &l); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return raw(b)
+		}
+	}
+	evs := s.decode(&l)
+	if len(evs) == 0 {
+		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
+	}
+	return evs
+}
+
+func (s *AppSession) conversation(id string) []adapters.Event {
+	if id == "" || s.said {
+		return nil
+	}
+	s.said, s.threadID = true, id
+	return []adapters.Event{{Kind: adapters.KindConversation, Conversation: id}}
+}
+
+func (s *AppSession) decode(l *appLine) []adapters.Event {
+	hasID := len(l.ID) > 0 && string(l.ID) != "null"
+	switch {
+	case hasID && l.Method != "":
+		// A server request: Outpost answers none of them.
+		var b bytes.Buffer
+		writeJSON(&b, map[string]any{"id": l.ID, "error": map[string]any{"code": -32601,
+			"message": "outpost: " + l.Method + " is not supported in a headless turn"}})
+		s.pending = append(s.pending, b.Bytes()...)
+		return nil
+	case hasID && l.Error != nil:
+		s.done = true
+		return []adapters.Event{
+			{Kind: adapters.KindFailure, Text: l.Error.Message, Failure: &adapters.FailureDetail{Code: "jsonrpc " + string(l.ID)}},
+			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "rpc error"}},
+		}
+	case hasID && l.Result != nil:
+		switch string(l.ID) {
+		case "2":
+			if l.Result.Thread == nil {
+				return nil
+			}
+			evs := s.conversation(l.Result.Thread.ID)
+			s.threadID = l.Result.Thread.ID
+			var b bytes.Buffer
+			writeJSON(&b, map[string]any{"id": idTurn, "method": "turn/start", "params": map[string]any{
+				"threadId": s.threadID, "input": []map[string]string{{"type": "text", "text": s.prompt}}}})
+			s.pending = append(s.pending, b.Bytes()...)
+			return evs
+		case "3":
+			if l.Result.Turn != nil {
+				s.turnID = l.Result.Turn.ID
+			}
+		}
+		return nil
+	}
+	p := l.Params
+	if p == nil {
+		return nil
+	}
+	switch l.Method {
+	case "thread/started":
+		if p.Thread != nil {
+			return s.conversation(p.Thread.ID)
+		}
+	case "turn/started":
+		if p.Turn != nil && s.turnID == "" {
+			s.turnID = p.Turn.ID
+		}
+	case "item/started", "item/completed":
+		if p.Item != nil {
+			return s.item(l.Method == "item/completed", p.Item)
+		}
+	case "item/agentMessage/delta":
+		if p.Delta != "" {
+			return []adapters.Event{{Kind: adapters.KindTextDelta, Text: p.Delta}}
+		}
+	case "error":
+		if p.Error == nil || p.Error.Message == "" {
+			return nil
+		}
+		if p.WillRetry {
+			return []adapters.Event{{Kind: adapters.KindRetry, Retry: &adapters.RetryNotice{
+				Reason: p.Error.Message, Status: status(p.Error.Message)}}}
+		}
+		return []adapters.Event{{Kind: adapters.KindWarning, Text: p.Error.Message}}
+	case "warning", "configWarning", "deprecationNotice":
+		text := p.Message
+		if text == "" {
+			text = p.Summary
+		}
+		if text != "" {
+			return []adapters.Event{{Kind: adapters.KindWarning, Text: text}}
+		}
+	case "thread/tokenUsage/updated":
+		if p.TokenUsage != nil && p.TokenUsage.Total != nil {
+			t := p.TokenUsage.Total
+			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeCumulative,
+				Usage: usage.Usage{Input: max(t.InputTokens-t.CachedInputTokens, 0), Cached: t.CachedInputTokens,
+					CacheCreated: t.CacheWriteInputTokens, Output: t.OutputTokens, Reasoning: t.ReasoningOutputTokens,
+					Complete: true}}}}
+		}
+	case "turn/completed":
+		if p.Turn == nil {
+			return nil
+		}
+		s.done = true
+		switch p.Turn.Status {
+		case "completed":
+			var evs []adapters.Event
+			if s.haveLast {
+				evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: s.last})
+			}
+			return append(evs, adapters.Event{Kind: adapters.KindFinished,
+				Finished: &adapters.FinishedDetail{OK: true, Reason: "completed"}})
+		default:
+			var evs []adapters.Event
+			if e := p.Turn.Error; e != nil && e.Message != "" {
+				evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: e.Message,
+					Failure: &adapters.FailureDetail{Code: p.Turn.Status, Status: status(e.Message)}})
+			}
+			return append(evs, adapters.Event{Kind: adapters.KindFinished,
+				Finished: &adapters.FinishedDetail{OK: false, Reason: p.Turn.Status}})
+		}
+	}
+	return nil
+}
+
+func (s *AppSession) item(completed bool, it *appItem) []adapters.Event {
+	switch it.Type {
+	case "agentMessage":
+		if !completed {
+			return nil
+		}
+		s.last, s.haveLast = it.Text, true
+		if it.Text != "" {
+			return []adapters.Event{{Kind: adapters.KindText, Text: it.Text}}
+		}
+	case "reasoning":
+		if text := strings.Join(it.Summary, "\n"); completed && strings.TrimSpace(text) != "" {
+			return []adapters.Event{{Kind: adapters.KindReasoning, Text: text}}
+		}
+	case "commandExecution":
+		input, _ := json.Marshal(map[string]string{"command": it.Command})
+		out := ""
+		if it.AggregatedOutput != nil {
+			out = *it.AggregatedOutput
+		}
+		isErr := it.Status != "completed" || it.ExitCode == nil || *it.ExitCode != 0
+		return s.tool(completed, it.ID, "shell", input, out, isErr)
+	case "mcpToolCall":
+		out, isErr := mcpText(it.Result), it.Status == "failed"
+		if msg := errMessage(it.Error); msg != "" {
+			out, isErr = msg, true
+		}
+		return s.tool(completed, it.ID, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
+	case "fileChange":
+		if !completed {
+			return nil
+		}
+		var evs []adapters.Event
+		for _, c := range it.Changes {
+			var k struct {
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(c.Kind, &k)
+			if c.Path != "" {
+				evs = append(evs, adapters.Event{Kind: adapters.KindFileChange,
+					FileChange: &adapters.FileChange{Path: c.Path, Change: change(k.Type)}})
+			}
+		}
+		return evs
+	}
+	return nil
+}
+
+func (s *AppSession) tool(completed bool, id, name string, input json.RawMessage, out string, isErr bool) []adapters.Event {
+	var evs []adapters.Event
+	if s.tools == nil {
+		s.tools = map[string]bool{}
+	}
+	if !s.tools[id] && len(s.tools) < maxAnnounced {
+		s.tools[id] = true
+		if len(input) == 0 || !json.Valid(input) {
+			input = nil
+		}
+		evs = append(evs, adapters.Event{Kind: adapters.KindTool,
+			Tool: &adapters.ToolCall{CallID: id, Name: name, Input: append(json.RawMessage(nil), input...)}})
+	}
+	if completed {
+		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
+			CallID: id, Name: name, IsError: isErr,
+			Preview: Preview(out, adapters.PreviewLimit), Characters: utf8.RuneCountInString(out)}})
+	}
+	return evs
+}
