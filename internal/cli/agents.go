@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/antigravity"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -12,8 +13,9 @@ import (
 
 // agents maps agent names to adapter constructors. Adding a CLI adds a line.
 var agents = map[string]func() adapters.Adapter{
-	"claude": func() adapters.Adapter { return claude.New() },
-	"codex":  func() adapters.Adapter { return codex.New() },
+	"claude":      func() adapters.Adapter { return claude.New() },
+	"antigravity": func() adapters.Adapter { return antigravity.New() },
+	"codex":       func() adapters.Adapter { return codex.New() },
 }
 
 // agentNames lists the known agents.

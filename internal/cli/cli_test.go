@@ -340,3 +340,11 @@ func TestConversationCommands(t *testing.T) {
 	r = execute(t, "", env, "conversations", "list", "--store", store)
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 }
+
+func TestReplayAntigravityQuotaExitsZero(t *testing.T) {
+	dir := filepath.Join("..", "..", "adapters", "antigravity", "testdata", "quota")
+	r := execute(t, "", nil, "replay", "--agent", "antigravity", "--stdout", filepath.Join(dir, "stdout.jsonl"),
+		"--stderr", filepath.Join(dir, "stderr.txt"), "--exit-code", "0", "--time", "2026-12-02T10:00:00Z")
+	assert.Equal(t, outposterr.ExitQuota, r.code, "agy exits 0 on quota; the result event decides")
+	assert.Contains(t, r.stdout, `"reset_at":"2026-12-02T12:39:52Z"`)
+}
