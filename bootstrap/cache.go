@@ -171,8 +171,8 @@ type Entry struct {
 }
 
 // entryDir is CacheDir/cli/<name>/<version>/<platform>.
-func (b *Bootstrapper) entryDir(r Row) string {
-	return filepath.Join(b.opts.CacheDir, "cli", r.Name, r.Version, string(b.opts.Platform))
+func (b *Bootstrapper) entryDir(r Row, p Platform) string {
+	return filepath.Join(b.opts.CacheDir, "cli", r.Name, r.Version, string(p))
 }
 
 // Ensure returns the verified cache entry of the named CLI at its pinned
@@ -184,13 +184,19 @@ func (b *Bootstrapper) entryDir(r Row) string {
 // and invalid pins are [outposterr.Configuration]) and leave no entry and no
 // temporary file behind.
 func (b *Bootstrapper) Ensure(ctx context.Context, name string) (*Entry, error) {
+	return b.EnsureFor(ctx, name, b.opts.Platform)
+}
+
+// EnsureFor is [Bootstrapper.Ensure] for platform p instead of
+// Options.Platform (see [DetectPlatform]).
+func (b *Bootstrapper) EnsureFor(ctx context.Context, name string, p Platform) (*Entry, error) {
 	r, ok := b.cat.Row(name)
 	if !ok {
 		return nil, outposterr.New(outposterr.Configuration, "bootstrap: no catalog row %q (known: %s)", name, strings.Join(b.cat.Names(), ", "))
 	}
-	src, ok := r.Sources[b.opts.Platform]
+	src, ok := r.Sources[p]
 	if !ok {
-		msg := fmt.Sprintf("bootstrap %s: no pinned download for platform %s", name, b.opts.Platform)
+		msg := fmt.Sprintf("bootstrap %s: no pinned download for platform %s", name, p)
 		if r.PinHelp != "" {
 			msg += ": " + r.PinHelp
 		}
@@ -200,8 +206,8 @@ func (b *Bootstrapper) Ensure(ctx context.Context, name string) (*Entry, error) 
 		return nil, err
 	}
 	pin, _ := ParseIntegrity(src.Integrity) // checked by Validate
-	d := download{row: r, src: src, platform: b.opts.Platform, pin: pin}
-	dir := b.entryDir(r)
+	d := download{row: r, src: src, platform: p, pin: pin}
+	dir := b.entryDir(r, p)
 
 	if e, err := b.load(d, dir); err == nil {
 		return e, nil

@@ -18,14 +18,16 @@ type Platform string
 
 // Platforms with rows in the default catalog.
 const (
-	LinuxX64   Platform = "linux-x64"
-	LinuxARM64 Platform = "linux-arm64"
+	LinuxX64       Platform = "linux-x64"
+	LinuxARM64     Platform = "linux-arm64"
+	LinuxX64Musl   Platform = "linux-x64-musl"
+	LinuxARM64Musl Platform = "linux-arm64-musl"
 )
 
 // HostPlatform is the platform of the running program. Leases run the
-// host's architecture, so it is also the right default for Docker sandboxes.
-// glibc and musl are not told apart: the default catalog's Linux rows are
-// the glibc builds (Codex's are static musl binaries that run on both).
+// host's architecture, so it is also the right default for Docker sandboxes
+// built on glibc images (the base image is Debian). glibc and musl are not
+// told apart here; [DetectPlatform] asks a sandbox.
 func HostPlatform() Platform {
 	arch := runtime.GOARCH
 	switch arch {
@@ -351,6 +353,14 @@ var defaultRows = []Row{
 				Package:   "@anthropic-ai/claude-code-linux-arm64",
 				Integrity: "sha512-zeWsClzx/rli8q6RsngKisu5BnuZ41J7Htp0qgsdZomaJCINiksf+mewQ/gyaylKajBZCoE9Z8R+OkLMjIkJig==",
 			},
+			LinuxX64Musl: {
+				Package:   "@anthropic-ai/claude-code-linux-x64-musl",
+				Integrity: "sha512-JiYOp70eNGo+NQGwfPOyzupUf4rVjXd2cXpyF1elbp97mR22tagM7qlCQ/8jGrKSce82/ZKkyXQo39IsQjnNLQ==",
+			},
+			LinuxARM64Musl: {
+				Package:   "@anthropic-ai/claude-code-linux-arm64-musl",
+				Integrity: "sha512-7WgJJKqF3+ZHug9afhVfiEouUME1Y4dApnwqXDK0N06ipIyTPmE7Mqi53FfmUZI7In651SI4ZN7A14xGoe3M2w==",
+			},
 		},
 	},
 	{
@@ -366,6 +376,20 @@ var defaultRows = []Row{
 				Members:       []Member{{From: "package/vendor/x86_64-unknown-linux-musl/", To: ""}},
 			},
 			LinuxARM64: {
+				Package:       "@openai/codex",
+				VersionSuffix: "-linux-arm64",
+				Integrity:     "sha512-NZ/DaQUpcQmxmqee7Z9uC1rzw3GhSbooawcaTe1LN5Yk+WlinUKGdTXJgClRT/9ogQEEM9TWxYzvxPfj5G/xFg==",
+				Members:       []Member{{From: "package/vendor/aarch64-unknown-linux-musl/", To: ""}},
+			},
+			// Codex's Linux builds are static musl binaries: the same
+			// packages serve musl systems.
+			LinuxX64Musl: {
+				Package:       "@openai/codex",
+				VersionSuffix: "-linux-x64",
+				Integrity:     "sha512-o05NyAOCDygSPRo1yinzxvkRSdmsZyBD9E7mbpmjRanSfM8lypqWtQgEo4XfNkwhuCR2aFu8mlGOsQGFXVbVww==",
+				Members:       []Member{{From: "package/vendor/x86_64-unknown-linux-musl/", To: ""}},
+			},
+			LinuxARM64Musl: {
 				Package:       "@openai/codex",
 				VersionSuffix: "-linux-arm64",
 				Integrity:     "sha512-NZ/DaQUpcQmxmqee7Z9uC1rzw3GhSbooawcaTe1LN5Yk+WlinUKGdTXJgClRT/9ogQEEM9TWxYzvxPfj5G/xFg==",
@@ -406,7 +430,8 @@ var defaultRows = []Row{
 
 // DefaultCatalog returns the built-in pins: Claude Code 2.1.328, Codex
 // 0.169.0 and Copilot 1.0.102 from their npm platform packages (linux-x64
-// and linux-arm64), and an Antigravity row without a pin.
+// and linux-arm64; Claude Code and Codex also for musl systems, Copilot
+// publishes no musl build), and an Antigravity row without a pin.
 func DefaultCatalog() Catalog {
 	c := Catalog{rows: map[string]Row{}}
 	for _, r := range defaultRows {

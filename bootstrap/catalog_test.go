@@ -36,6 +36,13 @@ func TestDefaultCatalog(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Integrity, "sha512-"))
 		assert.Contains(t, r.Sources, LinuxARM64)
 	}
+	for _, name := range []string{"claude", "codex"} {
+		r, _ := c.Row(name)
+		assert.Contains(t, r.Sources, LinuxX64Musl, name)
+		assert.Contains(t, r.Sources, LinuxARM64Musl, name)
+	}
+	copilot, _ := c.Row("copilot")
+	assert.NotContains(t, copilot.Sources, LinuxX64Musl, "Copilot publishes no musl build")
 	agy, _ := c.Row("agy")
 	assert.Empty(t, agy.Sources)
 	assert.Equal(t, "agy", agy.Command())
@@ -60,13 +67,15 @@ func TestCatalogOverride(t *testing.T) {
 	// The original is untouched.
 	orig, _ := c.Row("claude")
 	assert.Equal(t, "2.1.328", orig.Version)
-	assert.Len(t, orig.Sources, 2)
+	assert.Len(t, orig.Sources, 4)
 
 	// Same version, new digest: other platforms stay.
 	c3, err := c.Override("codex", Pin{Platform: LinuxX64, Integrity: hex})
 	require.NoError(t, err)
 	r, _ = c3.Row("codex")
-	assert.Len(t, r.Sources, 2)
+	assert.Len(t, r.Sources, 4)
+	assert.Equal(t, d.String(), r.Sources[LinuxX64].Integrity)
+	assert.NotEqual(t, d.String(), r.Sources[LinuxX64Musl].Integrity)
 
 	// A URL turns an npm source into an archive download.
 	c4, err := c.Override("copilot", Pin{Platform: LinuxX64, URL: "https://mirror.example/copilot.tgz", Integrity: hex})

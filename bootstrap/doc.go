@@ -11,7 +11,9 @@
 // [DefaultCatalog] pins Claude Code 2.1.328, Codex 0.169.0 and Copilot
 // 1.0.102. Each row names the npm per-platform package that carries the
 // native binary (the main packages are launchers), and records its tarball's
-// dist.integrity for linux-x64 and linux-arm64. Those values were read once
+// dist.integrity for linux-x64 and linux-arm64, and for their musl variants
+// where the vendor publishes one (Claude Code; Codex's static musl build
+// serves both; Copilot has none). Those values were read once
 // from the registry and checked against the downloaded tarballs when the pin
 // was added; at run time the catalog is the trust anchor and registry
 // metadata is not needed. Antigravity (agy) is not on npm: its row selects
@@ -71,6 +73,11 @@
 // size check and is rebuilt.
 //
 // # Sandboxes
+//
+// Entries are built for [Options.Platform], by default the host's (leases
+// share its architecture, and the base image is glibc). When a sandbox
+// image may use musl, [DetectPlatform] asks the sandbox and
+// [Bootstrapper.EnsureFor] installs for that platform.
 //
 // [Entry.Mount] returns a read-only bind mount of the tree at
 // /opt/outpost/cli/<name>/<version> for sandbox.Spec.Mounts, so a cold

@@ -194,6 +194,9 @@ func TestRealCLIs(t *testing.T) {
 		line, err := b.Check(ctx, sb, "claude", "claude")
 		require.NoError(t, err)
 		assert.Equal(t, "2.1.328 (Claude Code)", line)
+		plat, err := DetectPlatform(ctx, sb)
+		require.NoError(t, err)
+		assert.Equal(t, b.Platform(), plat, "the base image is glibc on the host's architecture")
 	})
 
 	t.Run("docker copy", func(t *testing.T) {
