@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -174,6 +175,67 @@ func TestCodex(t *testing.T) {
 					return !strings.Contains(e.processes(t, sb), "exec --json --skip-git-repo-check")
 				}, 10*time.Second, 200*time.Millisecond, "no codex process left running")
 			})
+		})
+	}
+}
+
+// TestCodexLiveInput steers a running `codex app-server` turn inside host and
+// Docker leases (driven directly: the harness has no live-input path yet).
+func TestCodexLiveInput(t *testing.T) {
+	testenv.Short(t)
+	for _, e := range codexEnvs(t) {
+		t.Run(e.name, func(t *testing.T) {
+			srv := server(t, outposttest.WithScenario(outposttest.ScenarioSlow), outposttest.WithChunkDelay(150*time.Millisecond))
+			sb := lease(t, e)
+			zero := 0
+			cmd, s, err := codex.New().AppServerRequest(adapters.Input{Prompt: "first MARK-live1", Workdir: sb.Root(),
+				Home: sb.Home(), MaxRetries: &zero,
+				Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p, err := sb.Exec(ctx, cmd)
+			require.NoError(t, err)
+			defer p.Close()
+			in := p.Stdin()
+			require.NotNil(t, in)
+
+			var result string
+			var ok, steered bool
+			sc := bufio.NewScanner(p.Stdout())
+			sc.Buffer(nil, 16<<20)
+			for sc.Scan() {
+				for _, ev := range s.Decode(sc.Bytes()) {
+					switch ev.Kind {
+					case adapters.KindTextDelta:
+						if !steered {
+							b, err := s.EncodeInput("also MARK-live2")
+							require.NoError(t, err)
+							_, err = in.Write(b)
+							require.NoError(t, err)
+							steered = true
+						}
+					case adapters.KindResult:
+						result = ev.Text
+					case adapters.KindFinished:
+						ok = ev.Finished.OK
+					}
+				}
+				if b := s.Pending(); len(b) > 0 {
+					_, err := in.Write(b)
+					require.NoError(t, err)
+				}
+				if s.Done() {
+					require.NoError(t, in.Close())
+				}
+			}
+			st, err := p.Wait()
+			require.NoError(t, err)
+			assert.True(t, st.Success(), "%s", st)
+			assert.True(t, steered)
+			assert.True(t, ok)
+			assert.Equal(t, "outpost ok: MARK-live2. remembered: MARK-live1", result,
+				"the steered message reached the model in the same turn")
 		})
 	}
 }
