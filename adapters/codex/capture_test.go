@@ -50,6 +50,9 @@ type captureCase struct {
 	missing bool
 	nokey   bool
 	model   string
+	// resetIn is how far ahead the quota resets (default: the third full
+	// hour from now, so Codex prints a clock time without a date).
+	resetIn time.Duration
 }
 
 var captureCases = []captureCase{
@@ -61,6 +64,7 @@ var captureCases = []captureCase{
 	{name: "fork", scenario: outposttest.ScenarioOK, prior: "Remember MARK-fork1.", fork: true, prompt: "Branch off. MARK-fork2"},
 	{name: "rate_limit", scenario: outposttest.ScenarioRateLimit, prompt: "MARK-rl1", retries: 1},
 	{name: "quota", scenario: outposttest.ScenarioQuota, prompt: "MARK-quota1", retries: 1},
+	{name: "quota_tomorrow", scenario: outposttest.ScenarioQuota, prompt: "MARK-quota3", retries: 1, resetIn: 27 * time.Hour},
 	{name: "quota_insufficient", scenario: outposttest.ScenarioCredits, prompt: "MARK-quota2", retries: 1},
 	{name: "overloaded", scenario: outposttest.ScenarioOverloaded, prompt: "MARK-over1", retries: 1},
 	{name: "unavailable", scenario: outposttest.ScenarioUnavailable, prompt: "MARK-503", retries: 1},
@@ -104,7 +108,11 @@ func captureOne(t *testing.T, c captureCase) {
 		baseURL = "http://" + ln.Addr().String()
 		require.NoError(t, ln.Close())
 	} else {
-		reset := time.Now().UTC().Truncate(time.Hour).Add(3 * time.Hour)
+		ahead := c.resetIn
+		if ahead == 0 {
+			ahead = 3 * time.Hour
+		}
+		reset := time.Now().UTC().Truncate(time.Hour).Add(ahead)
 		srv, err := outposttest.NewServer(outposttest.WithScenario(c.scenario),
 			outposttest.WithRetryAfter(time.Second), outposttest.WithQuotaReset(reset))
 		require.NoError(t, err)
@@ -175,6 +183,9 @@ func captureOne(t *testing.T, c captureCase) {
 	}
 	if c.model != "" {
 		source += ", -m " + c.model
+	}
+	if c.resetIn != 0 {
+		source += ", reset " + c.resetIn.String() + " ahead"
 	}
 	if c.retries > 0 {
 		source += ", stream_max_retries=request_max_retries=" + itoa(c.retries)

@@ -76,7 +76,7 @@ func TestReplayCodexFixtures(t *testing.T) {
 	dir := filepath.Join("..", "..", "adapters", "codex", "testdata")
 	want := map[string]int{
 		"ok": 0, "tool": 0, "resume": 0, "fork": 0,
-		"quota": outposterr.ExitQuota, "quota_insufficient": outposterr.ExitQuota, "rate_limit": outposterr.ExitQuota,
+		"quota": outposterr.ExitQuota, "quota_tomorrow": outposterr.ExitQuota, "quota_insufficient": outposterr.ExitQuota, "rate_limit": outposterr.ExitQuota,
 		"unavailable": outposterr.ExitUnavailable, "overloaded": outposterr.ExitUnavailable,
 		"unauthorized": outposterr.ExitAuth, "missing_key": outposterr.ExitAuth,
 		"resume_missing": outposterr.ExitSession,
