@@ -50,7 +50,10 @@
 //     so without one they are left to Codex (documented, not an error).
 //   - Environment: HOME from Input.Home; CODEX_HOME is left unset, so Codex
 //     uses $HOME/.codex and creates it itself (verified on 0.169.0 with a
-//     fresh, empty HOME). Input.Env is merged last and wins.
+//     fresh, empty HOME); TZ=UTC, because Codex words a usage-limit reset as
+//     a clock time in its own zone ("try again at 12:00 PM.") and [Quota]
+//     reads zone-less times as UTC. Input.Env is merged last and wins (a
+//     caller who overrides TZ gets reset times read in the wrong zone).
 //
 // # Decoding
 //
@@ -410,6 +413,9 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 	if in.Home != "" {
 		c.env["HOME"] = in.Home
 	}
+	// Codex prints usage-limit resets as zone-less clock times in its own
+	// zone; UTC makes them readable (Quota reads them as UTC).
+	c.env["TZ"] = "UTC"
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {
 			return c, configErr("invalid environment variable name %q", k)

@@ -47,8 +47,8 @@ var (
 
 // Quota reports whether text is a quota or usage-limit failure and, when the
 // text says so, when it resets (resolved against at, the instant the text
-// was seen; a clock time without a zone is read in at's zone). See the
-// package doc for the families matched.
+// was seen; a clock time without a zone is read as UTC, the zone the adapter
+// gives Codex). See the package doc for the families matched.
 func (a *Adapter) Quota(text string, at time.Time) (bool, time.Time) { return Quota(text, at) }
 
 // Quota is [Adapter.Quota] as a function.
@@ -67,7 +67,8 @@ func Quota(text string, at time.Time) (bool, time.Time) {
 	}
 	for _, re := range quotaFamilies {
 		if re.MatchString(n) {
-			t, _ := reset.Parse(clip(text), at)
+			// The adapter runs Codex with TZ=UTC: zone-less times are UTC.
+			t, _ := reset.Parse(clip(text), at.UTC())
 			return true, t
 		}
 	}

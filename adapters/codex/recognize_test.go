@@ -34,6 +34,13 @@ func TestQuota(t *testing.T) {
 		assert.True(t, ok, c.text)
 		assert.True(t, c.reset.Equal(reset), "%s: want %v, got %v", c.text, c.reset, reset)
 	}
+	// A zone-less clock time is UTC whatever the zone of at (Codex runs with TZ=UTC).
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err == nil {
+		ok, reset := codex.Quota("You've hit your usage limit. Try again at 12:00 PM.", at.In(berlin))
+		assert.True(t, ok)
+		assert.True(t, time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).Equal(reset), "got %v", reset)
+	}
 	for _, text := range []string{
 		"Reconnecting... 1/1 (exceeded retry limit, last status: 429 Too Many Requests)",
 		"stream disconnected before completion: Rate limit is exceeded. Try again in 17 seconds.; retrying 5/5 in 3.32s…",

@@ -37,7 +37,7 @@ func TestRequestStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, argv([]string{"codex"}, quiet,
 		[]string{"exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"}), cmd.Args)
-	assert.Equal(t, map[string]string{"HOME": "/h"}, cmd.Env)
+	assert.Equal(t, map[string]string{"HOME": "/h", "TZ": "UTC"}, cmd.Env)
 	assert.Equal(t, "/w", cmd.Dir)
 	assert.Equal(t, []byte("hello -x"), cmd.Stdin)
 	_, set := cmd.Env["CODEX_HOME"]
