@@ -380,9 +380,13 @@ func responsesItems(p plan, tools []responsesTool) []responsesOutput {
 	return out
 }
 
+// jsString quotes s as a JavaScript string literal (JSON, without HTML escapes).
 func jsString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // streamResponses writes the answer as the Responses API streams it:
