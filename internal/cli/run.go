@@ -40,6 +40,7 @@ type RunOptions struct {
 	Auth        string
 	MCP         string
 	Store       string
+	Bootstrap   BootstrapOptions
 	NoStore     bool
 	Image       string
 	Network     string
@@ -112,6 +113,8 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringVar(&opts.Store, "store", "", "conversation store directory (default "+defaultStoreDir+")")
 	fl.BoolVar(&opts.NoStore, "no-store", false, "do not capture or restore the conversation")
+	fl.StringVar(&opts.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
+	fl.StringVar(&opts.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
 	fl.StringVar(&opts.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
 	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
 	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-dev/outpost/bootstrap"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// Settings for bootstrap, read from the environment by the CLI only.
+const (
+	registryEnv = "OUTPOST_NPM_REGISTRY" // wins over npm's own configuration
+	mirrorEnv   = "OUTPOST_CLI_MIRROR"   // a directory of archives standing in for the network
+	cacheEnv    = "OUTPOST_CACHE_DIR"    // default: the user cache directory + /outpost
+)
+
+// BootstrapOptions are the flags of `outpost bootstrap`.
+type BootstrapOptions struct {
+	Registry string
+	Mirror   string
+	NoNet    bool
+}
+
+// newBootstrapper builds the bootstrapper from flags and settings.
+func newBootstrapper(ctx context.Context, f *Factory, o BootstrapOptions) (*bootstrap.Bootstrapper, error) {
+	cache := f.Getenv(cacheEnv)
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "find the user cache directory (set %s)", cacheEnv)
+		}
+		cache = filepath.Join(dir, "outpost")
+	}
+	if o.Registry == "" {
+		o.Registry = f.Getenv(registryEnv)
+	}
+	if o.Mirror == "" {
+		o.Mirror = f.Getenv(mirrorEnv)
+	}
+	wd, _ := os.Getwd()
+	home, _ := os.UserHomeDir()
+	reg := bootstrap.NPMConfig{Setting: o.Registry, Getenv: f.Getenv, Dir: wd, Home: home,
+		RunNPM: bootstrap.NPMCommand(ctx, "npm")}
+	return bootstrap.New(bootstrap.Options{
+		CacheDir: cache, Registry: reg.Resolve, Mirror: o.Mirror, Offline: o.NoNet,
+		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}},
+		Progress:   progressFunc(f.IO.ErrOut, isTerminal(f.IO.ErrOut)),
+	})
+}
+
+// NewCmdBootstrap builds `outpost bootstrap`.
+func NewCmdBootstrap(f *Factory) *cobra.Command {
+	var o BootstrapOptions
+	cmd := &cobra.Command{
+		Use:   "bootstrap [AGENT...]",
+		Short: "Download, verify (SHA-512) and cache the pinned agent CLIs",
+		Long: `bootstrap fetches the pinned CLIs (default: every npm-distributed one: claude, codex,
+copilot) into the host cache, verifying each archive's SHA-512 against the pin before
+anything is extracted. The npm registry comes from ` + registryEnv + ` or --registry, else npm's
+own configuration (NPM_CONFIG_REGISTRY, .npmrc, npm config get registry). run does
+the same on demand, so this is only a prefetch.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := newBootstrapper(cmd.Context(), f, o)
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				args = []string{"claude", "codex", "copilot"}
+			}
+			var errs []string
+			for _, name := range args {
+				e, err := b.Ensure(cmd.Context(), cliName(name))
+				if err != nil {
+					errs = append(errs, err.Error())
+					fmt.Fprintf(f.IO.ErrOut, "✖ %s: %v\n", name, err)
+					continue
+				}
+				fmt.Fprintf(f.IO.Out, "%s %s %s %s\n", e.Name, e.Version, e.Platform, e.BinPath)
+			}
+			if len(errs) > 0 {
+				return &silentError{outposterr.New(outposterr.Bootstrap, "%s", strings.Join(errs, "; "))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Registry, "registry", "", "npm registry URL (default: "+registryEnv+", then npm's configuration)")
+	cmd.Flags().StringVar(&o.Mirror, "mirror", "", "directory of archives to use instead of the network ("+mirrorEnv+")")
+	cmd.Flags().BoolVar(&o.NoNet, "no-download", false, "use only the cache and the mirror")
+	return cmd
+}
+
+// cliName maps an agent name to its catalog row.
+func cliName(agent string) string {
+	if mk, ok := agents[agent]; ok {
+		return mk().Binary()
+	}
+	return agent
+}
+
+func isTerminal(w io.Writer) bool {
+	fh, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := fh.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressFunc draws a bar on a terminal, plain lines otherwise.
+func progressFunc(w io.Writer, tty bool) func(bootstrap.Progress) {
+	if !tty {
+		return bootstrap.ProgressLines(w)
+	}
+	var mu sync.Mutex
+	return func(p bootstrap.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		label := p.Name + " " + p.Version
+		switch {
+		case p.Phase == "download" && p.Total > 0:
+			const width = 30
+			n := int(p.Done * width / p.Total)
+			fmt.Fprintf(w, "\r%-24s [%s%s] %3d%% %d/%d MB", label, strings.Repeat("#", n), strings.Repeat(" ", width-n),
+				p.Done*100/p.Total, p.Done>>20, p.Total>>20)
+		case p.Phase == "download":
+			fmt.Fprintf(w, "\r%-24s %d MB", label, p.Done>>20)
+		case p.Phase == "done":
+			fmt.Fprintf(w, "\r%-24s verified and cached%30s\n", label, "")
+		default:
+			fmt.Fprintf(w, "\r%-24s %s…%30s", label, p.Phase, "")
+		}
+	}
+}
