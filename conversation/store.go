@@ -37,6 +37,7 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // MaxArchiveBytes bounds one stored archive.
@@ -63,6 +64,10 @@ type Manifest struct {
 	// Failed records that the last turn of the conversation failed (a quota
 	// failure, say): the conversation is still resumable.
 	Failed bool `json:"failed,omitempty"`
+	// UsageTotal is the conversation's running usage total as of its last
+	// turn, for CLIs that report cumulative counters (Codex): the next
+	// turn's usage is the difference from it.
+	UsageTotal *usage.Usage `json:"usage_total,omitempty"`
 }
 
 // Store keeps conversations.

@@ -190,6 +190,9 @@ func (c *collector) finalize() {
 	if !c.res.Usage.Complete && c.res.Err == nil && !c.ledger.Empty() {
 		c.res.Warnings = append(c.res.Warnings, "token usage is incomplete; reported counters are a lower bound")
 	}
+	if cum, ok := c.ledger.Cumulative(); ok {
+		c.res.cumulative = &cum
+	}
 	c.res.StdoutTail = c.stdoutTail.String()
 	c.res.StderrTail = c.stderrTail.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // restoreConversation puts the stored conversation in.Continue into sb's
@@ -82,7 +83,7 @@ func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 		return
 	}
 	m := conversation.Manifest{ID: res.Conversation, Agent: res.Agent, CLIVersion: res.CLIVersion,
-		Cwd: in.Workdir, Failed: res.Err != nil}
+		Cwd: in.Workdir, Failed: res.Err != nil, UsageTotal: res.cumulative}
 	if in.Fork && res.Conversation != in.Continue {
 		m.Parent = in.Continue
 	}
@@ -126,4 +127,23 @@ func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string) ([]conver
 		}
 		out = append(out, conversation.File{Path: name, Mode: 0o600, Content: b})
 	}
+}
+
+// usageBaseline is the conversation-wide usage total before this turn, for
+// CLIs that report cumulative counters: zero for a new conversation, the
+// stored total for a resumed one, unknown (nil) otherwise — a fork's
+// counters may or may not start from its parent's.
+func usageBaseline(ctx context.Context, t Turn) *usage.Usage {
+	switch {
+	case t.Input.Continue == "":
+		return &usage.Usage{}
+	case t.Input.Fork || t.Store == nil:
+		return nil
+	}
+	m, err := t.Store.Stat(ctx, t.Input.Continue)
+	if err != nil || m.UsageTotal == nil {
+		return nil
+	}
+	u := *m.UsageTotal
+	return &u
 }

@@ -98,6 +98,7 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 		return finish(classifyInfra(ctx, t, outposterr.Sandbox, "start "+t.Adapter.Binary(), err))
 	}
 	col := newCollector(t.Adapter, t.Now, t.OnEvent, t.KeepEvents, t.TailBytes, res)
+	col.ledger.Baseline = usageBaseline(turnCtx, t)
 	v := supervise(ctx, turnCtx, t, proc, col)
 	res.Exit, res.Exited = v.exit, v.exited
 	if v.stop == stopSettled {

@@ -127,6 +127,11 @@ type Result struct {
 	// StdoutTail and StderrTail are the last bytes of each stream.
 	StdoutTail string `json:"stdout_tail,omitempty"`
 	StderrTail string `json:"stderr_tail,omitempty"`
+	// cumulative is the conversation-wide usage total the CLI reported, if
+	// it reports one; it is stored with the conversation as the next
+	// turn's baseline.
+	cumulative *usage.Usage
+
 	// Warnings lists harness-level warnings (CLI stopped after settle, usage incomplete).
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -140,6 +140,14 @@ func maxUsage(a, b Usage) Usage {
 		Reasoning: m(a.Reasoning, b.Reasoning), CostUSD: max(a.CostUSD, b.CostUSD)}
 }
 
+// Cumulative returns the last cumulative (conversation-wide) report, if any.
+func (l *Ledger) Cumulative() (Usage, bool) {
+	if l.cum == nil {
+		return Usage{}, false
+	}
+	return l.cum.Usage, true
+}
+
 // MessageSum returns the de-duplicated sum of message-scoped reports.
 func (l *Ledger) MessageSum() Usage {
 	var s Usage
