@@ -20,6 +20,7 @@ const (
 	stopCanceled            // the caller cancelled
 	stopDeadline            // the turn deadline passed
 	stopIdle                // the CLI printed nothing for the idle timeout
+	stopQuota               // the CLI's retry notices proved a quota failure
 )
 
 // verdict is everything classification looks at besides the collector.
@@ -61,6 +62,16 @@ func classify(c *collector, v verdict) error {
 		}
 		return &outposterr.Error{Class: outposterr.Timeout,
 			Message: fmt.Sprintf("%s: turn exceeded its deadline of %s", name, v.deadline), Details: d, Cause: v.cause}
+	case stopQuota:
+		q := c.quotaChatter
+		if structured := c.blockingReset(); !structured.IsZero() {
+			q.resetAt = structured
+		}
+		qd := d
+		qd.ResetAt = q.resetAt
+		cause := &outposterr.Error{Class: outposterr.Process, Details: d,
+			Message: name + ": stopped while the CLI retried a quota failure: " + q.text}
+		return &outposterr.Error{Class: outposterr.Quota, Message: "quota", Details: qd, Cause: cause}
 	case stopIdle:
 		d.Retryable = true
 		if r := c.outage(); r != "" {
@@ -181,6 +192,14 @@ func (c *collector) quota() (textMatch, bool) {
 		return pick(*c.stderrQuota), true
 	}
 	return textMatch{}, false
+}
+
+// blockingReset is the reset of the last blocking quota event, or zero.
+func (c *collector) blockingReset() time.Time {
+	if c.blocking != nil && c.blocking.Quota != nil {
+		return c.blocking.Quota.ResetAt
+	}
+	return time.Time{}
 }
 
 // outage names the outage behind a failed turn, or "".

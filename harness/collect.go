@@ -34,17 +34,19 @@ type collector struct {
 	res    *Result
 	ledger usage.Ledger
 
-	texts       []string
-	resultText  string
-	haveResult  bool
-	finished    *adapters.FinishedDetail
-	failures    []adapters.Event
-	blocking    *adapters.Event // last blocking quota event
-	lastRetry   *adapters.RetryNotice
-	stderrQuota *textMatch // first stderr line that reads as quota
-	stderrOut   *textMatch // first stderr line that reads as an outage
-	stderrAuth  *textMatch // first stderr line that reads as an auth failure
-	lastStderr  string
+	texts      []string
+	resultText string
+	haveResult bool
+	finished   *adapters.FinishedDetail
+	failures   []adapters.Event
+	blocking   *adapters.Event // last blocking quota event
+	lastRetry  *adapters.RetryNotice
+	// quotaChatter is set when a retry notice proves a quota failure.
+	quotaChatter *textMatch
+	stderrQuota  *textMatch // first stderr line that reads as quota
+	stderrOut    *textMatch // first stderr line that reads as an outage
+	stderrAuth   *textMatch // first stderr line that reads as an auth failure
+	lastStderr   string
 	// stderrSession is the first stderr line saying the conversation is missing.
 	stderrSession string
 
@@ -155,6 +157,15 @@ func (c *collector) emit(ev adapters.Event) adapters.Event {
 		}
 	case adapters.KindRetry:
 		c.lastRetry = ev.Retry
+		if c.quotaChatter == nil && ev.Retry != nil {
+			// The CLI is retrying a call its own words, or a refusal it
+			// already signalled, prove to be a quota failure.
+			if ok, reset := c.adapter.Quota(ev.Retry.Reason, ev.Time); ok {
+				c.quotaChatter = &textMatch{text: ev.Retry.Reason, resetAt: reset, at: ev.Time}
+			} else if c.blocking != nil {
+				c.quotaChatter = &textMatch{text: "rate limit " + c.blocking.Quota.Status, resetAt: c.blocking.Quota.ResetAt, at: ev.Time}
+			}
+		}
 	case adapters.KindFinished:
 		f := adapters.FinishedDetail{}
 		if ev.Finished != nil {

@@ -269,6 +269,7 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 	idle := time.NewTimer(t.IdleTimeout)
 	defer idle.Stop()
 	var settle <-chan time.Time
+	var killWait <-chan time.Time
 	var stopOnce sync.Once
 	stopped := make(chan struct{})
 	stop := func(r stopReason, cause error) {
@@ -280,8 +281,6 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 			}()
 		})
 	}
-	var killWait <-chan time.Time
-
 	handle := func(l line) {
 		if l.oversized {
 			col.warn("dropped an output line longer than 16 MiB")
@@ -294,6 +293,10 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 			col.stdoutLine(l.data)
 			if !hadFinished && col.finished != nil {
 				settle = time.After(t.Settle)
+			}
+			if t.StopOnQuotaRetry && col.quotaChatter != nil && col.finished == nil {
+				stop(stopQuota, nil)
+				killWait = time.After(t.KillGrace + 10*time.Second)
 			}
 		}
 	}

@@ -210,3 +210,27 @@ func processRunning(s string) bool {
 	}
 	return false
 }
+
+func TestRunStopsOnQuotaRetryChatter(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c-chatter"}
+emit {"type":"quota","status":"rejected","reset":"2026-12-03T00:00:00Z"}
+emit {"type":"retry","attempt":1,"status":429}
+sleep 60s
+emit {"type":"finished","ok":true}`)
+	turn.StopOnQuotaRetry = true
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.True(t, outposterr.IsQuota(err), "%v", err)
+	reset, ok := outposterr.ResetAt(err)
+	require.True(t, ok)
+	assert.Equal(t, "2026-12-03T00:00:00Z", reset.UTC().Format(time.RFC3339))
+	assert.Less(t, res.Duration, 30*time.Second, "stopped early, not after the CLI's retries")
+	assert.Equal(t, "c-chatter", res.Conversation)
+
+	// Without the option the chatter is only recorded.
+	turn = fakeTurn(t, `emit {"type":"retry","attempt":1,"status":503}
+emit {"type":"finished","ok":true}`)
+	turn.StopOnQuotaRetry = true
+	_, err = Run(context.Background(), turn)
+	require.NoError(t, err, "a retry that is not quota never stops the turn")
+}

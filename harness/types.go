@@ -54,6 +54,11 @@ type Turn struct {
 	// OnEvent receives every event as soon as it is decoded, in order, from
 	// one goroutine. It must not block for long.
 	OnEvent func(adapters.Event)
+	// StopOnQuotaRetry stops the turn as soon as the CLI's own retry
+	// notices prove a quota failure (their text reads as quota, or the CLI
+	// retries after a blocking rate-limit signal) instead of letting the CLI
+	// burn its retries; the turn then fails with a quota error.
+	StopOnQuotaRetry bool
 	// KeepEvents stores every event in Result.Events (otherwise only counts).
 	KeepEvents bool
 
