@@ -157,3 +157,10 @@ type Storage interface {
 	// and returns its new home-relative path and content.
 	Relocate(path string, content []byte, oldCwd, newCwd string) (string, []byte)
 }
+
+// StorageFilter is implemented by Storage adapters whose conversation
+// paths are directories shared with other conversations: only the files
+// Keep accepts are captured.
+type StorageFilter interface {
+	Keep(id, path string) bool
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
@@ -105,4 +106,48 @@ func TestTamperedConversationRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Session, outposterr.ClassOf(err))
 	assert.Equal(t, before, len(srv.ModelRequests()), "the CLI never ran")
+}
+
+// TestCodexConversationAcrossLeases: Codex turn 1 in one cold lease, resume
+// and fork in brand-new ones; per-turn usage is the difference from the
+// thread total stored with the conversation.
+func TestCodexConversationAcrossLeases(t *testing.T) {
+	testenv.Short(t)
+	for _, e := range codexEnvs(t) {
+		t.Run(e.name, func(t *testing.T) {
+			srv := server(t)
+			store, err := conversation.NewFileStore(t.TempDir(), nil)
+			require.NoError(t, err)
+			cold := func(in adapters.Input) (*harness.Result, error) {
+				in.Endpoint = &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}
+				one := 1
+				in.MaxRetries = &one
+				spec := e.spec
+				spec.Workspace = workspace(t)
+				return harness.Run(context.Background(), harness.Turn{Adapter: codex.New(), Input: in,
+					Provider: e.provider, Spec: spec, Store: store, Deadline: 2 * time.Minute})
+			}
+			r1, err := cold(adapters.Input{Prompt: "first MARK-x1"})
+			require.NoError(t, err, "output: %s", resTail(r1))
+			m1, err := store.Stat(context.Background(), r1.Conversation)
+			require.NoError(t, err)
+			require.NotNil(t, m1.UsageTotal)
+
+			r2, err := cold(adapters.Input{Prompt: "second MARK-x2", Continue: r1.Conversation})
+			require.NoError(t, err, "output: %s", resTail(r2))
+			assert.Contains(t, r2.Text, "remembered: MARK-x1", "a brand-new lease recalls turn 1")
+			assert.True(t, r2.Usage.Complete, "per-turn usage against the stored total")
+			m2, err := store.Stat(context.Background(), r2.Conversation)
+			require.NoError(t, err)
+			assert.Equal(t, m2.UsageTotal.Input-m1.UsageTotal.Input, r2.Usage.Input, "turn 2 counts only its own tokens")
+
+			f, err := cold(adapters.Input{Prompt: "branch MARK-x3", Continue: r1.Conversation, Fork: true})
+			require.NoError(t, err, "output: %s", resTail(f))
+			assert.NotEqual(t, r1.Conversation, f.Conversation)
+			assert.Contains(t, f.Text, "MARK-x2")
+			fm, err := store.Stat(context.Background(), f.Conversation)
+			require.NoError(t, err)
+			assert.Equal(t, r1.Conversation, fm.Parent)
+		})
+	}
 }

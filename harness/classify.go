@@ -216,6 +216,16 @@ func (c *collector) outage() string {
 	if c.stderrOut != nil {
 		return c.stderrOut.reason
 	}
+	// A CLI that kept retrying (Codex on a refused connection) names the
+	// cause only in its retry notices.
+	if c.lastRetry != nil {
+		if r, ok := c.adapter.Unavailable(c.lastRetry.Reason); ok {
+			return r
+		}
+		if c.lastRetry.Status >= 500 {
+			return fmt.Sprintf("http %d", c.lastRetry.Status)
+		}
+	}
 	return ""
 }
 

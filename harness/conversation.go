@@ -66,8 +66,18 @@ func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 		return
 	}
 	var files []conversation.File
+	filter, _ := t.Adapter.(adapters.StorageFilter)
 	for i, rel := range st.ConversationPaths(res.Conversation, in.Workdir) {
 		got, err := copyOutFiles(ctx, sb, rel)
+		if filter != nil {
+			kept := got[:0]
+			for _, f := range got {
+				if filter.Keep(res.Conversation, f.Path) {
+					kept = append(kept, f)
+				}
+			}
+			got = kept
+		}
 		if err != nil || len(got) == 0 {
 			if i == 0 {
 				res.Warnings = append(res.Warnings, "agent emitted conversation "+res.Conversation+" but its transcript is unavailable")
@@ -131,15 +141,16 @@ func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string) ([]conver
 
 // usageBaseline is the conversation-wide usage total before this turn, for
 // CLIs that report cumulative counters: zero for a new conversation, the
-// stored total for a resumed one, unknown (nil) otherwise — a fork's
-// counters may or may not start from its parent's.
+// stored total for a resumed or forked one, unknown (nil) without it.
 func usageBaseline(ctx context.Context, t Turn) *usage.Usage {
 	switch {
 	case t.Input.Continue == "":
 		return &usage.Usage{}
-	case t.Input.Fork || t.Store == nil:
+	case t.Store == nil:
 		return nil
 	}
+	// A fork's counters start from its parent's total (verified with Codex
+	// 0.169.0), so the parent's stored total is the baseline either way.
 	m, err := t.Store.Stat(ctx, t.Input.Continue)
 	if err != nil || m.UsageTotal == nil {
 		return nil
