@@ -1,0 +1,198 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+// fakeClock advances virtual time on every Sleep.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	slept []time.Duration
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.slept = append(c.slept, d)
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+func quotaErr(reset time.Time) error {
+	return &outposterr.Error{Class: outposterr.Quota, Message: "quota", Details: outposterr.Details{ResetAt: reset}}
+}
+
+func outageErr() error {
+	return outposterr.New(outposterr.Process, "overloaded").With(outposterr.Details{Unavailable: "overloaded"})
+}
+
+func ok(conv string) (*harness.Result, error) {
+	return &harness.Result{Conversation: conv, Text: "done", Usage: usage.Usage{Input: 10, Output: 2, Complete: true}}, nil
+}
+
+func TestParkedQuotaResumesConversation(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	var turns []Turn
+	var mu sync.Mutex
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		mu.Lock()
+		turns = append(turns, tr)
+		n := len(turns)
+		mu.Unlock()
+		if n == 1 {
+			return &harness.Result{Conversation: "conv-1", Err: quotaErr(t0.Add(90 * time.Minute))}, quotaErr(t0.Add(90 * time.Minute))
+		}
+		return ok(tr.Continue)
+	}
+	var parked []time.Time
+	recs, err := Run(context.Background(), []Job{{ID: "j1", Agent: "claude", Prompt: "do it"}}, turn,
+		Options{Now: clock.Now, Sleep: clock.Sleep, OnPark: func(_ string, until time.Time) { parked = append(parked, until) }})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.True(t, recs[0].Outcome.OK)
+	assert.Equal(t, 1, recs[0].Parks)
+	assert.Equal(t, []time.Duration{90 * time.Minute}, clock.slept, "parked until the reset")
+	assert.Equal(t, []time.Time{t0.Add(90 * time.Minute)}, parked)
+	require.Len(t, turns, 2)
+	assert.Equal(t, "conv-1", turns[1].Continue, "resumed on the stored conversation")
+	assert.Equal(t, DefaultContinuePrompt, turns[1].Prompt, "with a continuation prompt, not a restart")
+}
+
+func TestParkCappedAndBounded(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	turn := func(context.Context, Turn) (*harness.Result, error) {
+		return &harness.Result{}, quotaErr(t0.Add(48 * time.Hour))
+	}
+	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "a", Prompt: "p"}}, turn,
+		Options{Now: clock.Now, Sleep: clock.Sleep, MaxParks: 2, MaxPark: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.False(t, recs[0].Outcome.OK)
+	assert.Equal(t, "quota", recs[0].Outcome.Class)
+	assert.Equal(t, 3, recs[0].Turns)
+	assert.Equal(t, []time.Duration{time.Hour, time.Hour}, clock.slept, "each wait capped")
+}
+
+func TestOutageBackoffThenFallback(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	var agents []string
+	var mu sync.Mutex
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		mu.Lock()
+		agents = append(agents, tr.Agent)
+		mu.Unlock()
+		if tr.Agent == "claude" {
+			return &harness.Result{}, outageErr()
+		}
+		return ok("c2")
+	}
+	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "claude", Prompt: "p", Fallback: []string{"codex"}}}, turn,
+		Options{Now: clock.Now, Sleep: clock.Sleep, MaxRetries: 3, BaseBackoff: time.Second, MaxBackoff: 3 * time.Second,
+			Jitter: func() float64 { return 1 }})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.True(t, recs[0].Outcome.OK)
+	assert.Equal(t, "codex", recs[0].Agent)
+	assert.Equal(t, []string{"claude", "codex"}, recs[0].Agents, "the fallback is recorded")
+	assert.Equal(t, []string{"claude", "claude", "claude", "claude", "codex"}, agents)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, clock.slept, "capped exponential backoff")
+	assert.Equal(t, 3, recs[0].Retries)
+}
+
+func TestQuotaFallsBackBeforeParking(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		if tr.Agent == "claude" {
+			return &harness.Result{Conversation: "cc"}, quotaErr(t0.Add(time.Hour))
+		}
+		assert.Empty(t, tr.Continue, "conversations never cross CLIs")
+		return ok("x")
+	}
+	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "claude", Prompt: "p", Fallback: []string{"copilot"}}}, turn,
+		Options{Now: clock.Now, Sleep: clock.Sleep})
+	require.NoError(t, err)
+	assert.Equal(t, "copilot", recs[0].Agent)
+	assert.Empty(t, clock.slept)
+}
+
+func TestBackoffJitterBounds(t *testing.T) {
+	for n := range 10 {
+		d := Backoff(n, time.Second, time.Minute, 0.999)
+		assert.LessOrEqual(t, d, time.Minute)
+		assert.GreaterOrEqual(t, d, time.Duration(0))
+	}
+	assert.Equal(t, time.Duration(0), Backoff(3, time.Second, time.Minute, 0))
+	assert.Equal(t, time.Minute, Backoff(1000, time.Second, time.Minute, 1))
+}
+
+func TestConcurrencyCapAndSkipDone(t *testing.T) {
+	var running, peak atomic.Int32
+	turn := func(context.Context, Turn) (*harness.Result, error) {
+		n := running.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		running.Add(-1)
+		return ok("c")
+	}
+	var jobs []Job
+	for i := range 20 {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("j%d", i), Agent: "a", Prompt: "p"})
+	}
+	var statuses atomic.Int32
+	recs, err := Run(context.Background(), jobs, turn, Options{Concurrency: 3, Done: map[string]bool{"j0": true, "j1": true},
+		OnStatus: func(Status) { statuses.Add(1) }})
+	require.NoError(t, err)
+	assert.Len(t, recs, 18, "finished jobs are not redone")
+	assert.LessOrEqual(t, peak.Load(), int32(3))
+	assert.Positive(t, statuses.Load())
+}
+
+func TestCancelStopsSchedulingAndWritesNoRecord(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var started atomic.Int32
+	turn := func(ctx context.Context, _ Turn) (*harness.Result, error) {
+		if started.Add(1) == 2 {
+			cancel()
+		}
+		<-ctx.Done()
+		return &harness.Result{}, outposterr.Wrap(outposterr.Aborted, ctx.Err(), "cancelled")
+	}
+	var jobs []Job
+	for i := range 10 {
+		jobs = append(jobs, Job{ID: fmt.Sprintf("j%d", i), Agent: "a", Prompt: "p"})
+	}
+	recs, err := Run(ctx, jobs, turn, Options{Concurrency: 2})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, recs, "interrupted jobs get no record, so a resumed run redoes them")
+	assert.LessOrEqual(t, started.Load(), int32(2), "no new turn after cancellation")
+}
+
+func TestInvalidJobs(t *testing.T) {
+	turn := func(context.Context, Turn) (*harness.Result, error) { return ok("") }
+	for _, jobs := range [][]Job{{{Agent: "a", Prompt: "p"}}, {{ID: "x", Prompt: "p"}}, {{ID: "x", Agent: "a"}},
+		{{ID: "x", Agent: "a", Prompt: "p"}, {ID: "x", Agent: "a", Prompt: "p"}}} {
+		_, err := Run(context.Background(), jobs, turn, Options{})
+		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	}
+}
