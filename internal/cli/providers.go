@@ -37,20 +37,31 @@ func provider(ctx context.Context, f *Factory, opts *RunOptions, a adapters.Adap
 			return nil, spec, nil, err
 		}
 	}
-	entry, err := ensureCLI(ctx, f, a, opts.Bootstrap)
-	if err != nil {
-		if dp != nil {
-			dp.Close()
+	// A CLI with a catalog row always runs from its verified cache entry; one
+	// without (a test double, a CLI the image provides) runs as the sandbox
+	// finds it.
+	var entry *bootstrap.Entry
+	if _, pinned := bootstrap.DefaultCatalog().Row(a.Binary()); pinned {
+		var err error
+		if entry, err = ensureCLI(ctx, f, a, opts.Bootstrap); err != nil {
+			if dp != nil {
+				dp.Close()
+			}
+			return nil, spec, nil, err
 		}
-		return nil, spec, nil, err
 	}
 	if kind == "host" {
 		env := hostEnv(f)
-		env["PATH"] = entry.HostBinDir() + ":" + env["PATH"]
+		if entry != nil {
+			env["PATH"] = entry.HostBinDir() + ":" + env["PATH"]
+		}
 		return host.New(host.Options{Env: env, Logger: log}), spec, func() {}, nil
 	}
-	spec.Mounts = append(spec.Mounts, entry.Mount())
-	spec.Env = map[string]string{"PATH": entry.SandboxBinDir() + ":" + basePath}
+	spec.Env = map[string]string{"PATH": basePath}
+	if entry != nil {
+		spec.Mounts = append(spec.Mounts, entry.Mount())
+		spec.Env["PATH"] = entry.SandboxBinDir() + ":" + basePath
+	}
 	spec.User = opts.User
 	if spec.User == "" && os.Geteuid() == 0 {
 		// Leases never run as root. When outpost does, the lease takes the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -124,8 +125,7 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 }
 
 func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
-	a, err := adapterFor(opts.Agent)
-	if err != nil {
+	if _, err := adapterFor(opts.Agent); err != nil {
 		return err
 	}
 	prompt := opts.Prompt
@@ -136,103 +136,173 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 		}
 		prompt = string(b)
 	}
-	if strings.TrimSpace(prompt) == "" {
-		return outposterr.New(outposterr.Configuration, "empty prompt")
-	}
-	workspace := opts.Workspace
-	if workspace == "" {
-		if workspace, err = os.Getwd(); err != nil {
-			return outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
-		}
-	}
-	if workspace, err = filepath.Abs(workspace); err != nil {
-		return outposterr.Wrap(outposterr.Configuration, err, "workspace")
-	}
-	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
-		return outposterr.New(outposterr.Configuration, "workspace %s is not a directory", workspace)
-	}
-
-	for _, name := range opts.Env {
-		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
-			return &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
-		}
-	}
-	authText := opts.Auth
-	if authText == "" {
-		if !opts.Offline {
-			return &flagError{fmt.Errorf("--auth is required: account, account:file, account:variable, usage or none (Outpost never guesses credentials)")}
-		}
-		authText = "none"
-	}
-	auth, err := credentials.ParseAuth(authText)
-	if err != nil {
-		return &flagError{err}
-	}
-	creds, err := loadCredentials(f, auth, opts.Env)
+	s, err := newSession(ctx, f, opts)
 	if err != nil {
 		return err
 	}
-	in := adapters.Input{Prompt: prompt, Model: opts.Model, Effort: opts.Effort,
-		Continue: opts.Resume, Fork: opts.Fork}
-	if opts.MCP != "" {
-		if in.MCP, err = readMCP(opts.MCP); err != nil {
-			return err
-		}
-	}
-
-	network := opts.Network
-	if opts.Offline {
-		sc, err := outposttest.ParseScenario(opts.Scenario)
-		if err != nil {
-			return &flagError{err}
-		}
-		srv, err := outposttest.NewServer(outposttest.WithScenario(sc))
-		if err != nil {
-			return outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
-		}
-		defer srv.Close()
-		// A subscription-style placeholder token makes the CLI read the
-		// server's rate-limit headers, as a logged-in account would.
-		in.Endpoint = &adapters.Endpoint{BaseURL: srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
-		// The scripted server answers at once; a CLI retrying for minutes
-		// would only hide the scenario.
-		retries := 1
-		in.MaxRetries = &retries
-		if network == "" {
-			network = "host" // the server listens on loopback
-		}
-	}
-
-	logger := slog.New(slog.DiscardHandler)
-	if opts.Verbose {
-		logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	prov, spec, cleanup, err := provider(ctx, f, opts, a, workspace, network, logger)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-
-	var store conversation.Store
-	if !opts.NoStore {
-		fs, err := openStore(f, opts.Store)
-		if err != nil {
-			return err
-		}
-		store = fs
-	}
+	defer s.close()
 	r := &renderer{out: f.IO.Out, json: opts.JSON}
-	res, err := harness.Run(ctx, harness.Turn{
-		Store:   store,
-		Adapter: a, Input: in, Provider: prov, Spec: spec,
-		Credentials: creds,
-		OnEvent:     r.event, Deadline: opts.Timeout, IdleTimeout: opts.IdleTimeout, Logger: logger,
-	})
+	res, err := s.turn(ctx, turnRequest{Agent: opts.Agent, Prompt: prompt, Model: opts.Model,
+		Continue: opts.Resume, Fork: opts.Fork, Workspace: opts.Workspace}, r.event)
+	if res == nil {
+		return err
+	}
 	r.outcome(res)
 	if err != nil {
 		return &silentError{err}
 	}
 	return nil
+}
+
+// session holds what every turn of a run or a batch shares: credentials,
+// MCP servers, the conversation store, the scripted server (--offline),
+// and one sandbox provider per agent (bootstrapped once).
+type session struct {
+	f      *Factory
+	opts   *RunOptions
+	creds  *harness.Credentials
+	mcp    []credentials.MCPServer
+	store  conversation.Store
+	srv    *outposttest.Server
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	providers map[string]*agentProvider
+}
+
+type agentProvider struct {
+	prov    sandbox.Provider
+	spec    sandbox.Spec
+	cleanup func()
+}
+
+// turnRequest is one turn of a session.
+type turnRequest struct {
+	Agent, Prompt, Model, Continue, Workspace string
+	Fork                                      bool
+	StopOnQuotaRetry                          bool
+}
+
+func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, error) {
+	for _, name := range opts.Env {
+		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
+			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
+		}
+	}
+	authText := opts.Auth
+	if authText == "" {
+		if !opts.Offline {
+			return nil, &flagError{fmt.Errorf("--auth is required: account, account:file, account:variable, usage or none (Outpost never guesses credentials)")}
+		}
+		authText = "none"
+	}
+	auth, err := credentials.ParseAuth(authText)
+	if err != nil {
+		return nil, &flagError{err}
+	}
+	s := &session{f: f, opts: opts, providers: map[string]*agentProvider{}, logger: slog.New(slog.DiscardHandler)}
+	if opts.Verbose {
+		s.logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if s.creds, err = loadCredentials(f, auth, opts.Env); err != nil {
+		return nil, err
+	}
+	if opts.MCP != "" {
+		if s.mcp, err = readMCP(opts.MCP); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.NoStore {
+		fs, err := openStore(f, opts.Store)
+		if err != nil {
+			return nil, err
+		}
+		s.store = fs
+	}
+	if opts.Offline {
+		sc, err := outposttest.ParseScenario(opts.Scenario)
+		if err != nil {
+			return nil, &flagError{err}
+		}
+		if s.srv, err = outposttest.NewServer(outposttest.WithScenario(sc)); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
+		}
+	}
+	return s, nil
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.providers {
+		p.cleanup()
+	}
+	if s.srv != nil {
+		_ = s.srv.Close()
+	}
+}
+
+// provider returns the agent's provider, bootstrapping its CLI once.
+func (s *session) provider(ctx context.Context, a adapters.Adapter, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := a.Name() + "\x00" + workspace
+	if p, ok := s.providers[key]; ok {
+		return p.prov, p.spec, nil
+	}
+	network := s.opts.Network
+	if s.srv != nil && network == "" {
+		network = "host" // the scripted server listens on loopback
+	}
+	prov, spec, cleanup, err := provider(ctx, s.f, s.opts, a, workspace, network, s.logger)
+	if err != nil {
+		return nil, spec, err
+	}
+	s.providers[key] = &agentProvider{prov: prov, spec: spec, cleanup: cleanup}
+	return prov, spec, nil
+}
+
+// turn runs one turn.
+func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapters.Event)) (*harness.Result, error) {
+	a, err := adapterFor(req.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return nil, outposterr.New(outposterr.Configuration, "empty prompt")
+	}
+	workspace := req.Workspace
+	if workspace == "" {
+		if workspace, err = os.Getwd(); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+		}
+	}
+	if workspace, err = filepath.Abs(workspace); err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
+	}
+	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
+		return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", workspace)
+	}
+	in := adapters.Input{Prompt: req.Prompt, Model: req.Model, Effort: s.opts.Effort,
+		Continue: req.Continue, Fork: req.Fork, MCP: s.mcp}
+	if s.srv != nil {
+		// A subscription-style placeholder token makes the CLI read the
+		// server's rate-limit headers, as a logged-in account would.
+		in.Endpoint = &adapters.Endpoint{BaseURL: s.srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
+		// The scripted server answers at once; a CLI retrying for minutes
+		// would only hide the scenario.
+		retries := 1
+		in.MaxRetries = &retries
+	}
+	prov, spec, err := s.provider(ctx, a, workspace)
+	if err != nil {
+		return nil, err
+	}
+	return harness.Run(ctx, harness.Turn{
+		Adapter: a, Input: in, Provider: prov, Spec: spec, Store: s.store, Credentials: s.creds,
+		OnEvent: onEvent, Deadline: s.opts.Timeout, IdleTimeout: s.opts.IdleTimeout, Logger: s.logger,
+		StopOnQuotaRetry: req.StopOnQuotaRetry,
+	})
 }
 
 // redactArg hides the value part of NAME=VALUE.
