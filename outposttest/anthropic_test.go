@@ -733,3 +733,19 @@ func TestClaudeEnv(t *testing.T) {
 	assert.NotContains(t, oauth, "ANTHROPIC_API_KEY")
 	assert.Equal(t, outposttest.PlaceholderOAuthToken, oauth["CLAUDE_CODE_OAUTH_TOKEN"])
 }
+
+func TestDirectiveTimesRecovers(t *testing.T) {
+	srv := newServer(t)
+	prompt := "retry me [[outpost:scenario=unavailable;times=2]] MARK-t"
+	for range 2 {
+		resp := post(t, srv, "/v1/messages", body(true, msg("user", prompt)))
+		require.Equal(t, 503, resp.StatusCode)
+		resp.Body.Close()
+	}
+	m := streamMessage(t, srv, msg("user", prompt))
+	assert.Equal(t, "outpost ok: MARK-t.", finalText(m), "after two failures the outage has passed")
+	// Another turn text has its own count.
+	resp := post(t, srv, "/v1/messages", body(true, msg("user", "other [[outpost:scenario=unavailable;times=1]] MARK-u")))
+	assert.Equal(t, 503, resp.StatusCode)
+	resp.Body.Close()
+}

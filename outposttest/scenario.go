@@ -3,6 +3,7 @@ package outposttest
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -92,7 +93,28 @@ func Directive(s Scenario) string { return "[[outpost:scenario=" + string(s) + "
 
 // directiveRE matches a directive anywhere in the text of the current user
 // turn. The name is validated separately so a typo is an error, not ok.
-var directiveRE = regexp.MustCompile(`\[\[outpost:scenario=([A-Za-z0-9_-]*)\]\]`)
+//
+// A directive may carry options after the name, separated by ';':
+// times=N applies the scenario to the first N requests whose current turn
+// has this same text, and answers ok after that — an outage or a quota
+// that "recovers", e.g. [[outpost:scenario=unavailable;times=2]].
+var directiveRE = regexp.MustCompile(`\[\[outpost:scenario=([A-Za-z0-9_-]*)((?:;[a-z]+=[0-9]+)*)\]\]`)
+
+// directiveTimes returns the times=N option of the current turn's last
+// directive, or 0 when there is none.
+func (c conversation) directiveTimes() int {
+	m := directiveRE.FindAllStringSubmatch(c.current, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	for _, opt := range strings.Split(m[len(m)-1][2], ";") {
+		if v, ok := strings.CutPrefix(opt, "times="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
 
 // markerRE matches a marker: "MARK-" followed by letters, digits, '_' or '-'.
 // The alphabet is shell- and file-name-safe on purpose (see [ToolFile]).
@@ -234,6 +256,19 @@ type failure struct {
 
 // decide turns a scenario and a conversation into a plan.
 func (s *Server) decide(sc Scenario, c conversation) plan {
+	if n := c.directiveTimes(); n > 0 && sc != ScenarioOK {
+		key := string(sc) + "\x00" + c.current
+		s.timesMu.Lock()
+		if s.times == nil {
+			s.times = map[string]int{}
+		}
+		s.times[key]++
+		used := s.times[key]
+		s.timesMu.Unlock()
+		if used > n {
+			sc = ScenarioOK // the scripted failure has run its course
+		}
+	}
 	p := plan{scenario: sc}
 	now := s.cfg.now()
 	switch sc {
