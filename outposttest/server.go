@@ -151,6 +151,10 @@ func WithClock(now func() time.Time) Option {
 // later), and always [Server.Close] it. All methods are safe for concurrent
 // use.
 type Server struct {
+	// times counts requests per (scenario, turn text) for times=N directives.
+	timesMu sync.Mutex
+	times   map[string]int
+
 	cfg     config
 	handler http.Handler
 
