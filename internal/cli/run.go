@@ -42,6 +42,7 @@ type RunOptions struct {
 	MCP         string
 	Store       string
 	Bootstrap   BootstrapOptions
+	StubReset   time.Duration
 	NoStore     bool
 	Image       string
 	Network     string
@@ -109,6 +110,7 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON lines: every event, then the outcome")
 	fl.BoolVar(&opts.Offline, "offline", false, "run against the in-process scripted model server")
 	fl.StringVar(&opts.Scenario, "scenario", "ok", "scripted server scenario for --offline")
+	fl.DurationVar(&opts.StubReset, "stub-quota-reset", 0, "with --offline: quota failures reset this long from now (default: next midnight UTC)")
 	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
 	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
@@ -224,7 +226,11 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, er
 		if err != nil {
 			return nil, &flagError{err}
 		}
-		if s.srv, err = outposttest.NewServer(outposttest.WithScenario(sc)); err != nil {
+		stubOpts := []outposttest.Option{outposttest.WithScenario(sc)}
+		if opts.StubReset > 0 {
+			stubOpts = append(stubOpts, outposttest.WithQuotaReset(time.Now().Add(opts.StubReset).Truncate(time.Second)))
+		}
+		if s.srv, err = outposttest.NewServer(stubOpts...); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
 		}
 	}
