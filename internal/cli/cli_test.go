@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -347,4 +348,23 @@ func TestReplayAntigravityQuotaExitsZero(t *testing.T) {
 		"--stderr", filepath.Join(dir, "stderr.txt"), "--exit-code", "0", "--time", "2026-12-02T10:00:00Z")
 	assert.Equal(t, outposterr.ExitQuota, r.code, "agy exits 0 on quota; the result event decides")
 	assert.Contains(t, r.stdout, `"reset_at":"2026-12-02T12:39:52Z"`)
+}
+
+// TestEveryCommandBuilds builds the tree and asks each command for help:
+// a flag registered twice panics here, not in a user's terminal.
+func TestEveryCommandBuilds(t *testing.T) {
+	root := NewRootCmd(&Factory{IO: IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}},
+		Getenv: func(string) string { return "" }})
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		n++
+		r := execute(t, "", nil, append(strings.Fields(c.CommandPath())[1:], "--help")...)
+		assert.Equal(t, 0, r.code, "%s --help: %s", c.CommandPath(), r.stderr)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	assert.Greater(t, n, 10)
 }

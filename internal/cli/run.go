@@ -94,10 +94,12 @@ one variable from outpost's environment. Values never appear in argv or output.`
 		},
 	}
 	addRunFlags(cmd, opts)
+	cmd.Flags().StringVar(&opts.Resume, "resume", "", "conversation id to continue")
+	cmd.Flags().BoolVar(&opts.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
 	return cmd
 }
 
-// addRunFlags registers the flags shared by run, resume and fork.
+// addRunFlags registers the flags shared by run, resume, fork and batch.
 func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Agent, "agent", "", "agent CLI to run ("+agentNames()+")")
@@ -105,8 +107,6 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl.StringVar(&opts.Workspace, "workspace", "", "workspace directory (default: the current directory)")
 	fl.StringVar(&opts.Model, "model", "", "model name")
 	fl.StringVar(&opts.Effort, "effort", "", "reasoning effort")
-	fl.StringVar(&opts.Resume, "resume", "", "conversation id to continue")
-	fl.BoolVar(&opts.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON lines: every event, then the outcome")
 	fl.BoolVar(&opts.Offline, "offline", false, "run against the in-process scripted model server")
 	fl.StringVar(&opts.Scenario, "scenario", "ok", "scripted server scenario for --offline")
