@@ -208,6 +208,7 @@ func NewUnstartedServer(opts ...Option) (*Server, error) {
 	mux := http.NewServeMux()
 	s.registerAnthropic(mux)
 	s.registerResponses(mux)
+	s.registerChat(mux)
 	mux.HandleFunc("/", s.notFound)
 	s.handler = s.logged(mux)
 	return s, nil

@@ -1,0 +1,329 @@
+// Package copilot is the adapter for GitHub Copilot CLI (`copilot`), pinned
+// at [Version]. Every fact below was verified against the real 1.0.102
+// binary driven against the outposttest scripted server (Chat Completions).
+//
+// # Request
+//
+// Every turn is one process with the prompt on stdin, which is then closed
+// (with a non-terminal stdin and no -p, 1.0.102 runs one non-interactive
+// turn):
+//
+//		copilot --output-format json --allow-all --no-ask-user --no-auto-update [--model m] [--reasoning-effort e] [--resume <id>] [extra…]
+//
+//	  - --allow-all grants every tool, path and URL (the sandbox is the
+//	    boundary); --no-ask-user removes the ask_user tool; --no-auto-update
+//	    keeps the pinned executable from switching to a newer downloaded one.
+//	    Permission must be empty, "bypass" or "allow-all"; other modes are a
+//	    configuration error (Copilot has no read-only mode).
+//	  - Resume is --resume <id> with the exact id (strict: an unknown id fails
+//	    with "No session, task, or name matched" on stderr, exit 1). --continue
+//	    is never used. Fork is refused with a configuration error: Copilot has
+//	    no fork, and copying a session under a new id is not supported.
+//	  - Effort is --reasoning-effort and must be one of [Efforts].
+//	  - Endpoint (BYOK, environment only): COPILOT_OFFLINE=true (no GitHub
+//	    authentication, telemetry or update check), COPILOT_PROVIDER_TYPE=openai,
+//	    COPILOT_PROVIDER_BASE_URL (the endpoint's base URL, "/v1" appended when
+//	    it has no path: Copilot appends "/chat/completions"), and the key as
+//	    COPILOT_PROVIDER_API_KEY (Endpoint.APIKey) or
+//	    COPILOT_PROVIDER_BEARER_TOKEN (Endpoint.OAuthToken). A model is required
+//	    in BYOK mode: COPILOT_MODEL is Input.Model, or [DefaultModel].
+//	    Secrets travel only in the environment.
+//	  - MaxRetries: Copilot has no retry knob (5 retries, 2 for 401); it is
+//	    ignored (documented, not an error). RequestTimeout sets
+//	    COPILOT_NATIVE_HTTP_TIMEOUT_MS (a server that never answers; it does not
+//	    bound a stalled stream).
+//	  - MCP servers are refused for now (a configuration error): Copilot takes
+//	    --additional-mcp-config, not yet projected.
+//	  - Environment: HOME from Input.Home; COPILOT_AUTO_UPDATE=false;
+//	    XDG_CACHE_HOME=/tmp/.cache, because Copilot unpacks its bundled tree
+//	    (native addons, built-in skills) there and runs it, so it must be
+//	    writable and executable (a noexec tmpfs home breaks it). Input.Env is
+//	    merged last; GH_TOKEN and GITHUB_TOKEN are dropped from it (an ambient
+//	    Actions token is picked up silently and rejected; the credential plan
+//	    strips them too).
+//
+// # Decoding
+//
+// See [Decoder]. The only line that names the session is the final
+// top-level `result` (sessionId, exitCode): a turn without it has no
+// resumable id. Success is exitCode 0 and outcome not "blocked";
+// RequiresFinished makes a zero exit without it a process failure.
+//
+// # Usage
+//
+// Copilot 1.0.102 prints no usage on stdout in JSON mode: no
+// assistant.usage and no session.shutdown lines were seen in any capture.
+// The figures are only in the session files, after exit:
+// ~/.copilot/session-state/<id>/events.jsonl holds one session.usage_record
+// per model call (inputTokens including cacheReadTokens, outputTokens,
+// reasoningTokens) and a session.shutdown with session-cumulative
+// modelMetrics at every process exit. The capability is therefore
+// [adapters.UsageSession]. The decoder still maps assistant.usage (message
+// scope, by api call id) and session.shutdown (cumulative scope) should a
+// build print them, so nothing is counted twice (the ledger prefers the
+// cumulative report). [SessionUsageCommand] and [ParseSessionUsage] are the
+// bounded read-only command and parser the harness can run after exit: this
+// turn's usage is the sum of the usage records after the last session.start
+// or session.resume. The harness has no hook for them yet, so live turns
+// report usage unknown (Complete=false).
+//
+// # Recognizers
+//
+// [Adapter.Quota]: the Copilot rate-limit family ("Sorry, you've hit a rate
+// limit … Please try again in 14 hours 23 minutes." — reset from the relative
+// duration), "exceeded your Copilot token usage", 402 / quota_exceeded /
+// "You have no quota", and retries exhausted on 429 ("Failed to get response
+// from the AI model; retried 5 times … Last error: 429 …", session.error
+// errorType rate_limit) — quota by decision, as for Codex. The premium
+// allowance downgrade notice is not a failure. [Adapter.Unavailable]: 5xx
+// statuses, "server error", "overloaded", connection errors, timeouts and
+// the retries-exhausted text with a 5xx or unknown last error.
+// [Adapter.Auth]: "No authentication information found", 401/403, "does
+// not have Copilot Requests permission", server-to-server tokens, "Offline
+// mode requires a local model provider". [Adapter.SessionMissing]: "No
+// session, task, or name matched".
+//
+// # Storage
+//
+// A conversation is ~/.copilot/session-state/<id>/ (events.jsonl and
+// workspace.yaml required). Verified on 1.0.102: restoring that directory
+// alone into a fresh home (no session-store.db) resumes the conversation
+// with its whole history, in another working directory once `cwd:` in
+// workspace.yaml and the session.start/session.resume context in
+// events.jsonl are relocated.
+//
+// The package is pure: no network, clock, environment or disk access.
+package copilot
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Version is the Copilot CLI release this adapter is written and tested against.
+const Version = "1.0.102"
+
+// Name is the adapter's name.
+const Name = "copilot"
+
+// DefaultModel is the model named in BYOK mode when the input names none
+// (Copilot requires one with a custom provider).
+const DefaultModel = "gpt-4.1"
+
+// CacheDir is the XDG_CACHE_HOME the CLI gets (writable and executable).
+const CacheDir = "/tmp/.cache"
+
+// Efforts are the --reasoning-effort values of the pinned CLI.
+var Efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
+
+// permissions are the Permission values that mean --allow-all.
+var permissions = []string{"", "bypass", "allow-all", "yolo"}
+
+// Environment variables of the BYOK provider.
+const (
+	OfflineVar     = "COPILOT_OFFLINE"
+	BaseURLVar     = "COPILOT_PROVIDER_BASE_URL"
+	TypeVar        = "COPILOT_PROVIDER_TYPE"
+	APIKeyVar      = "COPILOT_PROVIDER_API_KEY"
+	BearerVar      = "COPILOT_PROVIDER_BEARER_TOKEN"
+	ModelVar       = "COPILOT_MODEL"
+	AutoUpdateVar  = "COPILOT_AUTO_UPDATE"
+	HTTPTimeoutVar = "COPILOT_NATIVE_HTTP_TIMEOUT_MS"
+)
+
+// Adapter is the Copilot CLI adapter. Build it with [New]. It is immutable
+// and safe for concurrent use.
+type Adapter struct {
+	binary string
+	extra  []string
+}
+
+// Option configures an [Adapter].
+type Option func(*Adapter)
+
+// WithBinary sets the program name or path argv[0] uses (default "copilot").
+func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+
+// WithArgs appends extra arguments to every command (after Outpost's own).
+func WithArgs(args ...string) Option {
+	return func(a *Adapter) { a.extra = append(a.extra, args...) }
+}
+
+// New returns a Copilot adapter.
+func New(opts ...Option) *Adapter {
+	a := &Adapter{binary: "copilot"}
+	for _, o := range opts {
+		o(a)
+	}
+	a.extra = append([]string(nil), a.extra...)
+	return a
+}
+
+var (
+	_ adapters.Adapter           = (*Adapter)(nil)
+	_ adapters.SessionRecognizer = (*Adapter)(nil)
+)
+
+// Name returns "copilot".
+func (a *Adapter) Name() string { return Name }
+
+// Binary returns the program name.
+func (a *Adapter) Binary() string { return a.binary }
+
+// Capabilities: resumable, not forkable, the final result is required,
+// usage from the session files (see the package doc).
+func (a *Adapter) Capabilities() adapters.Capabilities {
+	return adapters.Capabilities{
+		Resumable:        true,
+		RequiresFinished: true,
+		Usage:            adapters.UsageSession,
+	}
+}
+
+func configErr(format string, args ...any) error {
+	return outposterr.New(outposterr.Configuration, "copilot: "+format, args...).
+		With(outposterr.Details{Agent: Name})
+}
+
+// idRE: session ids are UUIDs; names and prefixes are also accepted by
+// --resume, but never one that could be read as a flag.
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// ValidID reports whether id may be passed to --resume.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+func validModel(m string) bool {
+	if m == "" || len(m) > 200 || m[0] == '-' {
+		return false
+	}
+	for _, r := range m {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// BaseURL returns the provider base URL Copilot is given for an endpoint
+// base URL: "/v1" is appended when the URL has no path.
+func BaseURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", configErr("invalid endpoint base URL %q", base)
+	}
+	out := strings.TrimRight(base, "/")
+	if strings.Trim(u.Path, "/") == "" {
+		out += "/v1"
+	}
+	return out, nil
+}
+
+// Request builds the command of one turn. It is pure; invalid input is an
+// outposterr configuration error.
+func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
+	if strings.TrimSpace(in.Prompt) == "" {
+		return sandbox.Command{}, configErr("empty prompt")
+	}
+	if in.Fork {
+		return sandbox.Command{}, configErr("fork is not supported: Copilot CLI cannot branch a session (resume it instead)")
+	}
+	if !contains(permissions, in.Permission) {
+		return sandbox.Command{}, configErr("unknown permission mode %q (Copilot runs with --allow-all: empty, bypass or allow-all)", in.Permission)
+	}
+	if in.Continue != "" && !ValidID(in.Continue) {
+		return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
+	}
+	if in.Model != "" && !validModel(in.Model) {
+		return sandbox.Command{}, configErr("invalid model name %q", in.Model)
+	}
+	if in.Effort != "" && !contains(Efforts, in.Effort) {
+		return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
+	}
+	if len(in.MCP) > 0 {
+		return sandbox.Command{}, configErr("MCP servers are not supported by the copilot adapter yet")
+	}
+	if in.MaxRetries != nil && *in.MaxRetries < 0 {
+		return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
+	}
+	if in.RequestTimeout < 0 {
+		return sandbox.Command{}, configErr("negative request timeout %s", in.RequestTimeout)
+	}
+	env := map[string]string{
+		AutoUpdateVar:    "false",
+		"XDG_CACHE_HOME": CacheDir,
+	}
+	if in.Home != "" {
+		env["HOME"] = in.Home
+	}
+	if ep := in.Endpoint; ep != nil {
+		base, err := BaseURL(ep.BaseURL)
+		if err != nil {
+			return sandbox.Command{}, err
+		}
+		if ep.APIKey != "" && ep.OAuthToken != "" {
+			return sandbox.Command{}, configErr("endpoint has both an API key and a bearer token; choose one")
+		}
+		env[OfflineVar] = "true"
+		env[TypeVar] = "openai"
+		env[BaseURLVar] = base
+		switch {
+		case ep.APIKey != "":
+			env[APIKeyVar] = ep.APIKey
+		case ep.OAuthToken != "":
+			env[BearerVar] = ep.OAuthToken
+		}
+		model := in.Model
+		if model == "" {
+			model = DefaultModel
+		}
+		env[ModelVar] = model
+	}
+	if in.RequestTimeout > 0 {
+		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
+		env[HTTPTimeoutVar] = strconv.FormatInt(int64(ms), 10)
+	}
+	for k, v := range in.Env {
+		if !sandbox.ValidEnvName(k) {
+			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
+		}
+		if contains(ambientTokens, k) {
+			continue
+		}
+		env[k] = v
+	}
+	args := []string{a.binary, "--output-format", "json", "--allow-all", "--no-ask-user", "--no-auto-update"}
+	if in.Model != "" {
+		args = append(args, "--model", in.Model)
+	}
+	if in.Effort != "" {
+		args = append(args, "--reasoning-effort", in.Effort)
+	}
+	if in.Continue != "" {
+		args = append(args, "--resume", in.Continue)
+	}
+	args = append(args, a.extra...)
+	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
+}
+
+// NewDecoder returns a decoder for one turn's stdout.
+func (a *Adapter) NewDecoder() adapters.Decoder { return NewDecoder() }
+
+// String names the adapter and its pin.
+func (a *Adapter) String() string { return fmt.Sprintf("copilot %s", Version) }
