@@ -20,8 +20,9 @@ import (
 //
 //	assistant.message          text (content, when not empty); tool per
 //	                           toolRequests[] (name, arguments, toolCallId)
-//	assistant.message_delta    text-delta (ephemeral; the consolidated
-//	                           assistant.message carries the full text)
+//	assistant.message_delta    raw: the consolidated assistant.message that
+//	                           always follows carries the full text, and a
+//	                           consumer shown both would print it twice
 //	assistant.reasoning        reasoning
 //	assistant.usage            usage, message scope (by api call id)
 //	assistant.turn_retry       retry (attempt counted, status of the last
@@ -157,10 +158,6 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 	switch l.Type {
 	case "assistant.message":
 		evs = d.message(&dt)
-	case "assistant.message_delta":
-		if dt.DeltaContent != "" {
-			evs = []adapters.Event{{Kind: adapters.KindTextDelta, Text: dt.DeltaContent}}
-		}
 	case "assistant.reasoning":
 		if strings.TrimSpace(dt.Content) != "" {
 			evs = []adapters.Event{{Kind: adapters.KindReasoning, Text: dt.Content}}

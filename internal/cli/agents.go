@@ -8,6 +8,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters/antigravity"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -16,6 +17,7 @@ var agents = map[string]func() adapters.Adapter{
 	"claude":      func() adapters.Adapter { return claude.New() },
 	"antigravity": func() adapters.Adapter { return antigravity.New() },
 	"codex":       func() adapters.Adapter { return codex.New() },
+	"copilot":     func() adapters.Adapter { return copilot.New() },
 }
 
 // agentNames lists the known agents.
