@@ -158,6 +158,12 @@ func TestDecodeShapes(t *testing.T) {
 	require.Equal(t, adapters.KindFinished, evs[len(evs)-1].Kind)
 	assert.False(t, evs[len(evs)-1].Finished.OK)
 
+	d2 := copilot.NewDecoder()
+	evs = d2.Decode([]byte(`{"type":"abort","data":{"reason":"user_initiated"}}`))
+	assert.Equal(t, adapters.KindFailure, evs[0].Kind)
+	evs = d2.Decode([]byte(`{"type":"result","sessionId":"s1","exitCode":0}`))
+	assert.False(t, evs[len(evs)-1].Finished.OK, "a result after an abort is not a success")
+
 	evs = d.Decode([]byte("Error: something broke"))
 	assert.Equal(t, adapters.KindFailure, evs[0].Kind)
 	evs = d.Decode([]byte("not json"))

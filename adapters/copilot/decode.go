@@ -33,9 +33,12 @@ import (
 //	session.error              failure (message, statusCode, errorType)
 //	session.warning            warning
 //	session.shutdown           usage, cumulative scope (modelMetrics summed)
+//	abort                      failure (reason; SIGTERM prints it, reason
+//	                           "user_initiated"); a later result is not ok
 //	result                     conversation (sessionId), result (the last
 //	                           assistant text), finished (ok when exitCode is
-//	                           0 and outcome is not "blocked")
+//	                           0, outcome is not "blocked" and no abort
+//	                           was seen)
 //	"Error: …" (not JSON)      failure (the CLI's plain-text fatal errors)
 //	anything else              raw (invalid JSON travels as a JSON string)
 type Decoder struct {
@@ -45,6 +48,7 @@ type Decoder struct {
 	haveLast   bool
 	retries    int
 	lastStatus int
+	aborted    bool
 }
 
 // NewDecoder returns a decoder for one turn.
@@ -214,6 +218,14 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		if u, ok := sumMetrics(mm); ok {
 			evs = []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeCumulative, Usage: u}}}
 		}
+	case "abort":
+		d.aborted = true
+		reason := dt.Reason
+		if reason == "" {
+			reason = "aborted"
+		}
+		evs = []adapters.Event{{Kind: adapters.KindFailure, Text: "turn aborted: " + reason,
+			Failure: &adapters.FailureDetail{Code: "abort"}}}
 	case "result":
 		evs = d.result(&l)
 	}
@@ -377,7 +389,7 @@ func (d *Decoder) result(l *line) []adapters.Event {
 	if l.SessionID != "" {
 		evs = append(evs, adapters.Event{Kind: adapters.KindConversation, Conversation: l.SessionID})
 	}
-	ok := l.ExitCode != nil && *l.ExitCode == 0 && l.Outcome != "blocked"
+	ok := l.ExitCode != nil && *l.ExitCode == 0 && l.Outcome != "blocked" && !d.aborted
 	if ok && d.haveLast {
 		evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: d.last})
 	}
