@@ -81,8 +81,8 @@ func TestReplayCopilotFixtures(t *testing.T) {
 		"ok": 0, "tool": 0, "resume": 0,
 		"quota": outposterr.ExitQuota, "quota_no_quota": outposterr.ExitQuota, "rate_limit": outposterr.ExitQuota,
 		"unavailable": outposterr.ExitUnavailable, "server_error": outposterr.ExitUnavailable,
-		"connection_refused": outposterr.ExitUnavailable,
-		"unauthorized":       outposterr.ExitAuth, "no_provider": outposterr.ExitAuth,
+		"connection_refused": outposterr.ExitUnavailable, "hang_sigterm": outposterr.ExitProcess,
+		"unauthorized": outposterr.ExitAuth, "no_provider": outposterr.ExitAuth,
 		"resume_missing": outposterr.ExitSession,
 	}
 	for name, code := range want {
