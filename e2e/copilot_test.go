@@ -82,6 +82,28 @@ func TestCopilot(t *testing.T) {
 				require.NoError(t, err, "output: %s", resTail(r2))
 				assert.Equal(t, "outpost ok: MARK-r2. remembered: MARK-r1", r2.Text, "turn 2 sees turn 1")
 				assert.Equal(t, r1.Conversation, r2.Conversation)
+
+				// Usage after exit: the bounded session-file read, run in the
+				// lease, counts only the last process (turn 2).
+				cmd, ok := copilot.SessionUsageCommand(sb.Home(), r2.Conversation)
+				require.True(t, ok)
+				p, err := sb.Exec(context.Background(), cmd)
+				require.NoError(t, err)
+				events := readAll(p)
+				_, _ = p.Wait()
+				p.Close()
+				rep, ok := copilot.ParseSessionUsage([]byte(events))
+				require.True(t, ok, "usage records in events.jsonl")
+				assert.True(t, rep.Complete)
+				assert.Positive(t, rep.Input+rep.Cached)
+				assert.Positive(t, rep.Output)
+				calls := 0
+				for _, r := range srv.ModelRequests() {
+					if strings.Contains(r.UserText(), "MARK-r2") {
+						calls++
+					}
+				}
+				assert.Equal(t, 1, calls, "turn 2 made one model call")
 				_, err = copilotTurn(t, sb, srv, adapters.Input{Prompt: "x", Continue: r1.Conversation, Fork: true})
 				assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "%v", err)
 			})
