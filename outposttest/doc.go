@@ -26,7 +26,11 @@
 //   - the OpenAI Responses API (responses.go), used by Codex CLI through a
 //     custom model provider ([CodexArgs], [CodexEnv]) — POST /v1/responses
 //     (streaming SSE and plain JSON); a WebSocket upgrade of
-//     GET /v1/responses is refused with 426.
+//     GET /v1/responses is refused with 426;
+//   - the OpenAI Chat Completions API (chat.go), used by GitHub Copilot CLI
+//     in BYOK mode ([CopilotEnv]) — POST /v1/chat/completions and
+//     /chat/completions (streaming "data:" chunks and plain JSON),
+//     GET /models.
 //
 // HEAD/GET /api/hello and / answer 200 (Claude Code's connectivity probe);
 // other /v1/ paths answer an Anthropic not_found_error.
@@ -126,6 +130,22 @@
 // spend_limit → 429 insufficient_quota; overloaded → 503
 // server_is_overloaded; unavailable → 503; server_error → 500;
 // unauthorized → 401 invalid_api_key.
+//
+// # Wire details (Chat Completions)
+//
+// Streams are "data: {chat.completion.chunk}" lines: a role chunk, content
+// pieces, tool_calls (id and name first, then the arguments in pieces), a
+// chunk with finish_reason ("stop" or "tool_calls"), a usage chunk with
+// empty choices when stream_options.include_usage is set
+// (prompt_tokens including prompt_tokens_details.cached_tokens), then
+// "data: [DONE]". The tool scenario calls Copilot's "bash" tool with
+// {"command","description"} (or "Bash"/"shell" when offered). Errors use
+// the OpenAI body with the Copilot service's wordings: rate_limit → 429
+// "rate limit exceeded" (code rate_limited; Copilot retries it 5 times);
+// quota → 429 "Sorry, you've hit a rate limit … Please try again in N
+// hours M minutes." ([CopilotRateLimitText]; not retried); credits and
+// spend_limit → 402 quota_exceeded "You have no quota"; overloaded → 503;
+// unavailable → 503; server_error → 500; unauthorized → 401.
 //
 // # Request log
 //
