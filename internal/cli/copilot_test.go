@@ -27,23 +27,23 @@ func TestRunOfflineRealCopilot(t *testing.T) {
 	bin := testenv.CLI(t, "copilot")
 	ws := t.TempDir()
 	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}
-	r := execute(t, "", env, "run", "--agent", "copilot", "--sandbox", "host", "--offline", "--workspace", ws, "--json", "say MARK-cp1")
+	r := execute(t, "", env, "run", "--no-store", "--agent", "copilot", "--sandbox", "host", "--offline", "--workspace", ws, "--json", "say MARK-cp1")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "outpost ok: MARK-cp1.")
 
-	r = execute(t, "", env, "run", "--agent", "copilot", "--sandbox", "host", "--offline", "--scenario", "tool", "--workspace", ws, "write MARK-cp3")
+	r = execute(t, "", env, "run", "--no-store", "--agent", "copilot", "--sandbox", "host", "--offline", "--scenario", "tool", "--workspace", ws, "write MARK-cp3")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	got, err := os.ReadFile(filepath.Join(ws, "outpost-MARK-cp3.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "MARK-cp3", string(got))
 
-	r = execute(t, "", env, "run", "--agent", "copilot", "--sandbox", "host", "--offline", "--scenario", "quota",
+	r = execute(t, "", env, "run", "--no-store", "--agent", "copilot", "--sandbox", "host", "--offline", "--scenario", "quota",
 		"--stub-quota-reset", "2h", "--workspace", ws, "MARK-cp2")
 	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "Please try again in 2 hours")
 
 	// Copilot cannot fork: refused before any sandbox exists.
-	r = execute(t, "", env, "run", "--agent", "copilot", "--sandbox", "host", "--offline", "--fork", "--resume", "abc", "--workspace", ws, "MARK-cp5")
+	r = execute(t, "", env, "run", "--no-store", "--agent", "copilot", "--sandbox", "host", "--offline", "--fork", "--resume", "abc", "--workspace", ws, "MARK-cp5")
 	assert.Equal(t, outposterr.ExitConfiguration, r.code, r.stdout+r.stderr)
 }
 
@@ -64,7 +64,7 @@ func TestRunOfflineRealCopilotDocker(t *testing.T) {
 		LookPath: exec.LookPath,
 		Now:      time.Now,
 	}
-	code := Execute(context.Background(), f, []string{"run", "--agent", "copilot", "--offline", "--scenario", "tool",
+	code := Execute(context.Background(), f, []string{"run", "--no-store", "--agent", "copilot", "--offline", "--scenario", "tool",
 		"--workspace", ws, "--json", "write MARK-cpdock1"})
 	require.Equal(t, 0, code, out.String()+errOut.String())
 	assert.Contains(t, out.String(), "outpost tool done: wrote outpost-MARK-cpdock1.txt.")
