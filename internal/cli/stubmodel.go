@@ -76,6 +76,19 @@ func runStubModel(ctx context.Context, opts *StubModelOptions) error {
 		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, v)
 	}
 	fmt.Fprintf(opts.IO.Out, "# codex %s exec --json -\n", strings.Join(outposttest.CodexArgs(srv, 1), " "))
+	// Copilot CLI (BYOK, Chat Completions) reads only variables. Its cache
+	// directory is left alone: a shell's default one is writable.
+	cp := outposttest.CopilotEnv(srv)
+	delete(cp, "XDG_CACHE_HOME")
+	ckeys := make([]string, 0, len(cp))
+	for k := range cp {
+		ckeys = append(ckeys, k)
+	}
+	sort.Strings(ckeys)
+	for _, k := range ckeys {
+		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, cp[k])
+	}
+	fmt.Fprintf(opts.IO.Out, "# copilot --output-format json --allow-all --no-ask-user\n")
 	<-ctx.Done()
 	return nil
 }
