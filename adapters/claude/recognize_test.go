@@ -44,7 +44,7 @@ func TestQuota(t *testing.T) {
 		{"TUI older", "Claude usage limit reached. Your limit will reset at 9am (America/Chicago).",
 			time.Date(2026, 6, 11, 9, 0, 0, 0, loc(t, "America/Chicago"))},
 		{"weekly member", "You've hit your weekly limit · resets Mon 9am", time.Date(2026, 6, 15, 9, 0, 0, 0, time.UTC)},
-		{"opus member", "You’ve hit your Opus limit ∙ resets 3pm", time.Date(2026, 6, 11, 15, 0, 0, 0, time.UTC)},
+		{"opus member (3pm seen at 3pm: now)", "You’ve hit your Opus limit ∙ resets 3pm", time.Date(2026, 6, 10, 15, 0, 0, 0, time.UTC)},
 		{"sonnet member", "You've hit your Sonnet limit · resets 4:15pm", time.Date(2026, 6, 10, 16, 15, 0, 0, time.UTC)},
 		{"usage credits member", "You've hit your usage credit limit · resets 9am", time.Date(2026, 6, 11, 9, 0, 0, 0, time.UTC)},
 		{"API-key org rate limit (quota by decision)",

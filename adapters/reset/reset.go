@@ -260,12 +260,22 @@ func clock(m []string, at time.Time) (time.Time, bool) {
 	return Next(at, h, mi, loc), true
 }
 
+// roundingSlack is how far a minute-precision clock time may lie before at
+// and still name the present: "try again at 9:51" printed at 9:51:30 means
+// the limit resets now, not tomorrow at 9:51.
+const roundingSlack = 2 * time.Minute
+
 // Next returns the first instant strictly after at whose wall clock in loc
-// reads hour:minute. Days are stepped on the calendar, so DST changes keep the
-// wall-clock time; a time that does not exist on a day (a spring-forward gap)
-// is normalized by [time.Date].
+// reads hour:minute — or that instant today when it lies less than
+// [roundingSlack] before at (CLIs print reset clocks to the minute). Days are
+// stepped on the calendar, so DST changes keep the wall-clock time; a time
+// that does not exist on a day (a spring-forward gap) is normalized by
+// [time.Date].
 func Next(at time.Time, hour, minute int, loc *time.Location) time.Time {
 	l := at.In(loc)
+	if t := time.Date(l.Year(), l.Month(), l.Day(), hour, minute, 0, 0, loc); !t.After(at) && at.Sub(t) < roundingSlack {
+		return t
+	}
 	for i := 0; i < 3; i++ {
 		t := time.Date(l.Year(), l.Month(), l.Day()+i, hour, minute, 0, 0, loc)
 		if t.After(at) {

@@ -48,7 +48,7 @@ func TestClock(t *testing.T) {
 			time.Date(2026, 6, 11, 12, 16, 0, 0, time.UTC)},
 		{"noon pm", "try again at 12:00 pm", at, time.Date(2026, 6, 11, 12, 0, 0, 0, time.UTC)},
 		{"24 hour", "resets 14:00 (UTC)", at, time.Date(2026, 6, 11, 14, 0, 0, 0, time.UTC)},
-		{"equal to at rolls over", "resets 3pm", at, time.Date(2026, 6, 11, 15, 0, 0, 0, time.UTC)},
+		{"equal to at is now (minute precision)", "resets 3pm", at, time.Date(2026, 6, 10, 15, 0, 0, 0, time.UTC)},
 		{"one minute later is today", "resets 3:01pm", at, time.Date(2026, 6, 10, 15, 1, 0, 0, time.UTC)},
 		{"month rollover", "resets 1am", time.Date(2026, 1, 31, 23, 0, 0, 0, time.UTC),
 			time.Date(2026, 2, 1, 1, 0, 0, 0, time.UTC)},
@@ -286,4 +286,12 @@ func FuzzParse(f *testing.F) {
 			assert.True(t, got.IsZero())
 		}
 	})
+}
+
+func TestNextMinuteRounding(t *testing.T) {
+	at := time.Date(2026, 12, 2, 9, 51, 30, 0, time.UTC)
+	assert.Equal(t, time.Date(2026, 12, 2, 9, 51, 0, 0, time.UTC), Next(at, 9, 51, time.UTC),
+		"a reset printed to the minute that just passed is now, not tomorrow")
+	assert.Equal(t, time.Date(2026, 12, 3, 9, 40, 0, 0, time.UTC), Next(at, 9, 40, time.UTC),
+		"eleven minutes ago is tomorrow's")
 }
