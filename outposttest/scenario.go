@@ -96,7 +96,8 @@ func Directive(s Scenario) string { return "[[outpost:scenario=" + string(s) + "
 //
 // A directive may carry options after the name, separated by ';':
 // times=N applies the scenario to the first N requests whose current turn
-// has this same text, and answers ok after that — an outage or a quota
+// carries the same markers (or, without markers, the same text), and
+// answers ok after that — an outage or a quota
 // that "recovers", e.g. [[outpost:scenario=unavailable;times=2]].
 var directiveRE = regexp.MustCompile(`\[\[outpost:scenario=([A-Za-z0-9_-]*)((?:;[a-z]+=[0-9]+)*)\]\]`)
 
@@ -257,7 +258,12 @@ type failure struct {
 // decide turns a scenario and a conversation into a plan.
 func (s *Server) decide(sc Scenario, c conversation) plan {
 	if n := c.directiveTimes(); n > 0 && sc != ScenarioOK {
+		// Counted per marker set, not per text: a CLI resuming after a
+		// failed turn merges the new prompt into the unanswered one.
 		key := string(sc) + "\x00" + c.current
+		if m := Markers(c.current); len(m) > 0 {
+			key = string(sc) + "\x00" + strings.Join(m, " ")
+		}
 		s.timesMu.Lock()
 		if s.times == nil {
 			s.times = map[string]int{}
