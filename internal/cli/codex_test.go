@@ -26,21 +26,21 @@ func TestRunOfflineRealCodex(t *testing.T) {
 	bin := testenv.CLI(t, "codex")
 	ws := t.TempDir()
 	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}
-	r := execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--workspace", ws, "--json", "say MARK-cli1")
+	r := execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--json", "say MARK-cli1")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "outpost ok: MARK-cli1.")
 
-	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--scenario", "tool", "--workspace", ws, "write MARK-cli3")
+	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--scenario", "tool", "--workspace", ws, "write MARK-cli3")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	got, err := os.ReadFile(filepath.Join(ws, "outpost-MARK-cli3.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "MARK-cli3", string(got))
 
-	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
+	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
 	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "try again at ")
 
-	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--scenario", "unavailable", "--workspace", ws, "MARK-cli4")
+	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--scenario", "unavailable", "--workspace", ws, "MARK-cli4")
 	assert.Equal(t, outposterr.ExitUnavailable, r.code, r.stdout+r.stderr)
 }
 
@@ -61,7 +61,7 @@ func TestRunOfflineRealCodexDocker(t *testing.T) {
 		LookPath: exec.LookPath,
 		Now:      time.Now,
 	}
-	code := Execute(context.Background(), f, []string{"run", "--agent", "codex", "--offline", "--scenario", "tool",
+	code := Execute(context.Background(), f, []string{"run", "--agent", "codex", "--offline", "--no-store", "--scenario", "tool",
 		"--workspace", ws, "--json", "write MARK-dock1"})
 	require.Equal(t, 0, code, out.String()+errOut.String())
 	assert.Contains(t, out.String(), "outpost tool done: wrote outpost-MARK-dock1.txt.")
