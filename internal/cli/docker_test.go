@@ -66,3 +66,19 @@ func TestImageBuild(t *testing.T) {
 	r = execute(t, "", nil, "image", "build", "--dir", dir, "--tag", tag)
 	assert.Equal(t, outposterr.ExitSandbox, r.code, r.stderr)
 }
+
+func TestDoctor(t *testing.T) {
+	testenv.Short(t)
+	requireDocker(t)
+	testenv.CLI(t, "claude") // the registry is reachable where the CLIs could be installed
+	r := execute(t, "", map[string]string{"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}, "doctor", "--download")
+	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
+	for _, want := range []string{"docker engine", "image outpost/base:dev", "claude protocol fixtures", "claude CLI flags", "codex CLI flags"} {
+		assert.Contains(t, r.stdout, "pass  "+want)
+	}
+	assert.NotContains(t, r.stdout, "FAIL")
+
+	r = execute(t, "", map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(t.TempDir(), "none.sock")}, "doctor")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stdout, "FAIL  docker engine")
+}
