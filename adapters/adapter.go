@@ -164,3 +164,9 @@ type Storage interface {
 type StorageFilter interface {
 	Keep(id, path string) bool
 }
+
+// Declarer is implemented by adapters that name the variables a project
+// may declare for them (credentials), for `outpost init`.
+type Declarer interface {
+	DeclaredVars() []string
+}

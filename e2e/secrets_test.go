@@ -17,6 +17,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
@@ -134,4 +135,37 @@ func corrupt(t *testing.T, p string) {
 	require.NoError(t, err)
 	b[len(b)/2] ^= 0x55
 	require.NoError(t, os.WriteFile(p, b, 0o600))
+}
+
+// TestCodexUsageLoginInSandbox: the usage form stores the key with
+// `codex login --with-api-key` inside a Docker lease (key on stdin); the
+// marker reaches auth.json and nothing else.
+func TestCodexUsageLoginInSandbox(t *testing.T) {
+	testenv.Short(t)
+	envs := codexEnvs(t)
+	e := envs[1] // Docker: the host sandbox runs no login commands
+	dp := e.provider.(*docker.Provider)
+	srv := server(t)
+	secret := "sk-outpost-marker-codex-4b1d"
+	sb, _ := leaseIn(t, e)
+	var events []string
+	res, err := harness.Run(context.Background(), harness.Turn{
+		Adapter: codex.New(), Sandbox: sb, KeepEvents: true, Deadline: 2 * time.Minute,
+		Input: adapters.Input{Prompt: "say MARK-login", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.Usage},
+			Vars: map[string]string{codex.OpenAIKeyVar: secret}},
+		OnEvent: func(ev adapters.Event) { b, _ := json.Marshal(ev); events = append(events, string(b)) },
+	})
+	require.NoError(t, err, "output: %s", resTail(res))
+	authJSON := inside(t, sb, "cat", sb.Home()+"/.codex/auth.json")
+	assert.Contains(t, authJSON, secret, "the login stored the key")
+	assert.Contains(t, inside(t, sb, "stat", "-c", "%a", sb.Home()+"/.codex/auth.json"), "600")
+	inspect, err := dp.Client().ContainerInspect(context.Background(), sb.ID())
+	require.NoError(t, err)
+	inspectJSON, _ := json.Marshal(inspect)
+	resJSON, _ := json.Marshal(res)
+	for where, text := range map[string]string{"events": strings.Join(events, "\n"), "result": string(resJSON),
+		"docker inspect": string(inspectJSON), "server log": requestLog(srv)} {
+		assert.NotContains(t, text, secret, "leaked into %s", where)
+	}
 }

@@ -358,3 +358,6 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 	}
 	return credentials.Plan{}, credentials.Unsupported(Name, auth, "account", "account:file", "usage", "none")
 }
+
+// DeclaredVars implements [adapters.Declarer].
+func (a *Adapter) DeclaredVars() []string { return []string{APIKeyVar} }

@@ -8,7 +8,13 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-var _ adapters.Authenticator = (*Adapter)(nil)
+var (
+	_ adapters.Authenticator = (*Adapter)(nil)
+	_ adapters.Declarer      = (*Adapter)(nil)
+)
+
+// DeclaredVars implements [adapters.Declarer].
+func (a *Adapter) DeclaredVars() []string { return []string{APIKeyVar, OAuthTokenVar} }
 
 // Credential variables and files of Claude Code.
 const (
