@@ -368,3 +368,37 @@ func TestEveryCommandBuilds(t *testing.T) {
 	walk(root)
 	assert.Greater(t, n, 10)
 }
+
+func TestInit(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("node_modules/"), 0o644))
+	r := execute(t, "", nil, "init", "--dir", dir, "--agent", "claude,codex")
+	require.Equal(t, 0, r.code, r.stderr)
+	env, err := os.ReadFile(filepath.Join(dir, ".outpost", ".env.example"))
+	require.NoError(t, err)
+	for _, want := range []string{"# claude", "# ANTHROPIC_API_KEY=", "# CLAUDE_CODE_OAUTH_TOKEN=", "# codex", "# OPENAI_API_KEY="} {
+		assert.Contains(t, string(env), want)
+	}
+	assert.NotContains(t, string(env), "GEMINI_API_KEY", "only the chosen agents")
+	gi, _ := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	assert.Equal(t, "node_modules/\n.outpost/.env\n.outpost/conversations/\n", string(gi))
+
+	// The recipe it writes is the repository's own.
+	for _, name := range []string{"Dockerfile", ".dockerignore"} {
+		got, err := os.ReadFile(filepath.Join(dir, ".outpost", name))
+		require.NoError(t, err)
+		repo, err := os.ReadFile(filepath.Join("..", "..", ".outpost", name))
+		require.NoError(t, err)
+		assert.Equal(t, string(repo), string(got), name)
+	}
+
+	// A second run keeps everything.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".outpost", "Dockerfile"), []byte("FROM mine"), 0o644))
+	r = execute(t, "", nil, "init", "--dir", dir)
+	require.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "kept")
+	b, _ := os.ReadFile(filepath.Join(dir, ".outpost", "Dockerfile"))
+	assert.Equal(t, "FROM mine", string(b))
+	gi, _ = os.ReadFile(filepath.Join(dir, ".gitignore"))
+	assert.Equal(t, 1, strings.Count(string(gi), ".outpost/.env"))
+}
