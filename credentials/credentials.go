@@ -121,6 +121,11 @@ type HostFile struct {
 	// Merge returns the new host content from the host file and the newer
 	// sandbox copy (keeping what the projection dropped). Nil: the sandbox copy.
 	Merge func(host, sandbox []byte) ([]byte, error)
+	// Exclusive marks a login that must not be handed to two sandboxes at
+	// once (a single-use refresh token: the second refresh invalidates the
+	// first copy). Materialization refuses a second concurrent use unless
+	// the caller opts in.
+	Exclusive bool
 	// Login is the command that creates the file, for error messages.
 	Login string
 	// Alternative names another way to authenticate, for error messages.

@@ -65,10 +65,12 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	var inst *install.Installed
 	if t.Credentials != nil {
 		inst, err = install.Materialize(turnCtx, sb, plan, t.Credentials.Config, install.Options{
-			Agent: res.Agent, HostHome: t.Credentials.HostHome, Relocate: t.Credentials.Relocate})
+			Agent: res.Agent, HostHome: t.Credentials.HostHome, Relocate: t.Credentials.Relocate,
+			ShareLogins: t.Credentials.ShareLogins})
 		if err != nil {
 			return finish(classifyInfra(ctx, t, outposterr.Configuration, "install credentials", err))
 		}
+		defer inst.Close()
 		in.Env = credentialEnv(in.Env, t.Credentials.Vars, inst)
 	}
 	if in.Workdir == "" {

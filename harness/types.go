@@ -101,6 +101,10 @@ type Credentials struct {
 	Config credentials.ConfigPlan
 	// NoWriteBack disables writing rotated logins back to the host.
 	NoWriteBack bool
+	// ShareLogins allows one single-use login (a Codex ChatGPT auth.json) to
+	// be installed in several sandboxes at once; by default a second
+	// concurrent turn with it is refused.
+	ShareLogins bool
 }
 
 // Result is what a turn produced. Run always returns a non-nil Result, also

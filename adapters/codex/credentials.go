@@ -32,7 +32,8 @@ func (a *Adapter) DeclaredVars() []string { return []string{OpenAIKeyVar, CodexK
 // Credentials plans Codex's authentication:
 //   - account (file): the host ~/.codex/auth.json (or $CODEX_HOME/auth.json)
 //     installed in the sandbox home; its refresh token rotates, so a newer
-//     sandbox copy (later last_refresh, tokens present) is written back;
+//     sandbox copy (later last_refresh, tokens present) is written back; it
+//     is never handed to two sandboxes at once unless the caller opts in;
 //   - usage (default): OPENAI_API_KEY, stored in the sandbox by
 //     `codex login --with-api-key` reading the key from stdin;
 //   - usage:variable: CODEX_API_KEY in the environment, read by exec itself
@@ -54,6 +55,9 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 		}
 		return credentials.Plan{Strip: keys, Files: []credentials.HostFile{{
 			Path: AuthFile, RelocateVar: HomeVar, Dest: AuthFile, Rotates: true, Fresher: fresherAuth,
+			// A ChatGPT login's refresh token is single-use: two sandboxes
+			// refreshing it would log each other out.
+			Exclusive:   true,
 			Login:       `codex -c cli_auth_credentials_store="file" login`,
 			Alternative: "usage with " + OpenAIKeyVar,
 		}}}, nil

@@ -52,6 +52,9 @@ type Options struct {
 	Relocate map[string]string
 	// LoginTimeout bounds each login command (0: DefaultLoginTimeout).
 	LoginTimeout time.Duration
+	// ShareLogins allows an exclusive login (a single-use refresh token)
+	// to be installed in several sandboxes at once.
+	ShareLogins bool
 }
 
 // Rotating is a refreshable login installed in a sandbox.
@@ -69,6 +72,16 @@ type Installed struct {
 	Strip []string
 	// Rotating lists logins to consider for write-back after the turn.
 	Rotating []Rotating
+	// held are the in-use locks of exclusive logins, released by Close.
+	held []*os.File
+}
+
+// Close releases the in-use locks of exclusive logins. Idempotent.
+func (i *Installed) Close() {
+	for _, f := range i.held {
+		_ = f.Close() // closing the descriptor releases its flock
+	}
+	i.held = nil
 }
 
 // ReadHostFile reads a credential file: a regular file, not a symlink (it is
@@ -117,10 +130,20 @@ type file struct {
 	content []byte
 }
 
-// Materialize carries out plan (and config, if any) in sb.
+// Materialize carries out plan (and config, if any) in sb. The caller must
+// Close the result when the turn is over (it holds the in-use locks of
+// exclusive logins).
 func Materialize(ctx context.Context, sb sandbox.Sandbox, plan credentials.Plan, config credentials.ConfigPlan, opts Options) (*Installed, error) {
-	agent := opts.Agent
 	inst := &Installed{Env: map[string]string{}, Strip: plan.Strip}
+	if err := materialize(ctx, sb, plan, config, opts, inst); err != nil {
+		inst.Close()
+		return nil, err
+	}
+	return inst, nil
+}
+
+func materialize(ctx context.Context, sb sandbox.Sandbox, plan credentials.Plan, config credentials.ConfigPlan, opts Options, inst *Installed) error {
+	agent := opts.Agent
 	for k, v := range plan.Env {
 		inst.Env[k] = v
 	}
@@ -131,23 +154,30 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, plan credentials.Plan,
 	var files []file
 	for _, f := range plan.Files {
 		if f.Dest == "" && f.DestVar == "" {
-			return nil, outposterr.New(outposterr.Configuration, "%s: credential file %s has no destination", agent, f.Path)
+			return outposterr.New(outposterr.Configuration, "%s: credential file %s has no destination", agent, f.Path)
 		}
 		if f.Dest != "" && unisolated {
-			return nil, outposterr.New(outposterr.Configuration,
+			return outposterr.New(outposterr.Configuration,
 				"%s: the host sandbox receives credentials as variables only, not the file %s; use a variable form or the Docker sandbox", agent, f.Path)
 		}
 		if f.Dest != "" && !credentials.ValidDest(f.Dest) {
-			return nil, outposterr.New(outposterr.Configuration, "%s: unsafe credential destination %q", agent, f.Dest)
+			return outposterr.New(outposterr.Configuration, "%s: unsafe credential destination %q", agent, f.Dest)
 		}
 		hostPath := f.HostPath(opts.HostHome, opts.Relocate[f.RelocateVar])
 		content, err := ReadHostFile(hostPath, f, agent)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		if f.Exclusive && !opts.ShareLogins {
+			lock, err := holdExclusive(hostPath, agent)
+			if err != nil {
+				return err
+			}
+			inst.held = append(inst.held, lock)
 		}
 		if f.Project != nil {
 			if content, err = f.Project(content); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if f.DestVar != "" {
@@ -161,41 +191,41 @@ func Materialize(ctx context.Context, sb sandbox.Sandbox, plan credentials.Plan,
 	}
 	if unisolated {
 		if len(plan.Logins) > 0 {
-			return nil, outposterr.New(outposterr.Configuration, "%s: the host sandbox runs no login commands; use a variable form or the Docker sandbox", agent)
+			return outposterr.New(outposterr.Configuration, "%s: the host sandbox runs no login commands; use a variable form or the Docker sandbox", agent)
 		}
 		// Generated files and configuration are not credentials, but the
 		// host sandbox receives variables only.
-		return inst, nil
+		return nil
 	}
 	for _, g := range plan.Generated {
 		if !credentials.ValidDest(g.Dest) {
-			return nil, outposterr.New(outposterr.Configuration, "%s: unsafe destination %q", agent, g.Dest)
+			return outposterr.New(outposterr.Configuration, "%s: unsafe destination %q", agent, g.Dest)
 		}
 		files = append(files, file{dest: g.Dest, content: g.Content})
 	}
 	for _, c := range config.Files {
 		if !credentials.ValidDest(c.Dest) {
-			return nil, outposterr.New(outposterr.Configuration, "%s: unsafe config destination %q", agent, c.Dest)
+			return outposterr.New(outposterr.Configuration, "%s: unsafe config destination %q", agent, c.Dest)
 		}
 		existing, err := readSandboxFile(ctx, sb, path.Join(sb.Home(), c.Dest))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
+			return err
 		}
 		merged, err := credentials.MergeJSON(existing, c.Section, c.Entries)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		files = append(files, file{dest: c.Dest, content: merged})
 	}
 	if err := writeFiles(ctx, sb, files); err != nil {
-		return nil, err
+		return err
 	}
 	for _, l := range plan.Logins {
 		if err := runLogin(ctx, sb, l, inst.Env, opts); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return inst, nil
+	return nil
 }
 
 // installScript moves staged files into place: $1 is the staging directory,

@@ -227,3 +227,26 @@ func TestWriteBackOnceUnderConcurrency(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, k)
 }
+
+func TestExclusiveLoginRefusesFanOut(t *testing.T) {
+	testenv.Short(t)
+	home := t.TempDir()
+	writeHost(t, home, ".codex/auth.json", `{"tokens":{"access_token":"a","refresh_token":"r"}}`)
+	plan := credentials.Plan{Files: []credentials.HostFile{{Path: ".codex/auth.json", Dest: ".codex/auth.json", Exclusive: true}}}
+	a, b := dockerLease(t), dockerLease(t)
+	first, err := Materialize(context.Background(), a, plan, credentials.ConfigPlan{}, Options{Agent: "codex", HostHome: home})
+	require.NoError(t, err)
+	_, err = Materialize(context.Background(), b, plan, credentials.ConfigPlan{}, Options{Agent: "codex", HostHome: home})
+	require.Error(t, err, "a second concurrent sandbox is refused")
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "in use by another sandbox")
+
+	shared, err := Materialize(context.Background(), b, plan, credentials.ConfigPlan{}, Options{Agent: "codex", HostHome: home, ShareLogins: true})
+	require.NoError(t, err, "the caller may opt in")
+	shared.Close()
+
+	first.Close()
+	again, err := Materialize(context.Background(), b, plan, credentials.ConfigPlan{}, Options{Agent: "codex", HostHome: home})
+	require.NoError(t, err, "released after the first turn")
+	again.Close()
+}

@@ -99,3 +99,22 @@ func writeAtomic(p string, content []byte) error {
 	}
 	return nil
 }
+
+// holdExclusive takes the in-use lock of an exclusive login without
+// waiting: another sandbox (of this or another process) holding it means
+// the login would be fanned out, which is refused.
+func holdExclusive(hostPath, agent string) (*os.File, error) {
+	f, err := os.OpenFile(hostPath+".outpost-inuse", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "%s: lock %s", agent, hostPath)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, outposterr.New(outposterr.Configuration,
+				"%s: the login in %s is in use by another sandbox; its refresh token is single-use, so sharing it would log one of them out (run turns one at a time, use an API key, or opt in to sharing)", agent, hostPath)
+		}
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "%s: lock %s", agent, hostPath)
+	}
+	return f, nil
+}
