@@ -45,9 +45,9 @@ const MaxArchiveBytes = 256 << 20
 
 // Manifest describes a stored conversation.
 type Manifest struct {
-	ID         string    `json:"id"`
-	Agent      string    `json:"agent"`
-	CLIVersion string    `json:"cli_version,omitempty"`
+	ID         string `json:"id"`
+	Agent      string `json:"agent"`
+	CLIVersion string `json:"cli_version,omitempty"`
 	// Parent is the conversation this one was forked from.
 	Parent string `json:"parent,omitempty"`
 	// Cwd is the working directory the CLI ran in (inside the sandbox).
