@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,13 +107,14 @@ func TestBatchAcrossAgents(t *testing.T) {
 	assert.Contains(t, stderr.String(), "--resume")
 	first := readRecords(t, results)
 	require.Less(t, len(first), 40, "interrupted before the end")
-	assert.Zero(t, managed(t, cli), "the interrupted batch left no container")
+	assert.Zero(t, owned(t, cli, cmd.Process.Pid), "the interrupted batch left no container")
 
 	// Second run: --resume finishes the rest without redoing any job.
 	cmd = exec.Command(outpost, append(args, "--resume")...)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
+	assert.Zero(t, owned(t, cli, cmd.Process.Pid), "no container left")
 	all := readRecords(t, results)
 	require.Len(t, all, 40, "each job recorded exactly once")
 	seen := map[string]int{}
@@ -131,15 +133,15 @@ func TestBatchAcrossAgents(t *testing.T) {
 	for id, n := range seen {
 		assert.Equal(t, 1, n, "job %s recorded once", id)
 	}
-	assert.Zero(t, managed(t, cli), "no container left")
 }
 
-// managed counts containers of outpost commands (version label "dev").
-func managed(t *testing.T, cli interface {
+// owned counts the containers an outpost process (pid) created; other
+// tests running in parallel have their own.
+func owned(t *testing.T, cli interface {
 	ContainerList(context.Context, container.ListOptions) ([]container.Summary, error)
-}) int {
+}, pid int) int {
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", docker.LabelManaged+"=true"), filters.Arg("label", docker.LabelVersion+"=dev"))})
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelManaged+"=true"), filters.Arg("label", docker.LabelOwnerPID+"="+strconv.Itoa(pid)))})
 	require.NoError(t, err)
 	return len(list)
 }
