@@ -27,6 +27,7 @@ import (
 	"github.com/outpost-dev/outpost/credentials"
 
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // UsageMode says where an adapter's usage figures come from.
@@ -169,4 +170,15 @@ type StorageFilter interface {
 // may declare for them (credentials), for `outpost init`.
 type Declarer interface {
 	DeclaredVars() []string
+}
+
+// SessionUsage is implemented by adapters whose CLI writes usage only to
+// its session files (Copilot): after the turn the harness runs the bounded,
+// read-only command in the sandbox and parses its output.
+type SessionUsage interface {
+	// SessionUsageCommand returns the command that prints the usage source
+	// of conversation id under home; ok is false when there is none.
+	SessionUsageCommand(home, id string) (cmd sandbox.Command, ok bool)
+	// ParseSessionUsage turns the command's output into the turn's usage.
+	ParseSessionUsage(out []byte) (usage.Report, bool)
 }

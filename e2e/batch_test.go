@@ -70,7 +70,7 @@ func readRecords(t *testing.T, path string) []batch.Record {
 	return out
 }
 
-// TestBatchAcrossAgents runs 40 jobs across the real CLIs in Docker against
+// TestBatchAcrossAgents runs 40 jobs across Claude, Codex and Copilot in Docker against
 // the scripted server: every job ends ok, parked quota jobs resume on their
 // conversations, outages are retried, no container is left; a batch killed
 // halfway and resumed redoes no finished job.
@@ -78,6 +78,7 @@ func TestBatchAcrossAgents(t *testing.T) {
 	testenv.Short(t)
 	testenv.CLI(t, "claude")
 	testenv.CLI(t, "codex")
+	testenv.CLI(t, "copilot")
 	cli, err := docker.NewClient("")
 	require.NoError(t, err)
 	defer cli.Close()
@@ -85,7 +86,7 @@ func TestBatchAcrossAgents(t *testing.T) {
 		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
 	}
 	outpost := buildOutpost(t)
-	agents := []string{"claude", "codex"}
+	agents := []string{"claude", "codex", "copilot"}
 	ws := workspace(t)
 	jobs, kinds := batchJobs(t, ws, 40, agents)
 	results := filepath.Join(t.TempDir(), "results.jsonl")

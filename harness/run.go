@@ -108,6 +108,11 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 	}
 	err = classify(col, v)
 	res.Err = err
+	if v.exited {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		readSessionUsage(rctx, t, sb, in.Home, col)
+		rcancel()
+	}
 	col.finalize()
 	if t.Store != nil {
 		// Captured even after failures and cancellation, bounded.

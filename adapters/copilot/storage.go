@@ -168,3 +168,13 @@ func ParseSessionUsage(events []byte) (usage.Report, bool) {
 	total.Complete = complete && started && sc.Err() == nil
 	return usage.Report{Scope: usage.ScopeTurn, Usage: total}, true
 }
+
+var _ adapters.SessionUsage = (*Adapter)(nil)
+
+// SessionUsageCommand implements [adapters.SessionUsage].
+func (a *Adapter) SessionUsageCommand(home, id string) (sandbox.Command, bool) {
+	return SessionUsageCommand(home, id)
+}
+
+// ParseSessionUsage implements [adapters.SessionUsage].
+func (a *Adapter) ParseSessionUsage(out []byte) (usage.Report, bool) { return ParseSessionUsage(out) }
