@@ -125,6 +125,11 @@ func TestBatchAcrossAgents(t *testing.T) {
 		assert.NotEmpty(t, r.Conversation)
 		switch kinds[r.Job] {
 		case "quota":
+			if r.Agent == "copilot" {
+				// Copilot retries a 429 itself, and the one-shot quota has
+				// passed by its retry: the turn succeeds without parking.
+				break
+			}
 			assert.GreaterOrEqual(t, r.Parks, 1, "job %s was parked", r.Job)
 			assert.Contains(t, r.Outcome.Text, "MARK-"+r.Job, "job %s resumed on its conversation, not restarted", r.Job)
 		case "outage":

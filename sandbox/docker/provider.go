@@ -360,21 +360,16 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		hc.PidsLimit = &pids
 	}
 
-	cctx, cancel := p.opCtx(ctx)
+	// Create and start are short, bounded calls that are never abandoned
+	// half-way: a create request cut off by cancellation can still complete
+	// in the engine after a remove-by-name ran, leaking a container. They
+	// run to completion; cancellation is checked right after, with the id
+	// in hand.
+	cctx, cancel := p.opCtx(context.WithoutCancel(ctx))
 	created, err := p.cli.ContainerCreate(cctx, cfg, hc, nil, nil, l.name)
 	cancel()
 	if err != nil {
 		rmErr := l.removeWorkspace()
-		if ctx.Err() != nil {
-			// The engine may have created the container before the request
-			// was abandoned; remove it by name so it does not outlive us.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
-			if rerr := p.cli.ContainerRemove(rctx, l.name, container.RemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
-				rmErr = errors.Join(rmErr, engineError(rerr, "remove abandoned container %s", l.name))
-			}
-			cancel()
-			return nil, errors.Join(fmt.Errorf("create container: %w", ctx.Err()), rmErr)
-		}
 		if cerrdefs.IsNotFound(err) {
 			return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
 				"create container: image %s not found (build it with scripts/docker-setup.sh or outpost image build)", image), rmErr)
@@ -384,16 +379,19 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	l.id = created.ID
 	p.track(l)
 	p.log.Debug("container created", "id", shortID(l.id), "image", image, "network", network, "user", user)
+	if ctx.Err() != nil {
+		return nil, errors.Join(fmt.Errorf("create container: %w", ctx.Err()), l.Release(ctx))
+	}
 
-	sctx, cancel := p.opCtx(ctx)
+	sctx, cancel := p.opCtx(context.WithoutCancel(ctx))
 	err = p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
 	cancel()
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("start container: %w", ctx.Err())
+	} else if err != nil {
+		err = engineError(err, "start container")
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("start container: %w", ctx.Err())
-		} else {
-			err = engineError(err, "start container")
-		}
 		return nil, errors.Join(err, l.Release(ctx))
 	}
 	return l, nil
