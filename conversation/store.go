@@ -36,6 +36,7 @@ import (
 
 	"golang.org/x/crypto/chacha20poly1305"
 
+	"github.com/outpost-dev/outpost/internal/atomicfile"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/usage"
 )
@@ -315,26 +316,7 @@ func open(key []byte, id string, data []byte) ([]byte, error) {
 
 // writeAtomic writes p through a temp file in the same directory.
 func writeAtomic(p string, content []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
-	if err != nil {
-		return outposterr.Wrap(outposterr.Session, err, "write %s", p)
-	}
-	name := tmp.Name()
-	defer os.Remove(name)
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.Write(content)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, p)
-	}
-	if err != nil {
+	if err := atomicfile.Write(p, content, 0o600); err != nil {
 		return outposterr.Wrap(outposterr.Session, err, "write %s", p)
 	}
 	return nil

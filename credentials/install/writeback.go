@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/outpost-dev/outpost/internal/atomicfile"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -71,30 +71,9 @@ func writeBackOne(r Rotating, sbContent []byte) (bool, error) {
 	return true, writeAtomic(r.HostPath, out)
 }
 
-// writeAtomic replaces p with content: temp file in the same directory,
-// 0600, fsync, rename.
+// writeAtomic replaces p with content (temp file, fsync, rename, 0600).
 func writeAtomic(p string, content []byte) error {
-	dir := filepath.Dir(p)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".outpost-*")
-	if err != nil {
-		return outposterr.Wrap(outposterr.Configuration, err, "write back %s", p)
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // no-op after a successful rename
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.Write(content)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, p)
-	}
-	if err != nil {
+	if err := atomicfile.Write(p, content, 0o600); err != nil {
 		return outposterr.Wrap(outposterr.Configuration, err, "write back %s", p)
 	}
 	return nil
