@@ -70,8 +70,6 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageEvents}
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
-
 func configErr(format string, args ...any) error {
 	return outposterr.New(outposterr.Configuration, "antigravity: "+format, args...).With(outposterr.Details{Agent: Name})
 }
@@ -97,7 +95,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		return sandbox.Command{}, configErr("unknown permission mode %q (accept-edits or plan; empty for bypass)", in.Permission)
 	}
 	if in.Model != "" {
-		if strings.HasPrefix(in.Model, "-") || strings.ContainsAny(in.Model, " \t\n") {
+		if !adapters.ValidModel(in.Model) {
 			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
 		}
 		args = append(args, "--model", in.Model)
@@ -109,7 +107,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		return sandbox.Command{}, configErr("MCP servers for agy are configured through its settings file, not supported yet")
 	}
 	if in.Continue != "" {
-		if !idRE.MatchString(in.Continue) {
+		if !adapters.ValidID(in.Continue) {
 			return sandbox.Command{}, configErr("invalid conversation id %q", in.Continue)
 		}
 		args = append(args, "--conversation", in.Continue)

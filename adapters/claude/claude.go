@@ -171,35 +171,11 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	}
 }
 
-// maxIDLen bounds conversation ids; Claude's are 36-character UUIDs.
-const maxIDLen = 128
-
 // ValidID reports whether id may be passed to --resume: 1 to 128 letters,
 // digits, '-' or '_', not starting with '-'.
-func ValidID(id string) bool {
-	if id == "" || len(id) > maxIDLen || id[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(id string) bool { return adapters.ValidID(id) }
 
-func validModel(m string) bool {
-	if m == "" || len(m) > 200 || m[0] == '-' {
-		return false
-	}
-	for _, r := range m {
-		if r <= ' ' || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+func validModel(m string) bool { return adapters.ValidModel(m) }
 
 func configErr(format string, args ...any) error {
 	return outposterr.New(outposterr.Configuration, "claude: "+format, args...).

@@ -224,33 +224,14 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	}
 }
 
-const maxIDLen = 128
-
 // ValidID reports whether id may be passed to resume/fork: 1 to 128 letters,
 // digits, '-' or '_', not starting with '-'.
-func ValidID(id string) bool {
-	if id == "" || len(id) > maxIDLen || id[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(id string) bool { return adapters.ValidID(id) }
 
+// validModel also refuses quotes and backslashes: the model may reach a
+// TOML string in a -c override.
 func validModel(m string) bool {
-	if m == "" || len(m) > 200 || m[0] == '-' {
-		return false
-	}
-	for _, r := range m {
-		if r <= ' ' || r == 0x7f || r == '"' || r == '\\' {
-			return false
-		}
-	}
-	return true
+	return adapters.ValidModel(m) && !strings.ContainsAny(m, `"\`)
 }
 
 func configErr(format string, args ...any) error {

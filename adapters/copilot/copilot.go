@@ -200,17 +200,7 @@ var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 // ValidID reports whether id may be passed to --resume.
 func ValidID(id string) bool { return idRE.MatchString(id) }
 
-func validModel(m string) bool {
-	if m == "" || len(m) > 200 || m[0] == '-' {
-		return false
-	}
-	for _, r := range m {
-		if r <= ' ' || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+func validModel(m string) bool { return adapters.ValidModel(m) }
 
 func contains(list []string, s string) bool {
 	for _, v := range list {
