@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	agents["fake"] = func() adapters.Adapter { return fakecli.New(exe) }
-	os.Exit(m.Run())
+	// The test binary is also the outpost command of the testscript suite.
+	os.Exit(testscript.RunMain(m, map[string]func() int{"outpost": func() int { return Main(os.Args[1:]) }}))
 }
 
 type runOut struct {

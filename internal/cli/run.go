@@ -300,6 +300,11 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 		retries := 1
 		in.MaxRetries = &retries
 	}
+	// A request the adapter refuses (an option the CLI cannot express) is
+	// reported before anything is bootstrapped or started.
+	if _, err := a.Request(in); err != nil {
+		return nil, err
+	}
 	prov, spec, err := s.provider(ctx, a, workspace)
 	if err != nil {
 		return nil, err
