@@ -32,6 +32,9 @@ type MCPServer struct {
 	ExcludeTools []string `json:"exclude_tools,omitempty"`
 	// StartupTimeoutMS bounds the server's startup where the CLI allows it.
 	StartupTimeoutMS int `json:"startup_timeout_ms,omitempty"`
+	// Required fails the turn when the server cannot start, instead of
+	// running without its tools (not every CLI can).
+	Required bool `json:"required,omitempty"`
 }
 
 var (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/fakecli"
@@ -62,4 +63,44 @@ func TestClaudeMCPProjection(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	assert.Contains(t, err.Error(), "missing MCP_SUFFIX for claude MCP server fake")
+}
+
+// TestCodexMCPProjection: the same declaration projected into Codex's -c
+// overrides, the variable forwarded by name (env_vars). Codex 0.169.0 hides
+// MCP tools behind tool_search, so the proof is required=true: the turn
+// succeeds only if the server started and answered, and a broken server
+// fails it.
+func TestCodexMCPProjection(t *testing.T) {
+	testenv.Short(t)
+	e := codexEnvs(t)[0]
+	srv := server(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	suffix := "k9w"
+	mcp := []credentials.MCPServer{{
+		Name: "fake", Command: exe,
+		Env: map[string]string{fakecli.ChildEnv: "1", fakecli.MCPEnv: "1", "GORACE": "atexit_sleep_ms=0",
+			"OUTPOST_FAKEMCP_SUFFIX": "${OUTPOST_FAKEMCP_SUFFIX}"},
+		StartupTimeoutMS: 20000, Required: true,
+	}}
+	one := 1
+	res, err := harness.Run(context.Background(), harness.Turn{
+		Adapter: codex.New(), Sandbox: lease(t, e), Deadline: 2 * time.Minute,
+		Input: adapters.Input{Prompt: "MARK-cmcp", Model: "gpt-5.5", MCP: mcp, MaxRetries: &one,
+			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
+			Vars: map[string]string{"OUTPOST_FAKEMCP_SUFFIX": suffix}},
+	})
+	require.NoError(t, err, "output: %s", resTail(res))
+
+	broken := mcp
+	broken[0].Command = "/nonexistent/mcp-server"
+	res, err = harness.Run(context.Background(), harness.Turn{
+		Adapter: codex.New(), Sandbox: lease(t, e), Deadline: 2 * time.Minute,
+		Input: adapters.Input{Prompt: "MARK-cmcp2", Model: "gpt-5.5", MCP: broken, MaxRetries: &one,
+			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
+			Vars: map[string]string{"OUTPOST_FAKEMCP_SUFFIX": suffix}},
+	})
+	require.Error(t, err, "a required server that cannot start fails the turn: %s", resTail(res))
 }

@@ -32,6 +32,9 @@ func mcpArgs(servers []credentials.MCPServer) (args []string, env map[string]str
 		if len(s.IncludeTools) > 0 {
 			return nil, nil, configErr("MCP server %s: Claude Code cannot restrict a server to some tools; use exclude_tools", s.Name)
 		}
+		if s.Required {
+			return nil, nil, configErr("MCP server %s: Claude Code cannot require a server (a failed one is reported as a warning)", s.Name)
+		}
 		if _, dup := cfg[s.Name]; dup {
 			return nil, nil, configErr("MCP server %s declared twice", s.Name)
 		}

@@ -381,6 +381,11 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
 		}
 	}
+	mcp, err := mcpConfig(in.MCP)
+	if err != nil {
+		return c, err
+	}
+	c.cfg = append(c.cfg, mcp...)
 	c.cfg = append(c.cfg, a.config...)
 	switch {
 	case in.Fork && in.Continue == "":
