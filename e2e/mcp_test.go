@@ -13,11 +13,13 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/fakecli"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/outposttest"
 )
 
 // TestClaudeMCPProjection declares a stdio MCP server once (the fake, whose
@@ -103,4 +105,35 @@ func TestCodexMCPProjection(t *testing.T) {
 			Vars: map[string]string{"OUTPOST_FAKEMCP_SUFFIX": suffix}},
 	})
 	require.Error(t, err, "a required server that cannot start fails the turn: %s", resTail(res))
+}
+
+// TestCopilotMCPProjection: the declaration projected into
+// --additional-mcp-config; the model request carries the server's tool,
+// named from a ${VAR} Copilot expanded in the sandbox.
+func TestCopilotMCPProjection(t *testing.T) {
+	testenv.Short(t)
+	e := copilotEnvs(t)[0]
+	srv := server(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	suffix := "p4z"
+	mcp := []credentials.MCPServer{{
+		Name: "fake", Command: exe,
+		Env: map[string]string{fakecli.ChildEnv: "1", fakecli.MCPEnv: "1", "GORACE": "atexit_sleep_ms=0",
+			"OUTPOST_FAKEMCP_SUFFIX": "${MCP_SUFFIX}"},
+	}}
+	sb := lease(t, e)
+	res, err := harness.Run(context.Background(), harness.Turn{
+		Adapter: copilot.New(), Sandbox: sb, Deadline: 2 * time.Minute,
+		Input: adapters.Input{Prompt: "MARK-pmcp", MCP: mcp,
+			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
+			Vars: map[string]string{"MCP_SUFFIX": suffix}},
+	})
+	require.NoError(t, err, "output: %s", resTail(res))
+	var tools []string
+	for _, r := range srv.ModelRequests() {
+		tools = append(tools, r.Tools...)
+	}
+	assert.Contains(t, strings.Join(tools, ","), "echo_"+suffix, "tools: %s", strings.Join(tools, ","))
 }

@@ -32,8 +32,8 @@
 //	    ignored (documented, not an error). RequestTimeout sets
 //	    COPILOT_NATIVE_HTTP_TIMEOUT_MS (a server that never answers; it does not
 //	    bound a stalled stream).
-//	  - MCP servers are refused for now (a configuration error): Copilot takes
-//	    --additional-mcp-config, not yet projected.
+//	  - MCP servers become --additional-mcp-config=<json> and --deny-tool;
+//	    what Copilot cannot express (required, startup timeout) is refused.
 //	  - Environment: HOME from Input.Home; COPILOT_AUTO_UPDATE=false;
 //	    XDG_CACHE_HOME=/tmp/.cache, because Copilot unpacks its bundled tree
 //	    (native addons, built-in skills) there and runs it, so it must be
@@ -246,8 +246,9 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Effort != "" && !contains(Efforts, in.Effort) {
 		return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 	}
-	if len(in.MCP) > 0 {
-		return sandbox.Command{}, configErr("MCP servers are not supported by the copilot adapter yet")
+	mcp, err := mcpArgs(in.MCP)
+	if err != nil {
+		return sandbox.Command{}, err
 	}
 	if in.MaxRetries != nil && *in.MaxRetries < 0 {
 		return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
@@ -308,6 +309,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Continue != "" {
 		args = append(args, "--resume", in.Continue)
 	}
+	args = append(args, mcp...)
 	args = append(args, a.extra...)
 	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
 }

@@ -49,16 +49,16 @@ func TestRequestResumeModelEffort(t *testing.T) {
 func TestRequestRefuses(t *testing.T) {
 	a := copilot.New()
 	for name, in := range map[string]adapters.Input{
-		"fork":       {Prompt: "x", Continue: "abc", Fork: true},
-		"empty":      {Prompt: " "},
-		"bad id":     {Prompt: "x", Continue: "--help"},
-		"permission": {Prompt: "x", Permission: "read-only"},
-		"effort":     {Prompt: "x", Effort: "huge"},
-		"model":      {Prompt: "x", Model: "-m"},
-		"endpoint":   {Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "ftp://x"}},
-		"both keys":  {Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "http://x", APIKey: "a", OAuthToken: "b"}},
-		"mcp":        {Prompt: "x", MCP: []credentials.MCPServer{{Name: "s", Command: "c"}}},
-		"env":        {Prompt: "x", Env: map[string]string{"A=B": "1"}},
+		"fork":         {Prompt: "x", Continue: "abc", Fork: true},
+		"empty":        {Prompt: " "},
+		"bad id":       {Prompt: "x", Continue: "--help"},
+		"permission":   {Prompt: "x", Permission: "read-only"},
+		"effort":       {Prompt: "x", Effort: "huge"},
+		"model":        {Prompt: "x", Model: "-m"},
+		"endpoint":     {Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "ftp://x"}},
+		"both keys":    {Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "http://x", APIKey: "a", OAuthToken: "b"}},
+		"mcp required": {Prompt: "x", MCP: []credentials.MCPServer{{Name: "s", Command: "c", Required: true}}},
+		"env":          {Prompt: "x", Env: map[string]string{"A=B": "1"}},
 	} {
 		_, err := a.Request(in)
 		require.Error(t, err, name)
