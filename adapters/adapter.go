@@ -182,3 +182,10 @@ type SessionUsage interface {
 	// ParseSessionUsage turns the command's output into the turn's usage.
 	ParseSessionUsage(out []byte) (usage.Report, bool)
 }
+
+// Configurator is implemented by adapters whose CLI reads part of a turn's
+// input (MCP servers) from configuration files rather than flags: the
+// harness merges the plan into the sandbox home before the CLI starts.
+type Configurator interface {
+	Configuration(in Input) (credentials.ConfigPlan, error)
+}

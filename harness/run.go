@@ -63,7 +63,20 @@ func Run(ctx context.Context, t Turn) (*Result, error) {
 
 	in := t.Input
 	var inst *install.Installed
-	if t.Credentials != nil {
+	creds := t.Credentials
+	if cf, ok := t.Adapter.(adapters.Configurator); ok {
+		cfg, err := cf.Configuration(in)
+		if err != nil {
+			return finish(asClass(err, outposterr.Configuration, "configuration"))
+		}
+		if len(cfg.Files) > 0 {
+			c := orNone(creds)
+			c.Config.Files = append(append([]credentials.ConfigFile{}, c.Config.Files...), cfg.Files...)
+			creds = &c
+		}
+	}
+	if creds != nil {
+		t.Credentials = creds
 		inst, err = install.Materialize(turnCtx, sb, plan, t.Credentials.Config, install.Options{
 			Agent: res.Agent, HostHome: t.Credentials.HostHome, Relocate: t.Credentials.Relocate,
 			ShareLogins: t.Credentials.ShareLogins})
@@ -453,4 +466,12 @@ func readLines(r io.Reader, stderr bool, out chan<- line, quit <-chan struct{}, 
 			return
 		}
 	}
+}
+
+// orNone returns a copy of c, or an empty credential choice (auth none).
+func orNone(c *Credentials) Credentials {
+	if c == nil {
+		return Credentials{Auth: credentials.Auth{Form: credentials.None}}
+	}
+	return *c
 }

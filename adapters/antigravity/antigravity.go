@@ -51,6 +51,7 @@ const (
 type Adapter struct{}
 
 var (
+	_ adapters.Configurator      = (*Adapter)(nil)
 	_ adapters.Adapter           = (*Adapter)(nil)
 	_ adapters.Authenticator     = (*Adapter)(nil)
 	_ adapters.SessionRecognizer = (*Adapter)(nil)
@@ -103,8 +104,8 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Effort != "" {
 		return sandbox.Command{}, configErr("agy has no reasoning effort setting")
 	}
-	if len(in.MCP) > 0 {
-		return sandbox.Command{}, configErr("MCP servers for agy are configured through its settings file, not supported yet")
+	if _, err := a.Configuration(in); err != nil {
+		return sandbox.Command{}, err
 	}
 	if in.Continue != "" {
 		if !adapters.ValidID(in.Continue) {
@@ -359,3 +360,59 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 
 // DeclaredVars implements [adapters.Declarer].
 func (a *Adapter) DeclaredVars() []string { return []string{APIKeyVar} }
+
+// MCPConfigFile is agy's MCP configuration, relative to the home.
+const MCPConfigFile = ".gemini/config/mcp_config.json"
+
+// Configuration implements [adapters.Configurator]: MCP servers merge into
+// the mcpServers section of ~/.gemini/config/mcp_config.json
+// ({command,args,env} or {serverUrl,headers}, plus disabledTools). Values
+// keep their ${NAME} references. agy cannot require a server, filter to an
+// allowlist or bound startup: those are refused.
+func (a *Adapter) Configuration(in adapters.Input) (credentials.ConfigPlan, error) {
+	if len(in.MCP) == 0 {
+		return credentials.ConfigPlan{}, nil
+	}
+	entries := map[string]any{}
+	for _, s := range in.MCP {
+		if err := s.Validate(); err != nil {
+			return credentials.ConfigPlan{}, err
+		}
+		switch {
+		case s.Required:
+			return credentials.ConfigPlan{}, configErr("MCP server %s: agy cannot require a server", s.Name)
+		case len(s.IncludeTools) > 0:
+			return credentials.ConfigPlan{}, configErr("MCP server %s: agy has no tool allowlist; use exclude_tools", s.Name)
+		case s.StartupTimeoutMS > 0:
+			return credentials.ConfigPlan{}, configErr("MCP server %s: agy has no startup timeout setting", s.Name)
+		}
+		if _, dup := entries[s.Name]; dup {
+			return credentials.ConfigPlan{}, configErr("MCP server %s declared twice", s.Name)
+		}
+		e := map[string]any{"disabled": false}
+		if s.IsHTTP() {
+			e["serverUrl"] = s.URL
+			headers := map[string]string{}
+			for k, v := range s.Headers {
+				headers[k] = v
+			}
+			if s.BearerTokenVar != "" {
+				headers["Authorization"] = "Bearer ${" + s.BearerTokenVar + "}"
+			}
+			if len(headers) > 0 {
+				e["headers"] = headers
+			}
+		} else {
+			e["command"] = s.Command
+			e["args"] = append([]string{}, s.Args...)
+			if len(s.Env) > 0 {
+				e["env"] = s.Env
+			}
+		}
+		if len(s.ExcludeTools) > 0 {
+			e["disabledTools"] = append([]string{}, s.ExcludeTools...)
+		}
+		entries[s.Name] = e
+	}
+	return credentials.ConfigPlan{Files: []credentials.ConfigFile{{Dest: MCPConfigFile, Section: []string{"mcpServers"}, Entries: entries}}}, nil
+}

@@ -91,3 +91,29 @@ func TestCredentials(t *testing.T) {
 	_, err = a.Credentials(credentials.Auth{Form: credentials.Account, Source: credentials.SourceVariable}, nil)
 	assert.Contains(t, err.Error(), "does not support account:variable")
 }
+
+func TestMCPConfiguration(t *testing.T) {
+	a := New()
+	in := adapters.Input{Prompt: "p", MCP: []credentials.MCPServer{
+		{Name: "fs", Command: "srv", Args: []string{"-r"}, Env: map[string]string{"T": "${T}"}, ExcludeTools: []string{"rm"}},
+		{Name: "docs", URL: "https://d/mcp", BearerTokenVar: "DOCS"},
+	}}
+	plan, err := a.Configuration(in)
+	require.NoError(t, err)
+	require.Len(t, plan.Files, 1)
+	f := plan.Files[0]
+	assert.Equal(t, MCPConfigFile, f.Dest)
+	assert.Equal(t, []string{"mcpServers"}, f.Section)
+	merged, err := credentials.MergeJSON([]byte(`{"mcpServers":{"keep":{"command":"x"}}}`), f.Section, f.Entries)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"mcpServers":{"keep":{"command":"x"},
+		"fs":{"command":"srv","args":["-r"],"env":{"T":"${T}"},"disabledTools":["rm"],"disabled":false},
+		"docs":{"serverUrl":"https://d/mcp","headers":{"Authorization":"Bearer ${DOCS}"},"disabled":false}}}`, string(merged))
+	_, err = a.Request(in)
+	require.NoError(t, err, "the request itself carries nothing: the file does")
+
+	for _, s := range []credentials.MCPServer{{Name: "x", Command: "c", Required: true}, {Name: "x", Command: "c", IncludeTools: []string{"a"}}} {
+		_, err := a.Request(adapters.Input{Prompt: "p", MCP: []credentials.MCPServer{s}})
+		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	}
+}

@@ -190,6 +190,9 @@ func materialize(ctx context.Context, sb sandbox.Sandbox, plan credentials.Plan,
 		}
 	}
 	if unisolated {
+		if len(config.Files) > 0 {
+			return outposterr.New(outposterr.Configuration, "%s: the host sandbox takes no configuration files (%s); use the Docker sandbox", agent, config.Files[0].Dest)
+		}
 		if len(plan.Logins) > 0 {
 			return outposterr.New(outposterr.Configuration, "%s: the host sandbox runs no login commands; use a variable form or the Docker sandbox", agent)
 		}
