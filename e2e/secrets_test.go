@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
@@ -28,8 +30,9 @@ import (
 // TestMarkerSecretNeverLeaks passes a marker secret through every Claude
 // credential form into a Docker lease, runs a real turn, and greps every
 // place a secret could travel: the argv of every process in the container
-// during the turn, `docker inspect` of the container, the events, the debug
-// logs, the Result and its outcome, and the error.
+// during the turn, `docker inspect` of the container, the events (what
+// --json prints), the debug logs, the Result and its outcome, the captured
+// conversation archive, and the error and outcome of a failing turn.
 func TestMarkerSecretNeverLeaks(t *testing.T) {
 	testenv.Short(t)
 	bin := testenv.CLI(t, "claude")
@@ -66,11 +69,14 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 				creds.HostHome = form.home(t, secret)
 			}
 			sb, _ := leaseIn(t, e)
+			storeDir := t.TempDir()
+			store, err := conversation.NewFileStore(storeDir, nil)
+			require.NoError(t, err)
 			var logs bytes.Buffer
 			var mu sync.Mutex
 			var argv, events []string
 			res, err := harness.Run(context.Background(), harness.Turn{
-				Adapter: claude.New(), Sandbox: sb, Credentials: creds, KeepEvents: true,
+				Adapter: claude.New(), Sandbox: sb, Credentials: creds, KeepEvents: true, Store: store,
 				Input:  adapters.Input{Prompt: "say MARK-secret", Endpoint: &adapters.Endpoint{BaseURL: srv.URL()}},
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				OnEvent: func(ev adapters.Event) {
@@ -98,7 +104,21 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 			inspectJSON, _ := json.Marshal(inspect)
 			resJSON, _ := json.Marshal(res)
 			outcomeJSON, _ := json.Marshal(res.Outcome())
+			// The captured conversation archive (zstd, decompressed here).
+			_, rc, err := store.Load(context.Background(), res.Conversation)
+			require.NoError(t, err, "the turn was captured")
+			archive, _ := io.ReadAll(rc)
+			require.NotEmpty(t, archive)
+			// A failing turn's error, with the same credential.
+			failRes, failErr := harness.Run(context.Background(), harness.Turn{
+				Adapter: claude.New(), Sandbox: sb, Credentials: creds,
+				Input: adapters.Input{Prompt: "fail [[outpost:scenario=unauthorized]] MARK-f", MaxRetries: new(int),
+					Endpoint: &adapters.Endpoint{BaseURL: srv.URL()}},
+			})
+			require.Error(t, failErr)
+			failJSON, _ := json.Marshal(failRes.Outcome())
 			places := map[string]string{
+				"archive": string(archive), "error": failErr.Error(), "failed outcome": string(failJSON),
 				"argv": strings.Join(argv, "\n"), "docker inspect": string(inspectJSON),
 				"events": strings.Join(events, "\n"), "logs": logs.String(),
 				"result": string(resJSON), "outcome": string(outcomeJSON),
