@@ -1,8 +1,10 @@
 package adapters
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/usage"
 )
@@ -151,4 +153,30 @@ type FinishedDetail struct {
 	OK bool `json:"ok"`
 	// Reason is the CLI's terminal reason or subtype, when it gives one.
 	Reason string `json:"reason,omitempty"`
+}
+
+// RawEvent is the raw event for a line a decoder did not understand: the
+// line itself when it is JSON, else the line as a JSON string (invalid UTF-8
+// becomes U+FFFD), so events always marshal.
+func RawEvent(line []byte) Event {
+	var r json.RawMessage
+	if t := bytes.TrimSpace(line); len(t) > 0 && json.Valid(t) {
+		r = append(json.RawMessage(nil), t...)
+	} else {
+		r, _ = json.Marshal(string(line))
+	}
+	return Event{Kind: KindRaw, Raw: r}
+}
+
+// Preview returns the start of s, at most limit bytes, cut at a UTF-8
+// character boundary.
+func Preview(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	i := limit
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }

@@ -164,9 +164,7 @@ type line struct {
 	} `json:"result"`
 }
 
-func raw(b []byte) []adapters.Event {
-	return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), b...)}}
-}
+func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
 
 // Decode implements adapters.Decoder.
 func (d *decoder) Decode(b []byte) []adapters.Event {
@@ -253,16 +251,7 @@ func itoa(n int) string {
 	return string(b)
 }
 
-func preview(s string) string {
-	if len(s) <= adapters.PreviewLimit {
-		return s
-	}
-	cut := adapters.PreviewLimit
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut]
-}
+func preview(s string) string { return adapters.Preview(s, adapters.PreviewLimit) }
 
 var (
 	quotaRE = regexp.MustCompile(`(?i)resource_exhausted|individual quota reached|exhausted your capacity|exceeded your current quota|quota will reset|resource has been exhausted`)

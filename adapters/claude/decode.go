@@ -195,15 +195,7 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 
 // raw wraps a line the decoder did not understand. A line that is not JSON
 // is carried as a JSON string, so the event always marshals.
-func raw(b []byte) []adapters.Event {
-	var r json.RawMessage
-	if t := bytes.TrimSpace(b); len(t) > 0 && json.Valid(t) {
-		r = append(json.RawMessage(nil), t...)
-	} else {
-		r, _ = json.Marshal(string(b)) // invalid UTF-8 becomes U+FFFD
-	}
-	return []adapters.Event{{Kind: adapters.KindRaw, Raw: r}}
-}
+func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
 
 func (d *Decoder) system(l *line) []adapters.Event {
 	switch l.Subtype {
@@ -394,16 +386,7 @@ func resultText(c json.RawMessage) string {
 
 // Preview returns the start of s, at most limit bytes, cut at a UTF-8
 // character boundary.
-func Preview(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	i := limit
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
-}
+func Preview(s string, limit int) string { return adapters.Preview(s, limit) }
 
 func (d *Decoder) stream(l *line) []adapters.Event {
 	e := l.Event

@@ -252,15 +252,7 @@ func sumMetrics(mm map[string]modelMetric) (usage.Usage, bool) {
 
 // raw wraps a line the decoder did not understand; a line that is not
 // JSON is carried as a JSON string.
-func raw(b []byte) []adapters.Event {
-	var r json.RawMessage
-	if t := bytes.TrimSpace(b); len(t) > 0 && json.Valid(t) {
-		r = append(json.RawMessage(nil), t...)
-	} else {
-		r, _ = json.Marshal(string(b))
-	}
-	return []adapters.Event{{Kind: adapters.KindRaw, Raw: r}}
-}
+func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
 
 // plainError recognizes the CLI's plain-text fatal error lines ("Error: …").
 func plainError(t []byte) (string, bool) {
@@ -407,16 +399,7 @@ func (d *Decoder) result(l *line) []adapters.Event {
 
 // Preview returns the start of s, at most limit bytes, cut at a UTF-8
 // character boundary.
-func Preview(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	i := limit
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
-}
+func Preview(s string, limit int) string { return adapters.Preview(s, limit) }
 
 // status finds an HTTP status at the start of a failure text ("429 …",
 // "Last error: 503 …", "(HTTP 401)").
