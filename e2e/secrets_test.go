@@ -19,6 +19,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
@@ -187,5 +188,73 @@ func TestCodexUsageLoginInSandbox(t *testing.T) {
 	for where, text := range map[string]string{"events": strings.Join(events, "\n"), "result": string(resJSON),
 		"docker inspect": string(inspectJSON), "server log": requestLog(srv)} {
 		assert.NotContains(t, text, secret, "leaked into %s", where)
+	}
+}
+
+// TestMarkerSecretOtherForms: the Codex account file and the Copilot token
+// variable and login-file forms, each with a marker, in Docker leases; the
+// marker reaches the CLI's environment or home and none of the places a
+// secret could leak.
+func TestMarkerSecretOtherForms(t *testing.T) {
+	testenv.Short(t)
+	type form struct {
+		name    string
+		adapter adapters.Adapter
+		env     env
+		auth    credentials.Auth
+		vars    func(secret string) map[string]string
+		home    func(t *testing.T, secret string) string
+	}
+	cx, cp := codexEnvs(t)[1], copilotEnvs(t)[1]
+	forms := []form{
+		{name: "codex account file", adapter: codex.New(), env: cx, auth: credentials.Auth{Form: credentials.Account},
+			home: func(t *testing.T, s string) string {
+				h := t.TempDir()
+				writeFile(t, filepath.Join(h, ".codex", "auth.json"),
+					`{"auth_mode":"chatgpt","tokens":{"access_token":"`+s+`","refresh_token":"`+s+`-r","id_token":"x"},"last_refresh":"2026-12-01T00:00:00Z"}`)
+				return h
+			}},
+		{name: "copilot token variable", adapter: copilot.New(), env: cp,
+			auth: credentials.Auth{Form: credentials.Account, Source: credentials.SourceVariable},
+			vars: func(s string) map[string]string { return map[string]string{copilot.TokenVar: "github_pat_" + s} }},
+		{name: "copilot login file", adapter: copilot.New(), env: cp, auth: credentials.Auth{Form: credentials.Account},
+			home: func(t *testing.T, s string) string {
+				h := t.TempDir()
+				writeFile(t, filepath.Join(h, ".copilot", "config.json"),
+					"{\n  // login\n  \"lastLoggedInUser\": {\"host\": \"https://github.com\", \"login\": \"me\"},\n  \"authTokens\": {\"https://github.com:me\": \"gho_"+s+"\"},\n}\n")
+				return h
+			}},
+	}
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			secret := "outpost-marker-" + strings.ReplaceAll(f.name, " ", "-") + "-7c21"
+			srv := server(t)
+			creds := &harness.Credentials{Auth: f.auth, Vars: map[string]string{}}
+			if f.vars != nil {
+				creds.Vars = f.vars(secret)
+			}
+			if f.home != nil {
+				creds.HostHome = f.home(t, secret)
+			}
+			sb, _ := leaseIn(t, f.env)
+			var events []string
+			var logs bytes.Buffer
+			res, err := harness.Run(context.Background(), harness.Turn{
+				Adapter: f.adapter, Sandbox: sb, Credentials: creds, Deadline: 2 * time.Minute,
+				Input: adapters.Input{Prompt: "say MARK-other", MaxRetries: new(int),
+					Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+				Logger:  slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				OnEvent: func(ev adapters.Event) { b, _ := json.Marshal(ev); events = append(events, string(b)) },
+			})
+			require.NoError(t, err, "output: %s", resTail(res))
+			inspect, err := f.env.provider.(*docker.Provider).Client().ContainerInspect(context.Background(), sb.ID())
+			require.NoError(t, err)
+			inspectJSON, _ := json.Marshal(inspect)
+			resJSON, _ := json.Marshal(res)
+			for where, text := range map[string]string{"events": strings.Join(events, "\n"), "result": string(resJSON),
+				"docker inspect": string(inspectJSON), "logs": logs.String(), "server log": requestLog(srv)} {
+				assert.NotContains(t, text, secret, "leaked into %s", where)
+			}
+		})
 	}
 }
