@@ -1,0 +1,38 @@
+// Package harness is the turn engine: [Run] executes one turn of an agent
+// CLI in a sandbox and returns a [Result] with a classified error, and
+// [Replay] judges a recorded run the same way.
+//
+// A turn, in order:
+//
+//  1. Preflight, before any sandbox exists: the adapter can resume or fork
+//     as asked, the prompt is not empty, the credential plan resolves, and
+//     every variable an MCP server references is declared.
+//  2. A cold lease is acquired from Turn.Provider (or Turn.Sandbox is used
+//     warm and left alone).
+//  3. Credentials and configuration are materialized into the lease's
+//     private home (package credentials/install); a stored conversation to
+//     continue is restored into it, relocated to the new workspace.
+//  4. The CLI runs: stdout is decoded line by line and every event reaches
+//     Turn.OnEvent as it arrives; stderr lines become events too. The turn
+//     ends on the CLI process's own exit (never on its pipes closing), then
+//     a short drain window collects output in flight and the rest of the
+//     process group is killed. The deadline, the idle timeout and the
+//     settle window after the final event stop the CLI with SIGTERM, then
+//     SIGKILL after Turn.KillGrace; so does cancellation of ctx.
+//  5. Classification ([outposterr]): exit status, failure events, blocking
+//     quota events and the stderr of a failed turn — never assistant text.
+//     Only process failures become quota; outages stay process failures with
+//     Unavailable set; authentication failures set Auth.
+//  6. Usage: per-message reports de-duplicated, a turn total preferred,
+//     cumulative counters diffed against the total stored with the
+//     conversation, and the adapter's session reader run after exit.
+//  7. The conversation is captured to Turn.Store (failed turns too), rotated
+//     logins are written back, and a cold lease is released — all under a
+//     bounded context.WithoutCancel.
+//
+// Departure from DESIGN.md: bootstrapping the pinned CLI is not a step of
+// Run. A verified cache entry is mounted read-only into a Docker lease when
+// the container is created (a bind mount cannot be added afterwards, and a
+// mount copies nothing), so the caller — the outpost command, through
+// package bootstrap — puts it in Turn.Spec before Run acquires the lease.
+package harness
