@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +152,48 @@ func TestCodexConversationAcrossLeases(t *testing.T) {
 			assert.Equal(t, r1.Conversation, fm.Parent)
 		})
 	}
+}
+
+// TestClaudeReseedAfterMissingConversation: a stored conversation whose CLI
+// files cannot be found by the CLI (here: the archive holds only Outpost's
+// transcript) is a session error; with Reseed the turn is retried once in
+// a new conversation that carries the transcript.
+func TestClaudeReseedAfterMissingConversation(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "claude")
+	e := hostEnv(t, bin)
+	srv := server(t)
+	store, err := conversation.NewFileStore(t.TempDir(), nil)
+	require.NoError(t, err)
+	in := adapters.Input{Prompt: "first MARK-s1", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "k"}}
+	r1, err := harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in, Provider: e.provider, Store: store})
+	require.NoError(t, err)
+
+	// Keep only the transcript: the CLI's own session file is gone.
+	m, rc, err := store.Load(context.Background(), r1.Conversation)
+	require.NoError(t, err)
+	files, err := conversation.ReadFiles(rc)
+	require.NoError(t, err)
+	var only []conversation.File
+	for _, f := range files {
+		if !strings.HasSuffix(f.Path, ".jsonl") || strings.Contains(f.Path, "outpost-transcript") {
+			only = append(only, f)
+		}
+	}
+	archive, err := conversation.WriteFiles(only)
+	require.NoError(t, err)
+	_, err = store.Save(context.Background(), m, bytes.NewReader(archive))
+	require.NoError(t, err)
+
+	in.Prompt, in.Continue = "second MARK-s2", r1.Conversation
+	_, err = harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in, Provider: e.provider, Store: store})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Session, outposterr.ClassOf(err), "without re-seed: a session error")
+
+	res, err := harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in, Provider: e.provider, Store: store, Reseed: true})
+	require.NoError(t, err, "stderr: %s", resTail(res))
+	assert.NotEqual(t, r1.Conversation, res.Conversation, "a new conversation")
+	assert.Contains(t, res.Text, "MARK-s1", "it carries the earlier turn")
+	assert.Contains(t, res.Text, "MARK-s2")
+	assert.Contains(t, strings.Join(res.Warnings, " "), "re")
 }

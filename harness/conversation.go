@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"path"
@@ -40,6 +41,13 @@ func restoreConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 	if err != nil {
 		return err
 	}
+	kept := files[:0]
+	for _, f := range files {
+		if f.Path != transcriptPath { // Outpost's own record stays in the store
+			kept = append(kept, f)
+		}
+	}
+	files = kept
 	for i, f := range files {
 		p, content := st.Relocate(f.Path, f.Content, m.Cwd, in.Workdir)
 		if !conversation.SafePath(p) {
@@ -87,6 +95,7 @@ func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 		}
 		files = append(files, got...)
 	}
+	files = append(files, conversation.File{Path: transcriptPath, Content: appendTranscript(ctx, t.Store, in, res)})
 	archive, err := conversation.WriteFiles(files)
 	if err != nil {
 		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
@@ -157,4 +166,92 @@ func usageBaseline(ctx context.Context, t Turn) *usage.Usage {
 	}
 	u := *m.UsageTotal
 	return &u
+}
+
+// transcriptPath is Outpost's own record of a conversation inside its
+// archive: one JSON line per turn (prompt and final text). Restore skips it;
+// a re-seed reads it.
+const transcriptPath = ".outpost-transcript.jsonl"
+
+// Transcript bounds: the last turns kept, and the characters a re-seed
+// prompt may carry.
+const (
+	maxTranscriptTurns = 50
+	maxReseedChars     = 12000
+)
+
+type transcriptLine struct {
+	Prompt string `json:"prompt"`
+	Text   string `json:"text"`
+}
+
+// storedTranscript returns the transcript lines of a stored conversation.
+func storedTranscript(ctx context.Context, store conversation.Store, id string) []transcriptLine {
+	if store == nil || id == "" {
+		return nil
+	}
+	_, rc, err := store.Load(ctx, id)
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	files, err := conversation.ReadFiles(rc)
+	if err != nil {
+		return nil
+	}
+	var out []transcriptLine
+	for _, f := range files {
+		if f.Path != transcriptPath {
+			continue
+		}
+		for _, l := range bytes.Split(f.Content, []byte("\n")) {
+			var tl transcriptLine
+			if json.Unmarshal(l, &tl) == nil {
+				out = append(out, tl)
+			}
+		}
+	}
+	return out
+}
+
+// appendTranscript is the conversation's transcript after this turn: the
+// stored one of the conversation it continued (the parent, for a fork),
+// plus this turn, bounded.
+func appendTranscript(ctx context.Context, store conversation.Store, in adapters.Input, res *Result) []byte {
+	lines := storedTranscript(ctx, store, in.Continue)
+	lines = append(lines, transcriptLine{Prompt: in.Prompt, Text: res.Text})
+	if len(lines) > maxTranscriptTurns {
+		lines = lines[len(lines)-maxTranscriptTurns:]
+	}
+	var b bytes.Buffer
+	for _, l := range lines {
+		j, _ := json.Marshal(l)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// reseedPrompt builds a prompt that carries the stored transcript of id
+// (the most recent turns that fit maxReseedChars) before prompt.
+func reseedPrompt(ctx context.Context, store conversation.Store, id, prompt string) (string, bool) {
+	lines := storedTranscript(ctx, store, id)
+	if len(lines) == 0 {
+		return "", false
+	}
+	var parts []string
+	total := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		p := "User: " + lines[i].Prompt + "\nAssistant: " + lines[i].Text
+		if total+len(p) > maxReseedChars {
+			break
+		}
+		parts = append([]string{p}, parts...)
+		total += len(p)
+	}
+	if len(parts) == 0 {
+		return "", false
+	}
+	return "This continues an earlier conversation that could not be restored. Its last turns were:\n\n" +
+		strings.Join(parts, "\n\n") + "\n\nNow: " + prompt, true
 }

@@ -21,6 +21,27 @@ import (
 // Result.Err: nil on success, else an *outposterr.Error. Run always returns a
 // non-nil Result.
 func Run(ctx context.Context, t Turn) (*Result, error) {
+	res, err := run(ctx, t)
+	if err == nil || !t.Reseed || t.Store == nil || t.Input.Continue == "" ||
+		outposterr.ClassOf(err) != outposterr.Session || ctx.Err() != nil {
+		return res, err
+	}
+	// The CLI cannot find the conversation: start a new one seeded with the
+	// stored transcript, once.
+	prompt, ok := reseedPrompt(ctx, t.Store, t.Input.Continue, t.Input.Prompt)
+	if !ok {
+		return res, err
+	}
+	t2 := t
+	t2.Reseed = false
+	t2.Input.Continue, t2.Input.Fork, t2.Input.Prompt = "", false, prompt
+	res2, err2 := run(ctx, t2)
+	res2.Warnings = append(res2.Warnings, "conversation "+t.Input.Continue+" could not be resumed ("+err.Error()+
+		"); continued in a new conversation seeded with its stored transcript")
+	return res2, err2
+}
+
+func run(ctx context.Context, t Turn) (*Result, error) {
 	t = t.withDefaults()
 	res := &Result{Started: t.Now(), Counts: map[adapters.Kind]int{}}
 	finish := func(err error) (*Result, error) {

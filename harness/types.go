@@ -50,6 +50,10 @@ type Turn struct {
 	// to continue is restored into the lease before the CLI runs, and the
 	// turn's conversation is captured after it, failed turns included.
 	Store conversation.Store
+	// Reseed, when the CLI cannot find the conversation to continue (a
+	// session error), retries once in a new conversation whose prompt
+	// carries the stored transcript (bounded) before the new prompt.
+	Reseed bool
 
 	// OnEvent receives every event as soon as it is decoded, in order, from
 	// one goroutine. It must not block for long.

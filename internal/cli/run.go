@@ -41,6 +41,7 @@ type RunOptions struct {
 	Auth        string
 	MCP         string
 	Store       string
+	Reseed      bool
 	Bootstrap   BootstrapOptions
 	StubReset   time.Duration
 	NoStore     bool
@@ -116,6 +117,7 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringVar(&opts.Store, "store", "", "conversation store directory (default "+defaultStoreDir+")")
 	fl.BoolVar(&opts.NoStore, "no-store", false, "do not capture or restore the conversation")
+	fl.BoolVar(&opts.Reseed, "reseed", false, "when the CLI cannot find the conversation to continue, retry once in a new one seeded with the stored transcript")
 	fl.StringVar(&opts.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
 	fl.StringVar(&opts.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
 	fl.StringVar(&opts.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
@@ -312,7 +314,7 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 	return harness.Run(ctx, harness.Turn{
 		Adapter: a, Input: in, Provider: prov, Spec: spec, Store: s.store, Credentials: s.creds,
 		OnEvent: onEvent, Deadline: s.opts.Timeout, IdleTimeout: s.opts.IdleTimeout, Logger: s.logger,
-		StopOnQuotaRetry: req.StopOnQuotaRetry,
+		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed,
 	})
 }
 
