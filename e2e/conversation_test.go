@@ -150,6 +150,16 @@ func TestCodexConversationAcrossLeases(t *testing.T) {
 			fm, err := store.Stat(context.Background(), f.Conversation)
 			require.NoError(t, err)
 			assert.Equal(t, r1.Conversation, fm.Parent)
+
+			// Both branches continue, each in a new lease, without the other's turns.
+			r3, err := cold(adapters.Input{Prompt: "main again MARK-x4", Continue: r1.Conversation})
+			require.NoError(t, err, "output: %s", resTail(r3))
+			assert.Contains(t, r3.Text, "MARK-x2")
+			assert.NotContains(t, r3.Text, "MARK-x3", "the original does not see the fork")
+			f2, err := cold(adapters.Input{Prompt: "branch again MARK-x5", Continue: f.Conversation})
+			require.NoError(t, err, "output: %s", resTail(f2))
+			assert.Contains(t, f2.Text, "MARK-x3")
+			assert.NotContains(t, f2.Text, "MARK-x4", "the fork does not see the original's later turns")
 		})
 	}
 }

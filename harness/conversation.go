@@ -17,19 +17,46 @@ import (
 	"github.com/outpost-dev/outpost/usage"
 )
 
+// maxLineage bounds how many ancestors of a forked conversation are restored.
+const maxLineage = 8
+
 // restoreConversation puts the stored conversation in.Continue into sb's
-// home, relocated to in.Workdir. A conversation the store does not hold is
-// left to the CLI (a warm lease may have it); a stored one that cannot be
-// trusted or written is a session error.
+// home, relocated to in.Workdir, after its ancestors (a fork's parent,
+// grandparent, …): a CLI may need the thread it was forked from (Codex
+// 0.169.0 refuses a fork whose source rollout is missing). A conversation
+// the store does not hold is left to the CLI (a warm lease may have it); a
+// stored one that cannot be trusted or written is a session error.
 func restoreConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input) error {
-	st, ok := t.Adapter.(adapters.Storage)
-	if t.Store == nil || !ok || in.Continue == "" {
+	if _, ok := t.Adapter.(adapters.Storage); t.Store == nil || !ok || in.Continue == "" {
 		return nil
 	}
-	m, rc, err := t.Store.Load(ctx, in.Continue)
-	if errors.Is(err, conversation.ErrNotFound) {
-		return nil
+	var lineage []string
+	for id := in.Continue; id != "" && len(lineage) < maxLineage; {
+		m, err := t.Store.Stat(ctx, id)
+		if errors.Is(err, conversation.ErrNotFound) && len(lineage) > 0 {
+			break // an ancestor the store lost: restore what there is
+		}
+		if errors.Is(err, conversation.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		lineage = append(lineage, id)
+		id = m.Parent
 	}
+	for i := len(lineage) - 1; i >= 0; i-- {
+		if err := restoreOne(ctx, t, sb, in, lineage[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreOne restores one stored conversation into sb's home.
+func restoreOne(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input, id string) error {
+	st := t.Adapter.(adapters.Storage)
+	m, rc, err := t.Store.Load(ctx, id)
 	if err != nil {
 		return err
 	}
