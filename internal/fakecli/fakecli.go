@@ -204,7 +204,7 @@ type line struct {
 func (decoder) Decode(b []byte) []adapters.Event {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return []adapters.Event{{Kind: adapters.KindRaw, Raw: rawJSON(b)}}
+		return []adapters.Event{adapters.RawEvent(b)}
 	}
 	status, _ := l.Status.(float64)
 	switch l.Type {
@@ -232,15 +232,7 @@ func (decoder) Decode(b []byte) []adapters.Event {
 	case "retry":
 		return []adapters.Event{{Kind: adapters.KindRetry, Retry: &adapters.RetryNotice{Attempt: l.Attempt, Status: int(status)}}}
 	}
-	return []adapters.Event{{Kind: adapters.KindRaw, Raw: rawJSON(b)}}
-}
-
-func rawJSON(b []byte) json.RawMessage {
-	if json.Valid(b) {
-		return append(json.RawMessage(nil), b...)
-	}
-	q, _ := json.Marshal(string(b))
-	return q
+	return []adapters.Event{adapters.RawEvent(b)}
 }
 
 var resetRe = regexp.MustCompile(`reset=(\S+)`)
