@@ -385,21 +385,11 @@ func (s *Server) chatFailure(p plan) responsesError {
 		e.status = http.StatusPaymentRequired
 		e.typ, e.code = "insufficient_quota", "quota_exceeded"
 		e.message = "You have no quota"
-	case ScenarioOverloaded:
-		e.status = http.StatusServiceUnavailable
-		e.typ, e.code = "server_error", "server_is_overloaded"
-		e.message = "The server is overloaded. Please try again later."
-	case ScenarioUnavailable:
-		e.typ = "server_error"
-		e.message = "Service Unavailable"
 	case ScenarioServerError:
 		e.typ = "server_error"
 		e.message = "Internal Server Error"
-	case ScenarioUnauthorized:
-		e.typ, e.code = "invalid_request_error", "invalid_api_key"
-		e.message = "Incorrect API key provided: sk-test-****lder."
 	default:
-		e.typ = "invalid_request_error"
+		e.openAICommon(p.scenario)
 	}
 	return e
 }

@@ -516,6 +516,18 @@ func (s *Server) responsesFailure(p plan) responsesError {
 		e.status = http.StatusTooManyRequests
 		e.typ, e.code = "insufficient_quota", "insufficient_quota"
 		e.message = "You exceeded your current quota, please check your plan and billing details."
+	case ScenarioServerError:
+		e.typ = "server_error"
+		e.message = "The server had an error while processing your request. Sorry about that!"
+	default:
+		e.openAICommon(p.scenario)
+	}
+	return e
+}
+
+// openAICommon fills the error bodies both OpenAI wire APIs share.
+func (e *responsesError) openAICommon(sc Scenario) {
+	switch sc {
 	case ScenarioOverloaded:
 		e.status = http.StatusServiceUnavailable
 		e.typ, e.code = "server_error", "server_is_overloaded"
@@ -523,14 +535,10 @@ func (s *Server) responsesFailure(p plan) responsesError {
 	case ScenarioUnavailable:
 		e.typ = "server_error"
 		e.message = "Service Unavailable"
-	case ScenarioServerError:
-		e.typ = "server_error"
-		e.message = "The server had an error while processing your request. Sorry about that!"
 	case ScenarioUnauthorized:
 		e.typ, e.code = "invalid_request_error", "invalid_api_key"
 		e.message = "Incorrect API key provided: sk-test-****lder."
 	default:
 		e.typ = "invalid_request_error"
 	}
-	return e
 }
