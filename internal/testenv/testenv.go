@@ -52,10 +52,34 @@ func CLI(t testing.TB, name string) string {
 		Missing(t, RequireCLIsEnv, "the real "+name+" CLI")
 		return ""
 	}
-	if real, err := filepath.EvalSymlinks(p); err == nil {
-		return real
+	return invocable(p, name)
+}
+
+// invocable follows the symlink chain from p and returns its last hop still
+// named name, made absolute: its directory can go on a sandbox's PATH (an
+// install's bin/ of links resolves into the package), while a chain ending
+// in a launcher script (codex → codex.js) stops at the link beside it.
+func invocable(p, name string) string {
+	p, _ = filepath.Abs(p)
+	best := p
+	for range 40 {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = filepath.Clean(target)
+		if filepath.Base(p) == name {
+			best = p
+		}
 	}
-	return p
+	return best
 }
 
 // Short skips long-running integration tests under -short.
