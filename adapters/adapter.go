@@ -17,6 +17,11 @@
 //   - An authentication recognizer ([Adapter.Auth]) sits beside Quota and
 //     Unavailable: every CLI needs one, and callers must tell "log in again"
 //     from "wait" and "retry".
+//   - Live input is a whole command and protocol session ([LiveInput],
+//     [LiveSession]) rather than a stdin encoder: a CLI that takes messages
+//     into a running turn (codex app-server) speaks a request/response
+//     protocol on stdin that must answer the CLI, wait until a turn runs and
+//     close stdin when it ends, none of which one encoder can do.
 //
 // Optional abilities are separate small interfaces found by type assertion.
 package adapters
@@ -126,11 +131,32 @@ type Decoder interface {
 	Decode(line []byte) []Event
 }
 
-// LiveInput is implemented by adapters that can deliver a user message into a
-// running turn through stdin.
+// LiveInput is implemented by adapters whose CLI accepts user messages into
+// a running turn. The harness uses it instead of [Adapter.Request] only when
+// the caller wants to steer a turn (harness.Turn.Live); a turn without live
+// input keeps the CLI's ordinary one-shot command.
 type LiveInput interface {
-	// EncodeInput returns the bytes to write to the CLI's stdin.
+	// LiveRequest builds the command of a live-input turn, whose stdin stays
+	// open (sandbox.Command.KeepStdinOpen), and the session that speaks the
+	// CLI's protocol on it. It validates input as Request does and is pure.
+	LiveRequest(in Input) (sandbox.Command, LiveSession, error)
+}
+
+// LiveSession is the protocol state of one live-input turn. The harness
+// calls it from one goroutine: every stdout line goes to Decode (it replaces
+// the adapter's decoder for the turn), Pending is written to stdin after
+// each line, caller messages are encoded with EncodeInput once Ready, and
+// stdin is closed when Done.
+type LiveSession interface {
+	Decoder
+	// Pending returns, and forgets, protocol bytes to write to stdin now.
+	Pending() []byte
+	// Ready reports whether a turn is running that can take a message.
+	Ready() bool
+	// EncodeInput encodes a user message for the running turn.
 	EncodeInput(text string) ([]byte, error)
+	// Done reports whether the turn finished; the harness then closes stdin.
+	Done() bool
 }
 
 // SessionRecognizer is implemented by adapters that can tell, from a failure

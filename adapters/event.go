@@ -48,12 +48,15 @@ const (
 	KindStderr Kind = "stderr"
 	// KindRaw is a line the decoder did not understand (invalid JSON, unknown type).
 	KindRaw Kind = "raw"
+	// KindInput is a user message the harness delivered into the running
+	// turn (live input); Text is the message. Adapters never emit it.
+	KindInput Kind = "input"
 )
 
 // Kinds lists every event kind.
 var Kinds = []Kind{KindConversation, KindText, KindTextDelta, KindReasoning, KindTool,
 	KindToolResult, KindFileChange, KindUsage, KindQuota, KindRetry, KindWarning,
-	KindFailure, KindResult, KindFinished, KindStderr, KindRaw}
+	KindFailure, KindResult, KindFinished, KindStderr, KindRaw, KindInput}
 
 // Event is one normalized event. Seq and Time are set by the harness, never by
 // an adapter. Which payload fields are set depends on Kind; the rest are zero.

@@ -18,7 +18,11 @@
 //     a short drain window collects output in flight and the rest of the
 //     process group is killed. The deadline, the idle timeout and the
 //     settle window after the final event stop the CLI with SIGTERM, then
-//     SIGKILL after Turn.KillGrace; so does cancellation of ctx.
+//     SIGKILL after Turn.KillGrace; so does cancellation of ctx. With
+//     Turn.Live the adapter's live-input command runs instead (its stdin
+//     stays open): protocol replies and the caller's messages are written by
+//     a pump that never blocks supervision, messages wait until a turn can
+//     take them, and stdin is closed when the turn ends.
 //  5. Classification ([outposterr]): exit status, failure events, blocking
 //     quota events and the stderr of a failed turn — never assistant text.
 //     Only process failures become quota; outages stay process failures with

@@ -116,7 +116,13 @@ func run(ctx context.Context, t Turn) (*Result, error) {
 	if err := restoreConversation(turnCtx, t, sb, in); err != nil {
 		return finish(classifyInfra(ctx, t, outposterr.Session, "restore conversation", err))
 	}
-	cmd, err := t.Adapter.Request(in)
+	var cmd sandbox.Command
+	var live adapters.LiveSession
+	if t.Live != nil {
+		cmd, live, err = t.Adapter.(adapters.LiveInput).LiveRequest(in)
+	} else {
+		cmd, err = t.Adapter.Request(in)
+	}
 	if err != nil {
 		return finish(asClass(err, outposterr.Configuration, "build request"))
 	}
@@ -135,7 +141,16 @@ func run(ctx context.Context, t Turn) (*Result, error) {
 	}
 	col := newCollector(t.Adapter, t.Now, t.OnEvent, t.KeepEvents, t.TailBytes, res)
 	col.ledger.Baseline = usageBaseline(turnCtx, t)
-	v := supervise(ctx, turnCtx, t, proc, col)
+	var feed *liveFeed
+	if live != nil {
+		if proc.Stdin() == nil {
+			_ = proc.Close()
+			return finish(outposterr.New(outposterr.Sandbox, "%s: the sandbox gave the live-input turn no stdin", res.Agent))
+		}
+		col.dec = live
+		feed = newLiveFeed(live, proc.Stdin(), t.Live, col)
+	}
+	v := supervise(ctx, turnCtx, t, proc, col, feed)
 	res.Exit, res.Exited = v.exit, v.exited
 	if v.stop == stopSettled {
 		col.warn("CLI kept running after its final event; stopped after the settle window")
@@ -249,6 +264,8 @@ func preflight(t Turn) error {
 		return outposterr.New(outposterr.Configuration, "%s does not support fork", name)
 	case t.Input.Continue != "" && !caps.Resumable:
 		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
+	case t.Live != nil && !canSteer(t.Adapter):
+		return outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", name)
 	}
 	vars := t.Input.Env
 	if t.Credentials != nil {
@@ -290,7 +307,7 @@ type exitResult struct {
 // supervise streams the process's output into the collector until the
 // process exits (plus the drain window), enforcing deadline, idle timeout,
 // settle window and cancellation.
-func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector) verdict {
+func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector, feed *liveFeed) verdict {
 	v := verdict{deadline: t.Deadline, idle: t.IdleTimeout}
 	lines := make(chan line, 64)
 	quit := make(chan struct{})
@@ -339,9 +356,11 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 				stop(stopQuota, nil)
 				killWait = time.After(t.KillGrace + 10*time.Second)
 			}
+			feed.afterLine()
 		}
 	}
 	done := turnCtx.Done()
+	messages := feed.messages()
 
 loop:
 	for {
@@ -349,6 +368,12 @@ loop:
 		case l := <-lines:
 			handle(l)
 			resetTimer(idle, t.IdleTimeout)
+		case m, ok := <-messages:
+			if !ok {
+				messages = nil
+				continue
+			}
+			feed.add(m)
 		case r := <-exitCh:
 			v.exit, v.exited = r.st, r.err == nil
 			if r.err != nil {
@@ -401,6 +426,7 @@ drainLoop:
 		}
 	}
 	close(quit)
+	feed.close()
 	_ = proc.Close()
 	select {
 	case <-readersDone:

@@ -63,6 +63,13 @@ type Turn struct {
 	// retries after a blocking rate-limit signal) instead of letting the CLI
 	// burn its retries; the turn then fails with a quota error.
 	StopOnQuotaRetry bool
+	// Live, when set, carries user messages to deliver into the running
+	// turn, in order (steering). The adapter must implement
+	// adapters.LiveInput; the turn then runs the CLI's live-input command.
+	// Messages sent before the turn can take them wait; each delivered one
+	// becomes an input event. Messages still undelivered when the turn ends
+	// are reported in Result.Warnings. Closing the channel is optional.
+	Live <-chan string
 	// KeepEvents stores every event in Result.Events (otherwise only counts).
 	KeepEvents bool
 

@@ -149,6 +149,7 @@ func CheckEvent(t testing.TB, ev adapters.Event) {
 	assert.True(t, slices.Contains(adapters.Kinds, ev.Kind), "unknown kind %q", ev.Kind)
 	assert.Zero(t, ev.Seq, "adapters must not set Seq")
 	assert.True(t, ev.Time.IsZero(), "adapters must not set Time")
+	assert.NotEqual(t, adapters.KindInput, ev.Kind, "input events come from the harness, not adapters")
 	if ev.ToolResult != nil {
 		assert.LessOrEqual(t, len(ev.ToolResult.Preview), adapters.PreviewLimit)
 	}

@@ -12,9 +12,8 @@ import (
 	"github.com/outpost-dev/outpost/usage"
 )
 
-// AppSession is the state of one app-server turn. It is not safe for
-// concurrent use, except that [AppSession.EncodeInput] may be called from
-// another goroutine than Decode only under the caller's own lock.
+// AppSession is the state of one app-server turn ([adapters.LiveSession]).
+// It is not safe for concurrent use.
 type AppSession struct {
 	prompt   string
 	threadID string
@@ -34,6 +33,17 @@ const (
 	idThread     = 2
 	idTurn       = 3
 )
+
+var _ adapters.LiveInput = (*Adapter)(nil)
+
+// LiveRequest implements [adapters.LiveInput]: see [Adapter.AppServerRequest].
+func (a *Adapter) LiveRequest(in adapters.Input) (sandbox.Command, adapters.LiveSession, error) {
+	cmd, s, err := a.AppServerRequest(in)
+	if err != nil {
+		return sandbox.Command{}, nil, err
+	}
+	return cmd, s, nil
+}
 
 // AppServerRequest builds the command of a live-input turn: `codex -c…
 // app-server` with the opening messages on stdin, which stays open
@@ -98,6 +108,9 @@ func (s *AppSession) Thread() string { return s.threadID }
 
 // Turn is the running turn's id (empty until turn/start was answered).
 func (s *AppSession) Turn() string { return s.turnID }
+
+// Ready reports whether a turn is running that [AppSession.EncodeInput] can steer.
+func (s *AppSession) Ready() bool { return s.turnID != "" && !s.done }
 
 // Done reports whether the turn finished; the caller then closes stdin.
 func (s *AppSession) Done() bool { return s.done }

@@ -162,13 +162,21 @@ func TestAppServerLiveInput(t *testing.T) {
 func TestAppServerDecodeCaptured(t *testing.T) {
 	data, err := os.ReadFile("testdata/appserver_live.jsonl")
 	require.NoError(t, err)
-	_, s, err := codex.New().AppServerRequest(adapters.Input{Prompt: "first MARK-live1"})
+	cmd, s, err := codex.New().LiveRequest(adapters.Input{Prompt: "first MARK-live1"})
 	require.NoError(t, err)
+	assert.True(t, cmd.KeepStdinOpen)
 	counts := map[adapters.Kind]int{}
 	var result string
+	wasReady := false
 	for _, l := range bytes.Split(data, []byte("\n")) {
 		if len(l) == 0 {
 			continue
+		}
+		if s.Ready() {
+			wasReady = true
+		} else if !wasReady {
+			_, err := s.EncodeInput("too early")
+			assert.ErrorIs(t, err, codex.ErrNotRunning, "no turn runs before turn/start is answered")
 		}
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(l, &m))
@@ -188,5 +196,9 @@ func TestAppServerDecodeCaptured(t *testing.T) {
 	assert.Positive(t, counts[adapters.KindUsage])
 	assert.Equal(t, 1, counts[adapters.KindFinished])
 	assert.Equal(t, "outpost ok: MARK-live2. remembered: MARK-live1", result)
+	assert.True(t, wasReady, "the session became ready once the turn started")
 	assert.True(t, s.Done())
+	assert.False(t, s.Ready(), "a finished turn takes no more input")
+	_, err = s.EncodeInput("too late")
+	assert.ErrorIs(t, err, codex.ErrNotRunning)
 }

@@ -218,7 +218,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{
 		Resumable:        true,
 		Forkable:         true,
-		LiveInput:        false,
+		LiveInput:        true,
 		RequiresFinished: true,
 		Usage:            adapters.UsageEvents,
 	}

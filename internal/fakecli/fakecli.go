@@ -16,6 +16,9 @@
 //	alloc MIB          allocate and touch MIB mebibytes, then keep them
 //	exit CODE          exit with CODE (default 0 at the end of the script)
 //
+// With the argument --live the fake speaks a small live-input protocol
+// instead (see [Adapter.LiveRequest]).
+//
 // The adapter decodes the JSON lines: {"type":"conversation","id":…},
 // {"type":"text","text":…}, {"type":"result","text":…}, {"type":"failure","text":…,"status":N},
 // {"type":"finished","ok":bool}, {"type":"usage","input":N,"output":N,"cost":F,"id":…,"scope":…},
@@ -60,6 +63,9 @@ func Main() {
 	if os.Getenv(MCPEnv) == "1" {
 		serveMCP()
 		os.Exit(0)
+	}
+	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == LiveArg {
+		serveLive()
 	}
 	script, _ := readAll(os.Stdin)
 	code := 0
@@ -162,7 +168,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	if a.Caps != nil {
 		return *a.Caps
 	}
-	return adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageEvents}
+	return adapters.Capabilities{Resumable: true, LiveInput: true, RequiresFinished: true, Usage: adapters.UsageEvents}
 }
 
 // Request implements adapters.Adapter: the prompt is the script.

@@ -1,0 +1,176 @@
+package harness
+
+import (
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/outpost-dev/outpost/adapters"
+)
+
+// canSteer reports whether a turn with a can take live input.
+func canSteer(a adapters.Adapter) bool {
+	_, ok := a.(adapters.LiveInput)
+	return ok && a.Capabilities().LiveInput
+}
+
+// liveFeed runs the stdin side of a live-input turn: the session's protocol
+// replies and the caller's messages, in order, through a pump that never
+// blocks the supervision loop. All methods but the pump's goroutine run on
+// supervise's goroutine; a nil feed does nothing.
+type liveFeed struct {
+	session adapters.LiveSession
+	src     <-chan string
+	col     *collector
+	pump    *stdinPump
+	waiting []string // caller messages not yet deliverable
+	closed  bool
+}
+
+func newLiveFeed(s adapters.LiveSession, stdin io.WriteCloser, src <-chan string, col *collector) *liveFeed {
+	f := &liveFeed{session: s, src: src, col: col, pump: newStdinPump(stdin)}
+	f.afterLine() // the opening messages may already be pending
+	return f
+}
+
+// messages is the caller's channel, or nil without a feed.
+func (f *liveFeed) messages() <-chan string {
+	if f == nil {
+		return nil
+	}
+	return f.src
+}
+
+// add queues one caller message and delivers what it can.
+func (f *liveFeed) add(m string) {
+	f.waiting = append(f.waiting, m)
+	f.flush()
+}
+
+// afterLine runs after each decoded stdout line: protocol replies first,
+// then waiting messages, then stdin is closed once the turn is done.
+func (f *liveFeed) afterLine() {
+	if f == nil || f.closed {
+		return
+	}
+	if b := f.session.Pending(); len(b) > 0 {
+		f.pump.write(b)
+	}
+	f.flush()
+	if f.session.Done() {
+		f.finish()
+	}
+}
+
+func (f *liveFeed) flush() {
+	for len(f.waiting) > 0 && !f.closed && f.session.Ready() {
+		m := f.waiting[0]
+		f.waiting = f.waiting[1:]
+		b, err := f.session.EncodeInput(m)
+		if err != nil {
+			f.col.warn("live input not delivered: " + err.Error())
+			continue
+		}
+		f.pump.write(b)
+		f.col.emit(adapters.Event{Kind: adapters.KindInput, Text: m})
+	}
+}
+
+// finish closes stdin (after every queued write) and reports the messages
+// that could not be delivered, including those still in the channel.
+func (f *liveFeed) finish() {
+	if f.closed {
+		return
+	}
+	f.closed = true
+	f.pump.close()
+	n := len(f.waiting)
+	f.waiting = nil
+	for {
+		select {
+		case _, ok := <-f.src:
+			if ok {
+				n++
+				continue
+			}
+		default:
+		}
+		break
+	}
+	if n > 0 {
+		f.col.warn(strconv.Itoa(n) + " live input message(s) not delivered: the turn had ended")
+	}
+}
+
+// close ends the feed when supervision ends.
+func (f *liveFeed) close() {
+	if f != nil {
+		f.finish()
+	}
+}
+
+// stdinPump writes to a process's stdin from its own goroutine, so a CLI
+// that stops reading never blocks the supervision loop; Process.Close
+// unblocks a stuck write.
+type stdinPump struct {
+	mu      sync.Mutex
+	queue   [][]byte
+	closing bool
+	wake    chan struct{}
+}
+
+func newStdinPump(w io.WriteCloser) *stdinPump {
+	p := &stdinPump{wake: make(chan struct{}, 1)}
+	go p.run(w)
+	return p
+}
+
+func (p *stdinPump) write(b []byte) {
+	p.mu.Lock()
+	p.queue = append(p.queue, b)
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *stdinPump) close() {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *stdinPump) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *stdinPump) run(w io.WriteCloser) {
+	failed := w == nil
+	for range p.wake {
+		for {
+			p.mu.Lock()
+			q, closing := p.queue, p.closing
+			p.queue = nil
+			p.mu.Unlock()
+			for _, b := range q {
+				if !failed {
+					if _, err := w.Write(b); err != nil {
+						failed = true // the CLI is gone; Close reports nothing new
+					}
+				}
+			}
+			if len(q) > 0 {
+				continue
+			}
+			if closing {
+				if w != nil {
+					_ = w.Close()
+				}
+				return
+			}
+			break
+		}
+	}
+}
