@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -31,6 +30,9 @@ const codexVendorDir = "/opt/outpost/codex"
 // a native binary on PATH is used from its own tree.
 func codexVendor(t *testing.T, bin string) string {
 	t.Helper()
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
 	if filepath.Base(filepath.Dir(bin)) == "bin" && !strings.HasSuffix(bin, ".js") {
 		return filepath.Dir(filepath.Dir(bin))
 	}
@@ -179,8 +181,9 @@ func TestCodex(t *testing.T) {
 	}
 }
 
-// TestCodexLiveInput steers a running `codex app-server` turn inside host and
-// Docker leases (driven directly: the harness has no live-input path yet).
+// TestCodexLiveInput steers a running Codex turn through the harness
+// (Turn.Live: `codex app-server`, turn/steer) inside host and Docker leases,
+// then continues the thread with an ordinary exec turn.
 func TestCodexLiveInput(t *testing.T) {
 	testenv.Short(t)
 	for _, e := range codexEnvs(t) {
@@ -188,54 +191,33 @@ func TestCodexLiveInput(t *testing.T) {
 			srv := server(t, outposttest.WithScenario(outposttest.ScenarioSlow), outposttest.WithChunkDelay(150*time.Millisecond))
 			sb := lease(t, e)
 			zero := 0
-			cmd, s, err := codex.New().AppServerRequest(adapters.Input{Prompt: "first MARK-live1", Workdir: sb.Root(),
-				Home: sb.Home(), MaxRetries: &zero,
-				Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}})
-			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			p, err := sb.Exec(ctx, cmd)
-			require.NoError(t, err)
-			defer p.Close()
-			in := p.Stdin()
-			require.NotNil(t, in)
-
-			var result string
-			var ok, steered bool
-			sc := bufio.NewScanner(p.Stdout())
-			sc.Buffer(nil, 16<<20)
-			for sc.Scan() {
-				for _, ev := range s.Decode(sc.Bytes()) {
-					switch ev.Kind {
-					case adapters.KindTextDelta:
-						if !steered {
-							b, err := s.EncodeInput("also MARK-live2")
-							require.NoError(t, err)
-							_, err = in.Write(b)
-							require.NoError(t, err)
-							steered = true
-						}
-					case adapters.KindResult:
-						result = ev.Text
-					case adapters.KindFinished:
-						ok = ev.Finished.OK
+			live := make(chan string, 1) // OnEvent runs on the goroutine that reads it
+			steered := false
+			res, err := harness.Run(context.Background(), harness.Turn{
+				Adapter: codex.New(), Sandbox: sb, KeepEvents: true, Live: live,
+				Input: adapters.Input{Prompt: "first MARK-live1", MaxRetries: &zero,
+					Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+				Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+				OnEvent: func(ev adapters.Event) {
+					if ev.Kind == adapters.KindTextDelta && !steered {
+						steered = true // the first answer is streaming: the turn runs
+						live <- "also MARK-live2"
 					}
-				}
-				if b := s.Pending(); len(b) > 0 {
-					_, err := in.Write(b)
-					require.NoError(t, err)
-				}
-				if s.Done() {
-					require.NoError(t, in.Close())
-				}
-			}
-			st, err := p.Wait()
-			require.NoError(t, err)
-			assert.True(t, st.Success(), "%s", st)
-			assert.True(t, steered)
-			assert.True(t, ok)
-			assert.Equal(t, "outpost ok: MARK-live2. remembered: MARK-live1", result,
+				},
+			})
+			require.NoError(t, err, "output: %s", resTail(res))
+			assert.Equal(t, 1, res.Counts[adapters.KindInput], "the message was delivered")
+			assert.Equal(t, "outpost ok: MARK-live2. remembered: MARK-live1", res.Text,
 				"the steered message reached the model in the same turn")
+			assert.NotEmpty(t, res.Conversation)
+			assert.Positive(t, res.Usage.Input)
+			assert.Empty(t, res.Warnings, "app-server exited once its stdin closed")
+			assert.True(t, res.Exited)
+
+			next, err := codexTurn(t, sb, server(t), adapters.Input{Prompt: "next MARK-live3", Continue: res.Conversation})
+			require.NoError(t, err, "output: %s", resTail(next))
+			assert.Equal(t, res.Conversation, next.Conversation)
+			assert.Contains(t, next.Text, "MARK-live1", "the live turn's thread continues with exec")
 		})
 	}
 }

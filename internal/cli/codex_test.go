@@ -97,3 +97,25 @@ func TestReplayCodexFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLiveRealCodex: `outpost run --live` delivers each line of standard
+// input into the running Codex turn (app-server, turn/steer).
+func TestRunLiveRealCodex(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "codex")
+	ws := t.TempDir()
+	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}
+	r := execute(t, "also MARK-live2\n", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store",
+		"--scenario", "slow", "--workspace", ws, "--live", "--json", "first MARK-live1")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"kind":"input","text":"also MARK-live2"`)
+	assert.Contains(t, r.stdout, "outpost ok: MARK-live2. remembered: MARK-live1", "the message reached the running turn")
+
+	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--live", "hi")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stderr, "claude does not take live input")
+
+	r = execute(t, "", env, "run", "--agent", "codex", "--live", "-")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "give the prompt as the argument")
+}

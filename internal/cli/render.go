@@ -84,6 +84,8 @@ func (r *renderer) event(ev adapters.Event) {
 		r.lastFailure = ev.Text
 	case adapters.KindStderr:
 		fmt.Fprintf(r.out, "  stderr: %s\n", oneLine(ev.Text, 500))
+	case adapters.KindInput:
+		fmt.Fprintf(r.out, "» %s\n", oneLine(ev.Text, 500))
 	case adapters.KindResult, adapters.KindUsage, adapters.KindFinished, adapters.KindRaw:
 		// The result text and usage are summarized at the end.
 	}

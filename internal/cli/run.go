@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"github.com/outpost-dev/outpost/conversation"
@@ -49,6 +50,7 @@ type RunOptions struct {
 	Network     string
 	User        string
 	Verbose     bool
+	Live        bool
 	Prompt      string
 }
 
@@ -73,7 +75,12 @@ file, e.g. ~/.claude/.credentials.json, installed into the sandbox's private hom
 a refreshed login is written back), account:variable (CLAUDE_CODE_OAUTH_TOKEN), usage
 (ANTHROPIC_API_KEY) or none. Variables come from .outpost/.env (declared names only;
 an empty declaration inherits the process value) and from --env NAME, which forwards
-one variable from outpost's environment. Values never appear in argv or output.`,
+one variable from outpost's environment. Values never appear in argv or output.
+
+--live keeps the turn open to steering: each line read from standard input while
+the turn runs is delivered into it as a further user message (agents with live
+input: codex). Lines read before the CLI can take them wait; lines it never took
+are reported as warnings.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Prompt = args[0]
@@ -88,6 +95,9 @@ one variable from outpost's environment. Values never appear in argv or output.`
 			if opts.Fork && opts.Resume == "" {
 				return &flagError{fmt.Errorf("--fork needs --resume ID")}
 			}
+			if opts.Live && opts.Prompt == "-" {
+				return &flagError{fmt.Errorf("--live reads live messages from standard input: give the prompt as the argument")}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -97,6 +107,7 @@ one variable from outpost's environment. Values never appear in argv or output.`
 	addRunFlags(cmd, opts)
 	cmd.Flags().StringVar(&opts.Resume, "resume", "", "conversation id to continue")
 	cmd.Flags().BoolVar(&opts.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
+	cmd.Flags().BoolVar(&opts.Live, "live", false, "deliver each line of standard input into the running turn")
 	return cmd
 }
 
@@ -146,8 +157,14 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	}
 	defer s.close()
 	r := &renderer{out: f.IO.Out, json: opts.JSON}
-	res, err := s.turn(ctx, turnRequest{Agent: opts.Agent, Prompt: prompt, Model: opts.Model,
-		Continue: opts.Resume, Fork: opts.Fork, Workspace: opts.Workspace}, r.event)
+	req := turnRequest{Agent: opts.Agent, Prompt: prompt, Model: opts.Model,
+		Continue: opts.Resume, Fork: opts.Fork, Workspace: opts.Workspace}
+	if opts.Live {
+		done := make(chan struct{})
+		defer close(done)
+		req.Live = liveLines(f.IO.In, done)
+	}
+	res, err := s.turn(ctx, req, r.event)
 	if res == nil {
 		return err
 	}
@@ -185,6 +202,29 @@ type turnRequest struct {
 	Agent, Prompt, Model, Continue, Workspace string
 	Fork                                      bool
 	StopOnQuotaRetry                          bool
+	// Live carries messages into the running turn (run --live).
+	Live <-chan string
+}
+
+// liveLines sends each non-blank line of r until r ends or done closes.
+func liveLines(r io.Reader, done <-chan struct{}) <-chan string {
+	ch := make(chan string)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "" {
+				continue
+			}
+			select {
+			case ch <- sc.Text():
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ch
 }
 
 func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, error) {
@@ -304,7 +344,15 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 	}
 	// A request the adapter refuses (an option the CLI cannot express) is
 	// reported before anything is bootstrapped or started.
-	if _, err := a.Request(in); err != nil {
+	if req.Live != nil {
+		l, ok := a.(adapters.LiveInput)
+		if !ok || !a.Capabilities().LiveInput {
+			return nil, outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", a.Name())
+		}
+		if _, _, err := l.LiveRequest(in); err != nil {
+			return nil, err
+		}
+	} else if _, err := a.Request(in); err != nil {
 		return nil, err
 	}
 	prov, spec, err := s.provider(ctx, a, workspace)
@@ -314,7 +362,7 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 	return harness.Run(ctx, harness.Turn{
 		Adapter: a, Input: in, Provider: prov, Spec: spec, Store: s.store, Credentials: s.creds,
 		OnEvent: onEvent, Deadline: s.opts.Timeout, IdleTimeout: s.opts.IdleTimeout, Logger: s.logger,
-		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed,
+		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed, Live: req.Live,
 	})
 }
 
