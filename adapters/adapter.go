@@ -27,6 +27,7 @@
 package adapters
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/outpost-dev/outpost/credentials"
@@ -53,6 +54,10 @@ type Capabilities struct {
 	// RequiresFinished: a turn without a successful finished event failed,
 	// whatever the exit status.
 	RequiresFinished bool
+	// StructuredOutput: the CLI constrains its final answer to Input.Schema
+	// itself (Codex --output-schema); otherwise the harness asks for the
+	// JSON in the prompt. Either way the harness validates the answer.
+	StructuredOutput bool
 	Usage            UsageMode
 }
 
@@ -88,6 +93,29 @@ type Input struct {
 	// MCP lists MCP servers to give the CLI, projected into its own form.
 	// Adapters refuse an option their CLI cannot express.
 	MCP []credentials.MCPServer
+	// Schema is the JSON Schema the final answer must match (a typed
+	// response), compacted; adapters with Capabilities.StructuredOutput pass
+	// it to their CLI, the others ignore it.
+	Schema json.RawMessage
+	// Scratch is a directory inside the sandbox that exists for this turn
+	// only, for the files [TurnFiles] asks for; set by the harness.
+	Scratch string
+}
+
+// TurnFile is a file a turn's command reads, made for that turn only.
+type TurnFile struct {
+	// Name is the file's name inside Input.Scratch.
+	Name string
+	Data []byte
+}
+
+// TurnFiles is implemented by adapters whose command reads files made for
+// one turn (Codex reads the output schema from a file). The harness writes
+// them under Input.Scratch before the CLI starts and removes the directory
+// after it ends — on success, failure and cancellation alike, bounded and
+// idempotently. Pure.
+type TurnFiles interface {
+	TurnFiles(in Input) []TurnFile
 }
 
 // Endpoint is a custom model endpoint.

@@ -180,6 +180,9 @@ func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string) ([]conver
 // stored total for a resumed or forked one, unknown (nil) without it.
 func usageBaseline(ctx context.Context, t Turn) *usage.Usage {
 	switch {
+	case t.baseline != nil:
+		u := *t.baseline
+		return &u
 	case t.Input.Continue == "":
 		return &usage.Usage{}
 	case t.Store == nil:

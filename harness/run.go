@@ -21,6 +21,14 @@ import (
 // Result.Err: nil on success, else an *outposterr.Error. Run always returns a
 // non-nil Result.
 func Run(ctx context.Context, t Turn) (*Result, error) {
+	if len(t.Schema) > 0 {
+		return runTyped(ctx, t)
+	}
+	return runReseed(ctx, t)
+}
+
+// runReseed runs one turn and, when asked, its re-seed.
+func runReseed(ctx context.Context, t Turn) (*Result, error) {
 	res, err := run(ctx, t)
 	if err == nil || !t.Reseed || t.Store == nil || t.Input.Continue == "" ||
 		outposterr.ClassOf(err) != outposterr.Session || ctx.Err() != nil {
@@ -115,6 +123,24 @@ func run(ctx context.Context, t Turn) (*Result, error) {
 	}
 	if err := restoreConversation(turnCtx, t, sb, in); err != nil {
 		return finish(classifyInfra(ctx, t, outposterr.Session, "restore conversation", err))
+	}
+	if tf, ok := t.Adapter.(adapters.TurnFiles); ok {
+		in.Scratch = newScratch(in.Home)
+		if files := tf.TurnFiles(in); len(files) > 0 {
+			td, err := materializeTurnFiles(turnCtx, sb, in.Scratch, files)
+			defer func() {
+				// Invocation teardown: always, bounded, even after cancellation.
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				defer rcancel()
+				if err := td.Close(rctx); err != nil {
+					t.Logger.Warn("remove turn files", "dir", in.Scratch, "err", err)
+					res.Warnings = append(res.Warnings, "remove turn files: "+err.Error())
+				}
+			}()
+			if err != nil {
+				return finish(classifyInfra(ctx, t, outposterr.Sandbox, "write turn files", err))
+			}
+		}
 	}
 	var cmd sandbox.Command
 	var live adapters.LiveSession

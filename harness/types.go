@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"log/slog"
@@ -70,6 +71,15 @@ type Turn struct {
 	// becomes an input event. Messages still undelivered when the turn ends
 	// are reported in Result.Warnings. Closing the channel is optional.
 	Live <-chan string
+	// Schema, when set, asks for a typed response: a final answer that is
+	// one JSON value matching this JSON Schema (package typed). A CLI with
+	// native structured output gets the schema (Codex --output-schema, a
+	// file removed after the turn); the others are asked in the prompt. The
+	// answer is validated; a failed check gets one repair turn on the same
+	// conversation, then the turn fails with a protocol error naming what
+	// failed. A cold lease is kept for both turns. Result.Value holds the
+	// validated value.
+	Schema json.RawMessage
 	// KeepEvents stores every event in Result.Events (otherwise only counts).
 	KeepEvents bool
 
@@ -93,6 +103,10 @@ type Turn struct {
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now). Tests inject one.
 	Now func() time.Time
+
+	// baseline, when set, is the conversation's cumulative usage before
+	// this turn (a repair turn continues a conversation Run just ran).
+	baseline *usage.Usage
 }
 
 // Credentials is the caller's explicit authentication choice for a turn.
@@ -125,6 +139,11 @@ type Result struct {
 	Agent      string `json:"agent"`
 	CLIVersion string `json:"cli_version,omitempty"`
 	Model      string `json:"model,omitempty"`
+	// Value is the validated JSON answer of a typed response (Turn.Schema).
+	Value json.RawMessage `json:"value,omitempty"`
+	// Repaired says a typed response needed its repair turn; the result is
+	// then the repair turn's, with both turns' usage.
+	Repaired bool `json:"repaired,omitempty"`
 	// Conversation is the conversation id the CLI reported (the new id on fork).
 	Conversation string `json:"conversation,omitempty"`
 	// Text is the final answer: the result event's text, else the

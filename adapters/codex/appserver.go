@@ -58,6 +58,9 @@ func (a *Adapter) AppServerRequest(in adapters.Input) (sandbox.Command, *AppSess
 	if err != nil {
 		return sandbox.Command{}, nil, err
 	}
+	if len(in.Schema) > 0 {
+		return sandbox.Command{}, nil, configErr("a typed response is not available with live input")
+	}
 	args := []string{a.binary}
 	for _, kv := range c.cfg {
 		args = append(args, "-c", kv)

@@ -122,6 +122,7 @@ package codex
 import (
 	"fmt"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -220,8 +221,24 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 		Forkable:         true,
 		LiveInput:        true,
 		RequiresFinished: true,
+		StructuredOutput: true,
 		Usage:            adapters.UsageEvents,
 	}
+}
+
+// OutputSchemaFile is the name, inside the turn's scratch directory, of the
+// JSON Schema file `codex exec --output-schema` reads.
+const OutputSchemaFile = "output-schema.json"
+
+var _ adapters.TurnFiles = (*Adapter)(nil)
+
+// TurnFiles implements [adapters.TurnFiles]: the output schema of a typed
+// exec turn.
+func (a *Adapter) TurnFiles(in adapters.Input) []adapters.TurnFile {
+	if len(in.Schema) == 0 {
+		return nil
+	}
+	return []adapters.TurnFile{{Name: OutputSchemaFile, Data: append([]byte(nil), in.Schema...)}}
 }
 
 // ValidID reports whether id may be passed to resume/fork: 1 to 128 letters,
@@ -288,6 +305,9 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if err != nil {
 		return sandbox.Command{}, err
 	}
+	if len(in.Schema) > 0 && !path.IsAbs(in.Scratch) {
+		return sandbox.Command{}, configErr("a typed response needs the turn's scratch directory for its schema file")
+	}
 	args := []string{a.binary}
 	for _, kv := range c.cfg {
 		args = append(args, "-c", kv)
@@ -305,6 +325,9 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	}
 	if in.Model != "" {
 		args = append(args, "-m", in.Model)
+	}
+	if len(in.Schema) > 0 {
+		args = append(args, "--output-schema", path.Join(in.Scratch, OutputSchemaFile))
 	}
 	args = append(args, a.extra...)
 	args = append(args, "-")

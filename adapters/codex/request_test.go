@@ -137,7 +137,34 @@ func TestCapabilities(t *testing.T) {
 	a := codex.New()
 	assert.Equal(t, "codex", a.Name())
 	assert.Equal(t, "codex", a.Binary())
-	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, LiveInput: true, RequiresFinished: true, Usage: adapters.UsageEvents},
+	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, LiveInput: true, RequiresFinished: true, StructuredOutput: true, Usage: adapters.UsageEvents},
 		a.Capabilities())
 	assert.Equal(t, "/opt/codex", codex.New(codex.WithBinary("/opt/codex")).Binary())
+}
+
+func TestRequestOutputSchema(t *testing.T) {
+	a := codex.New()
+	schema := []byte(`{"type":"object"}`)
+	in := adapters.Input{Prompt: "p", Schema: schema, Scratch: "/home/u/.outpost-turn-1"}
+	cmd, err := a.Request(in)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"--output-schema", "/home/u/.outpost-turn-1/output-schema.json", "-"}, cmd.Args[len(cmd.Args)-3:])
+	assert.Equal(t, []adapters.TurnFile{{Name: codex.OutputSchemaFile, Data: schema}}, a.TurnFiles(in))
+
+	in.Continue = "01a23600-0000-7000-8000-000000000000"
+	cmd, err = a.Request(in)
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(cmd.Args, " "), "resume 01a23600-0000-7000-8000-000000000000 --output-schema /home/u/.outpost-turn-1/output-schema.json -")
+
+	plain := adapters.Input{Prompt: "p"}
+	cmd, err = a.Request(plain)
+	require.NoError(t, err)
+	assert.NotContains(t, cmd.Args, "--output-schema")
+	assert.Empty(t, a.TurnFiles(plain))
+
+	in.Scratch = ""
+	_, err = a.Request(in)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "no scratch directory: %v", err)
+	_, _, err = a.LiveRequest(adapters.Input{Prompt: "p", Schema: schema})
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "typed live turn: %v", err)
 }

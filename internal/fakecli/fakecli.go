@@ -14,6 +14,7 @@
 //	big BYTES          print one stdout line of BYTES bytes
 //	env NAME           emit a text event "NAME=value" (or "NAME unset")
 //	alloc MIB          allocate and touch MIB mebibytes, then keep them
+//	cat-schema         emit a text event "schema: CONTENT" of the --schema file
 //	exit CODE          exit with CODE (default 0 at the end of the script)
 //
 // With the argument --live the fake speaks a small live-input protocol
@@ -33,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,6 +68,9 @@ func Main() {
 	}
 	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == LiveArg {
 		serveLive()
+	}
+	if f := os.Getenv(AnswersEnv); f != "" {
+		serveAnswer(f)
 	}
 	script, _ := readAll(os.Stdin)
 	code := 0
@@ -118,6 +123,14 @@ func Main() {
 				}
 				hold = append(hold, b)
 			}
+		case "cat-schema":
+			text := "no schema file"
+			if b, err := os.ReadFile(argAfter("--schema")); err == nil {
+				text = "schema: " + string(b)
+			}
+			b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+			fmt.Fprintln(out, string(b))
+			flush()
 		case "exit":
 			code, _ = strconv.Atoi(arg)
 			flush()
@@ -185,7 +198,21 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Continue != "" {
 		args = append(args, "--resume", in.Continue)
 	}
+	if len(in.Schema) > 0 && in.Scratch != "" {
+		args = append(args, "--schema", path.Join(in.Scratch, "schema.json"))
+	}
 	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
+}
+
+var _ adapters.TurnFiles = (*Adapter)(nil)
+
+// TurnFiles implements adapters.TurnFiles: with Capabilities.StructuredOutput
+// the schema is written to schema.json in the turn's scratch directory.
+func (a *Adapter) TurnFiles(in adapters.Input) []adapters.TurnFile {
+	if len(in.Schema) == 0 {
+		return nil
+	}
+	return []adapters.TurnFile{{Name: "schema.json", Data: in.Schema}}
 }
 
 // NewDecoder implements adapters.Adapter.
