@@ -34,6 +34,8 @@ type chatRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// ResponseFormat carries the structured-output format (see [outputSchema]).
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 type chatTool struct {
@@ -126,6 +128,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.annotate(r.Context(), func(e *Request) {
 		e.API, e.Endpoint = apiChat, "chat.completions"
 		e.Model, e.Stream, e.MaxTokens, e.Messages = req.Model, req.Stream, max(req.MaxTokens, req.MaxCompletionTokens), msgs
+		e.OutputSchema = outputSchema(req.ResponseFormat, true)
 		for _, t := range req.Tools {
 			e.Tools = append(e.Tools, t.Function.Name)
 		}

@@ -88,6 +88,19 @@
 // it answers "outpost tool done: wrote outpost-MARK-x.txt. outpost ok: ...".
 // The decision is stateless: it depends only on the conversation sent.
 //
+// # Scripted answers
+//
+// [WithAnswers] and [Server.SetAnswers] (which replaces the queue) script
+// exact final texts, e.g. JSON values for typed-response tests:
+//
+//	srv, err := outposttest.NewServer(outposttest.WithAnswers(`{"n":1}`, `{"n":2}`))
+//
+// Each primary model request answered with the ok answer ([ScenarioOK],
+// [ScenarioSlow], [ScenarioQuotaWarning]) takes the next text, in order,
+// streamed in the same chunks (so [WithChunkDelay] still applies to
+// [ScenarioSlow]); once the queue is empty the ok text returns. Auxiliary
+// requests, failures and [ScenarioTool] consume nothing.
+//
 // # Wire details (Anthropic)
 //
 // Streams follow the API exactly: message_start (usage with input,
@@ -152,7 +165,9 @@
 // [Server.Requests] returns a copy of every request: method, path, query,
 // headers with credential values replaced by [Redacted], the decoded model,
 // stream flag, tools, messages (roles; text, tool_use and tool_result
-// blocks), the directive and scenario used and the status sent.
+// blocks), the JSON Schema of a structured-output request (OutputSchema:
+// Responses text.format or Chat Completions response_format of type
+// json_schema), the directive and scenario used and the status sent.
 // [Server.ModelRequests] keeps only the scenario-answered ones.
 //
 // # What Claude Code does against it

@@ -2,6 +2,7 @@ package outposttest
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -36,6 +37,12 @@ type Request struct {
 	MaxTokens int
 	Tools     []string
 	Messages  []Message
+	// OutputSchema is the JSON Schema the request asks the answer to follow
+	// (structured output), as sent: the Responses API's text.format.schema
+	// and the Chat Completions API's response_format.json_schema.schema,
+	// when the format type is "json_schema"; nil otherwise (and always for
+	// the Anthropic API).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Auxiliary is true for a model request answered outside the scenario
 	// machinery (no tools and not streaming: titles, topics, probes).
 	Auxiliary bool
@@ -129,6 +136,7 @@ func (r Request) clone() Request {
 	c := r
 	c.Header = r.Header.Clone()
 	c.Tools = slices.Clone(r.Tools)
+	c.OutputSchema = slices.Clone(r.OutputSchema)
 	c.Messages = make([]Message, len(r.Messages))
 	for i, m := range r.Messages {
 		c.Messages[i] = Message{Role: m.Role, Content: slices.Clone(m.Content)}

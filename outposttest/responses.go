@@ -28,6 +28,42 @@ type responsesRequest struct {
 	Tools           []responsesTool `json:"tools"`
 	MaxOutputTokens int             `json:"max_output_tokens"`
 	PromptCacheKey  string          `json:"prompt_cache_key"`
+	// Text carries the structured-output format (see [outputSchema]).
+	Text json.RawMessage `json:"text"`
+}
+
+// outputSchema returns the JSON Schema of a structured-output format, or
+// nil: raw is the Responses API's "text" ({"format":{"type":"json_schema",
+// "schema":…}}) or, with nested, the Chat Completions API's
+// "response_format" ({"type":"json_schema","json_schema":{"schema":…}}).
+// A shape it does not know is not an error: the request just has no schema.
+func outputSchema(raw json.RawMessage, nested bool) json.RawMessage {
+	type format struct {
+		Type       string          `json:"type"`
+		Schema     json.RawMessage `json:"schema"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	var f format
+	if nested {
+		if json.Unmarshal(raw, &f) != nil {
+			return nil
+		}
+		f.Schema = f.JSONSchema.Schema
+	} else {
+		var text struct {
+			Format format `json:"format"`
+		}
+		if json.Unmarshal(raw, &text) != nil {
+			return nil
+		}
+		f = text.Format
+	}
+	if f.Type != "json_schema" || len(f.Schema) == 0 || string(f.Schema) == "null" {
+		return nil
+	}
+	return f.Schema
 }
 
 // responsesTool is a tool declaration; namespaces nest tools.
@@ -185,6 +221,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	s.annotate(r.Context(), func(e *Request) {
 		e.API, e.Endpoint = apiResponses, "responses"
 		e.Model, e.Stream, e.MaxTokens, e.Messages = req.Model, req.Stream, req.MaxOutputTokens, msgs
+		e.OutputSchema = outputSchema(req.Text, false)
 		for _, t := range tools {
 			e.Tools = append(e.Tools, t.Name)
 		}

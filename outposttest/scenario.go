@@ -303,7 +303,7 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 			message: "This request would exceed your account's rate limit. Please try again later.",
 			header:  h}
 	case ScenarioQuotaWarning:
-		p.text = c.okText()
+		p.text = s.answer(c)
 		p.header = s.unifiedHeaders("allowed_warning", s.quotaReset(now), 0.92)
 	case ScenarioSpendLimit:
 		reset := s.quotaReset(now).UTC()
@@ -325,15 +325,26 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 		p.hang = true
 	case ScenarioSlow:
 		p.delay = s.cfg.chunkDelay
-		p.text = c.okText()
+		p.text = s.answer(c)
 	default: // ScenarioOK
 		p.scenario = ScenarioOK
-		p.text = c.okText()
+		p.text = s.answer(c)
 	}
 	if p.failure == nil && p.header == nil {
 		p.header = s.unifiedHeaders("allowed", s.quotaReset(now), 0.12)
 	}
 	return p
+}
+
+// answer is the final text of a primary request answered with the ok
+// answer: the next scripted answer ([WithAnswers]) if any, else c.okText().
+// Only decide calls it, and decide serves primary requests only, so
+// auxiliary requests never consume an answer.
+func (s *Server) answer(c conversation) string {
+	if text, ok := s.nextAnswer(); ok {
+		return text
+	}
+	return c.okText()
 }
 
 // unifiedHeaders are the subscription rate-limit headers the Anthropic API

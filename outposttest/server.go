@@ -22,6 +22,7 @@ type config struct {
 	addr       string
 	scenario   Scenario
 	sequence   []Scenario
+	answers    []string
 	retryAfter time.Duration
 	quotaReset time.Time
 	chunkDelay time.Duration
@@ -65,6 +66,21 @@ func WithSequence(steps ...Scenario) Option {
 			}
 		}
 		c.sequence = append([]Scenario(nil), steps...)
+		return nil
+	}
+}
+
+// WithAnswers scripts the final texts of the next len(texts) primary model
+// requests answered with the ok answer ([ScenarioOK], and [ScenarioSlow] and
+// [ScenarioQuotaWarning], which answer like it): the n-th such request
+// answers exactly texts[n-1] instead of "outpost ok: …", streamed in the
+// same chunks; later ones answer the ok text again. Auxiliary requests,
+// failures and [ScenarioTool] (its tool call and its closing text) do not
+// consume a text. An empty text answers with no text at all. Useful for
+// typed-response tests: WithAnswers(`{"city":"Paris"}`).
+func WithAnswers(texts ...string) Option {
+	return func(c *config) error {
+		c.answers = append([]string(nil), texts...)
 		return nil
 	}
 }
@@ -165,6 +181,7 @@ type Server struct {
 	mu       sync.Mutex
 	scenario Scenario
 	sequence []Scenario
+	answers  []string
 	requests []Request
 	logGen   int
 	ln       net.Listener
@@ -202,6 +219,7 @@ func NewUnstartedServer(opts ...Option) (*Server, error) {
 		done:     make(chan struct{}),
 		scenario: cfg.scenario,
 		sequence: cfg.sequence,
+		answers:  cfg.answers,
 	}
 	// One register function per wire API, each in its own file
 	// (anthropic.go, responses.go); scenarios, sequences and the log are shared.
@@ -326,6 +344,27 @@ func (s *Server) next() Scenario {
 		return sc
 	}
 	return s.scenario
+}
+
+// SetAnswers replaces the remaining scripted answers (see [WithAnswers]);
+// no texts empties the queue.
+func (s *Server) SetAnswers(texts ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers = append([]string(nil), texts...)
+}
+
+// nextAnswer returns the next scripted answer, consuming it, or ok=false
+// when none remain.
+func (s *Server) nextAnswer() (text string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.answers) == 0 {
+		return "", false
+	}
+	text = s.answers[0]
+	s.answers = s.answers[1:]
+	return text, true
 }
 
 // wait blocks for d, or until the request's client goes away or the server
