@@ -237,6 +237,14 @@ type SessionUsage interface {
 	ParseSessionUsage(out []byte) (usage.Report, bool)
 }
 
+// ExitMapper is implemented by adapters that know what their CLI's exit
+// codes mean (spec-defined drivers). A failed turn whose CLI exited with a
+// mapped code is classified by it: "quota", "unavailable", "auth",
+// "session" or "process"; "" leaves the usual classification.
+type ExitMapper interface {
+	ExitMeaning(code int) string
+}
+
 // Configurator is implemented by adapters whose CLI reads part of a turn's
 // input (MCP servers) from configuration files rather than flags: the
 // harness merges the plan into the sandbox home before the CLI starts.

@@ -105,6 +105,11 @@ func classify(c *collector, v verdict) error {
 		msg += " (" + v.exit.String() + ")"
 	}
 	perr := &outposterr.Error{Class: outposterr.Process, Message: name + ": " + msg, Details: d}
+	if em, ok := c.adapter.(adapters.ExitMapper); ok && v.exited && v.exit.Code > 0 {
+		if err := classifyExit(c, perr, em.ExitMeaning(v.exit.Code), v.exit.Code); err != nil {
+			return err
+		}
+	}
 
 	// A resumed conversation the CLI cannot find is a session error, never
 	// mistaken for a cancelled turn (a stop by the harness returned above).
@@ -139,6 +144,33 @@ func classify(c *collector, v verdict) error {
 		perr.Details.Auth = r
 	}
 	return perr
+}
+
+// classifyExit classifies a failed turn by the meaning the adapter gives its
+// exit code; nil when the code has none.
+func classifyExit(c *collector, perr *outposterr.Error, meaning string, code int) error {
+	why := fmt.Sprintf("exit %d", code)
+	switch meaning {
+	case "session":
+		return &outposterr.Error{Class: outposterr.Session, Message: "conversation not found (" + why + ")", Details: perr.Details, Cause: perr}
+	case "quota":
+		q, _ := c.quota() // a reset, if any text gave one
+		qd := perr.Details
+		qd.ResetAt = q.resetAt
+		return &outposterr.Error{Class: outposterr.Quota, Message: "quota", Details: qd, Cause: perr}
+	case "unavailable":
+		if r := c.outage(); r != "" {
+			why = r
+		}
+		perr.Details.Unavailable, perr.Details.Retryable = why, true
+		return perr
+	case "auth":
+		perr.Details.Auth = why
+		return perr
+	case "process":
+		return perr
+	}
+	return nil
 }
 
 func suffix(s string) string {
