@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/adapters/copilot"
+	"github.com/outpost-dev/outpost/adapters/driver"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -27,14 +30,29 @@ func agentNames() string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return strings.Join(names, ", ")
+	return strings.Join(names, ", ") + ", or a driver in " + driver.Dir
 }
 
-// adapterFor returns the adapter named name.
+// adapterFor returns the adapter named name: a built-in one, else the
+// spec-defined driver .outpost/drivers/<name>.json of the project in the
+// current directory.
 func adapterFor(name string) (adapters.Adapter, error) {
-	mk, ok := agents[name]
-	if !ok {
-		return nil, outposterr.New(outposterr.Configuration, "unknown agent %q (known: %s)", name, agentNames())
+	if mk, ok := agents[name]; ok {
+		return mk(), nil
 	}
-	return mk(), nil
+	root, err := os.Getwd()
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+	}
+	if name != "" && filepath.Base(name) == name && !strings.HasPrefix(name, ".") {
+		p := filepath.Join(root, filepath.FromSlash(driver.Dir), name+".json")
+		if _, err := os.Stat(p); err == nil {
+			s, err := driver.LoadFile(p, root)
+			if err != nil {
+				return nil, err
+			}
+			return driver.New(s), nil
+		}
+	}
+	return nil, outposterr.New(outposterr.Configuration, "unknown agent %q (known: %s)", name, agentNames())
 }

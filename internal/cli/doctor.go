@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters/antigravity"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/adapters/driver"
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -49,7 +52,7 @@ func NewCmdDoctor(f *Factory) *cobra.Command {
 the Docker engine answers; the sandbox image exists; each pinned CLI is in the verified
 cache (--download fetches what is missing); each adapter's golden fixtures replay to
 their recorded outcomes; each cached CLI's --help still lists every flag its adapter
-emits.`,
+emits; each spec-defined driver in .outpost/drivers/ is valid.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			checks := runDoctor(cmd.Context(), f, image, download)
@@ -144,6 +147,41 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 	}
 	if berr != nil {
 		add("bootstrap", berr, "")
+	}
+	out = append(out, driverChecks()...)
+	return out
+}
+
+// driverChecks validates every driver file of the project in the current
+// directory: one check per file.
+func driverChecks() []check {
+	root, err := os.Getwd()
+	if err != nil {
+		return []check{{name: "drivers", detail: err.Error()}}
+	}
+	dir := filepath.Join(root, filepath.FromSlash(driver.Dir))
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return []check{{name: "drivers", detail: err.Error()}}
+	}
+	var out []check
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		name := "driver " + e.Name()
+		s, err := driver.LoadFile(filepath.Join(dir, e.Name()), root)
+		switch {
+		case err != nil:
+			out = append(out, check{name: name, detail: err.Error()})
+		case agents[s.ID] != nil:
+			out = append(out, check{name: name, detail: fmt.Sprintf("id %q is a built-in agent; the driver would never run", s.ID)})
+		default:
+			out = append(out, check{name: name, ok: true, detail: fmt.Sprintf("%s: %s output, binary %s", s.ID, s.Output.Mode, s.Binary)})
+		}
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/driver"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
@@ -140,8 +141,13 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 }
 
 func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
-	if _, err := adapterFor(opts.Agent); err != nil {
+	a, err := adapterFor(opts.Agent)
+	if err != nil {
 		return err
+	}
+	if _, ok := a.(*driver.Adapter); ok && opts.Auth == "" {
+		// A driver declares its secrets itself; there is no login to choose.
+		opts.Auth = "none"
 	}
 	prompt := opts.Prompt
 	if prompt == "-" {
@@ -342,17 +348,28 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 		retries := 1
 		in.MaxRetries = &retries
 	}
+	if d, ok := a.(*driver.Adapter); ok {
+		// The driver's workdir must stay inside this turn's workspace too.
+		if err := d.Spec().CheckWorkdir(workspace); err != nil {
+			return nil, err
+		}
+	}
 	// A request the adapter refuses (an option the CLI cannot express) is
-	// reported before anything is bootstrapped or started.
+	// reported before anything is bootstrapped or started. The declared
+	// variables take part: a driver's secrets come from them.
+	check := in
+	if s.creds != nil {
+		check.Env = s.creds.Vars
+	}
 	if req.Live != nil {
 		l, ok := a.(adapters.LiveInput)
 		if !ok || !a.Capabilities().LiveInput {
 			return nil, outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", a.Name())
 		}
-		if _, _, err := l.LiveRequest(in); err != nil {
+		if _, _, err := l.LiveRequest(check); err != nil {
 			return nil, err
 		}
-	} else if _, err := a.Request(in); err != nil {
+	} else if _, err := a.Request(check); err != nil {
 		return nil, err
 	}
 	prov, spec, err := s.provider(ctx, a, workspace)
