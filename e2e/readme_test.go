@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters/driver"
 )
 
 // TestReadmeExampleCompiles keeps the README's library example identical to
@@ -25,4 +27,19 @@ func TestReadmeExampleCompiles(t *testing.T) {
 	example, err := os.ReadFile("example_test.go")
 	require.NoError(t, err)
 	assert.Equal(t, "// Code below is kept identical to the README's library example.\n\n"+code, string(example))
+}
+
+// TestReadmeDriverParses keeps the README's driver example a valid driver.
+func TestReadmeDriverParses(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	s := string(readme)
+	start := strings.Index(s, "```json\n{\n  \"id\": \"greeter\"")
+	require.NotEqual(t, -1, start, "README has a driver example")
+	start += len("```json\n")
+	end := strings.Index(s[start:], "```")
+	spec, err := driver.Parse([]byte(s[start:start+end]), "README.md")
+	require.NoError(t, err)
+	assert.Equal(t, "greeter", spec.ID)
+	assert.True(t, driver.New(spec).Capabilities().Resumable)
 }

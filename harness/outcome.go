@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
@@ -11,19 +12,23 @@ import (
 // replay` and `outpost run --json` print last, and what batch results hold.
 // Its JSON field names are a compatibility promise.
 type Outcome struct {
-	Type         string      `json:"type"` // always "outcome"
-	OK           bool        `json:"ok"`
-	Class        string      `json:"class"`
-	Unavailable  string      `json:"unavailable"`
-	Auth         string      `json:"auth,omitempty"`
-	ResetAt      string      `json:"reset_at"`
-	Conversation string      `json:"conversation"`
-	Text         string      `json:"text"`
-	Usage        usage.Usage `json:"usage"`
-	Error        string      `json:"error,omitempty"`
-	ExitCode     int         `json:"exit_code"`
-	Agent        string      `json:"agent,omitempty"`
-	CLIVersion   string      `json:"cli_version,omitempty"`
+	Type         string `json:"type"` // always "outcome"
+	OK           bool   `json:"ok"`
+	Class        string `json:"class"`
+	Unavailable  string `json:"unavailable"`
+	Auth         string `json:"auth,omitempty"`
+	ResetAt      string `json:"reset_at"`
+	Conversation string `json:"conversation"`
+	Text         string `json:"text"`
+	// Value is a typed response's validated JSON value; Repaired says it
+	// needed the repair turn.
+	Value      json.RawMessage `json:"value,omitempty"`
+	Repaired   bool            `json:"repaired,omitempty"`
+	Usage      usage.Usage     `json:"usage"`
+	Error      string          `json:"error,omitempty"`
+	ExitCode   int             `json:"exit_code"`
+	Agent      string          `json:"agent,omitempty"`
+	CLIVersion string          `json:"cli_version,omitempty"`
 }
 
 // Outcome summarizes r.
@@ -31,6 +36,7 @@ func (r *Result) Outcome() Outcome {
 	o := Outcome{
 		Type: "outcome", OK: r.Err == nil, Conversation: r.Conversation, Text: r.Text,
 		Usage: r.Usage, ExitCode: r.Exit.Code, Agent: r.Agent, CLIVersion: r.CLIVersion,
+		Value: r.Value, Repaired: r.Repaired,
 	}
 	if r.Err != nil {
 		o.Class = string(outposterr.ClassOf(r.Err))

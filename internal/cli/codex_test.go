@@ -119,3 +119,32 @@ func TestRunLiveRealCodex(t *testing.T) {
 	assert.Equal(t, outposterr.ExitConfiguration, r.code)
 	assert.Contains(t, r.stderr, "give the prompt as the argument")
 }
+
+// TestRunTypedRealCodex: `outpost run --schema` with the real Codex against
+// the offline server's scripted answers: a repaired answer is the outcome's
+// value; an answer that fails twice is a protocol error (exit 10).
+func TestRunTypedRealCodex(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "codex")
+	ws := t.TempDir()
+	schema := filepath.Join(t.TempDir(), "verdict.json")
+	require.NoError(t, os.WriteFile(schema, []byte(`{"type":"object","properties":{"verdict":{"type":"string","enum":["pass","fail"]}},`+
+		`"required":["verdict"],"additionalProperties":false}`), 0o644))
+	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}
+	base := []string{"run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--json", "--schema", schema}
+
+	r := execute(t, "", env, append(base, "--stub-answer", "I think it passes", "--stub-answer", `{"verdict":"pass"}`, "judge MARK-cli-ty1")...)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"value":{"verdict":"pass"},"repaired":true`)
+
+	r = execute(t, "", env, append(base, "--stub-answer", `{"verdict":"maybe"}`, "--stub-answer", `{}`, "judge MARK-cli-ty2")...)
+	assert.Equal(t, outposterr.ExitProtocol, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"class":"protocol"`)
+	assert.Contains(t, r.stdout, "missing property 'verdict'")
+
+	r = execute(t, "", env, "run", "--agent", "codex", "--offline", "--schema", filepath.Join(ws, "missing.json"), "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	r = execute(t, "", env, "run", "--agent", "codex", "--stub-answer", "x", "--auth", "none", "x")
+	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Contains(t, r.stderr, "--stub-answer needs --offline")
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
@@ -22,6 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/typed"
 )
 
 // RunOptions are the flags of `outpost run`.
@@ -52,6 +54,8 @@ type RunOptions struct {
 	User        string
 	Verbose     bool
 	Live        bool
+	Schema      string
+	StubAnswers []string
 	Prompt      string
 }
 
@@ -123,6 +127,8 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl.BoolVar(&opts.JSON, "json", false, "print JSON lines: every event, then the outcome")
 	fl.BoolVar(&opts.Offline, "offline", false, "run against the in-process scripted model server")
 	fl.StringVar(&opts.Scenario, "scenario", "ok", "scripted server scenario for --offline")
+	fl.StringArrayVar(&opts.StubAnswers, "stub-answer", nil, "with --offline: the scripted server's next answers, in order (repeatable)")
+	fl.StringVar(&opts.Schema, "schema", "", "JSON Schema file: the answer must be one JSON value matching it (validated; one repair turn; printed as the outcome's value)")
 	fl.DurationVar(&opts.StubReset, "stub-quota-reset", 0, "with --offline: quota failures reset this long from now (default: next midnight UTC)")
 	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
@@ -189,6 +195,7 @@ type session struct {
 	opts   *RunOptions
 	creds  *harness.Credentials
 	mcp    []credentials.MCPServer
+	schema json.RawMessage
 	store  conversation.Store
 	srv    *outposttest.Server
 	logger *slog.Logger
@@ -210,6 +217,24 @@ type turnRequest struct {
 	StopOnQuotaRetry                          bool
 	// Live carries messages into the running turn (run --live).
 	Live <-chan string
+}
+
+// readSchema reads and compiles a --schema file.
+func readSchema(name string) (json.RawMessage, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "--schema")
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, typed.MaxSchemaBytes+1))
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "--schema")
+	}
+	s, err := typed.Compile(b)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "--schema %s", name)
+	}
+	return s.JSON(), nil
 }
 
 // liveLines sends each non-blank line of r until r ends or done closes.
@@ -262,6 +287,14 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, er
 			return nil, err
 		}
 	}
+	if opts.Schema != "" {
+		if s.schema, err = readSchema(opts.Schema); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.StubAnswers) > 0 && !opts.Offline {
+		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
+	}
 	if !opts.NoStore {
 		fs, err := openStore(f, opts.Store)
 		if err != nil {
@@ -274,7 +307,7 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, er
 		if err != nil {
 			return nil, &flagError{err}
 		}
-		stubOpts := []outposttest.Option{outposttest.WithScenario(sc)}
+		stubOpts := []outposttest.Option{outposttest.WithScenario(sc), outposttest.WithAnswers(opts.StubAnswers...)}
 		if opts.StubReset > 0 {
 			stubOpts = append(stubOpts, outposttest.WithQuotaReset(time.Now().Add(opts.StubReset).Truncate(time.Second)))
 		}
@@ -379,7 +412,7 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 	return harness.Run(ctx, harness.Turn{
 		Adapter: a, Input: in, Provider: prov, Spec: spec, Store: s.store, Credentials: s.creds,
 		OnEvent: onEvent, Deadline: s.opts.Timeout, IdleTimeout: s.opts.IdleTimeout, Logger: s.logger,
-		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed, Live: req.Live,
+		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed, Live: req.Live, Schema: s.schema,
 	})
 }
 
