@@ -22,6 +22,9 @@
 //     into a running turn (codex app-server) speaks a request/response
 //     protocol on stdin that must answer the CLI, wait until a turn runs and
 //     close stdin when it ends, none of which one encoder can do.
+//   - Files a turn needs ([TurnFiles]) are described, never written, by the
+//     adapter; the harness writes them and owns their teardown. Exit codes
+//     can carry a class ([ExitMapper]) for spec-defined drivers.
 //
 // Optional abilities are separate small interfaces found by type assertion.
 package adapters

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +33,7 @@ const (
 case "$prompt" in
 *quota*) echo "usage exhausted, try again in 5 hours" >&2; exit 3 ;;
 *overloaded*) echo "server overloaded" >&2; exit 1 ;;
-*hang*) echo "thinking"; exec sleep 300 ;;
+*hang*) echo "thinking"; sleep 300 ;;
 esac
 echo "echo: $prompt"
 [ -n "$TEXTY_KEY" ] && echo "key is set"
@@ -150,6 +153,30 @@ func TestSpecDrivers(t *testing.T) {
 				e, ok := outposterr.As(err)
 				require.True(t, ok, "%v", err)
 				assert.Equal(t, "bad credentials", e.Details.Auth)
+			})
+			t.Run("secret stays in env", func(t *testing.T) {
+				var logs bytes.Buffer
+				cctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				var argv string
+				res, err := harness.Run(cctx, harness.Turn{Adapter: texty, Sandbox: sb, KeepEvents: true,
+					Input:  adapters.Input{Prompt: "hang MARK-sec", Env: secret},
+					Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+					OnEvent: func(ev adapters.Event) {
+						if ev.Kind == adapters.KindText {
+							argv = e.processes(t, sb) // the CLI runs: sample every command line
+							cancel()
+						}
+					},
+					Deadline: time.Minute, KillGrace: 2 * time.Second})
+				require.Error(t, err)
+				require.Contains(t, argv, "sh tools/texty.sh", "the sample saw the driver running")
+				out, _ := json.Marshal(res)
+				outcome, _ := json.Marshal(res.Outcome())
+				for what, text := range map[string]string{"argv": argv, "logs": logs.String(), "result": string(out),
+					"outcome": string(outcome), "error": err.Error()} {
+					assert.NotContains(t, text, "MARK-drv-secret", what)
+				}
 			})
 			for name, a := range map[string]adapters.Adapter{"text": texty, "jsonl": liney} {
 				t.Run(name+" cancel", func(t *testing.T) {

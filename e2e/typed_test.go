@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
@@ -119,6 +120,42 @@ func TestCodexTypedResponse(t *testing.T) {
 				assert.NotEmpty(t, res.Conversation)
 				assert.Empty(t, scratchDirs(t, sb), "the schema file is gone after cancellation")
 			})
+		})
+	}
+}
+
+// TestClaudeTypedResponse: Claude Code has no native structured output
+// here, so the schema travels in the prompt; a prose answer gets one repair
+// turn on the resumed session, and the cold lease is kept for both turns.
+func TestClaudeTypedResponse(t *testing.T) {
+	testenv.Short(t)
+	for _, e := range envs(t) {
+		t.Run(e.name, func(t *testing.T) {
+			srv := server(t, outposttest.WithAnswers("Looks fine to me.", "```json\n{\"verdict\":\"pass\",\"score\":9}\n```"))
+			one := 1
+			spec := e.spec
+			spec.Workspace = workspace(t)
+			res, err := harness.Run(context.Background(), harness.Turn{
+				Adapter: claude.New(), Provider: e.provider, Spec: spec, KeepEvents: true, Schema: json.RawMessage(verdictSchema),
+				Input: adapters.Input{Prompt: "judge MARK-cty1", MaxRetries: &one,
+					Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+				Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+			})
+			require.NoError(t, err, "output: %s", resTail(res))
+			assert.JSONEq(t, `{"verdict":"pass","score":9}`, string(res.Value), "a fenced answer is accepted")
+			assert.True(t, res.Repaired)
+			reqs := srv.ModelRequests()
+			require.Len(t, reqs, 2)
+			assert.Contains(t, reqs[0].UserText(), "judge MARK-cty1\n\nReply with only one JSON value", "the schema is asked for in the prompt")
+			assert.Contains(t, reqs[0].UserText(), `"additionalProperties":false`)
+			assert.Contains(t, reqs[1].UserText(), "Your previous answer cannot be used: the answer is not a JSON value")
+			var earlier []string
+			for _, m := range reqs[1].Messages {
+				if m.Role == "assistant" {
+					earlier = append(earlier, m.Text())
+				}
+			}
+			assert.Contains(t, earlier, "Looks fine to me.", "the repair continues the same conversation")
 		})
 	}
 }

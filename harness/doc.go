@@ -31,10 +31,19 @@
 //     cumulative counters diffed against the total stored with the
 //     conversation, and the adapter's session reader run after exit.
 //  7. The conversation is captured to Turn.Store (failed turns too), rotated
-//     logins are written back, and a cold lease is released — all under a
-//     bounded context.WithoutCancel.
+//     logins are written back, files made for the invocation (a Codex
+//     output schema, in a per-turn scratch directory) are removed, and a
+//     cold lease is released — all under a bounded context.WithoutCancel,
+//     on success, failure and cancellation alike.
 //
-// Departure from DESIGN.md: bootstrapping the pinned CLI is not a step of
+// A typed response (Turn.Schema) wraps this: the schema goes to a CLI with
+// native structured output or into the prompt, the final answer is checked
+// (package typed), and a failed check gets exactly one repair turn on the
+// same conversation and lease; a second failure is a protocol error.
+//
+// Departures from DESIGN.md: the repair turns of typed responses live here,
+// in Run, rather than in a layer above it, so every caller (the CLI, batch,
+// a library user) gets the same bounded repair. Bootstrapping the pinned CLI is not a step of
 // Run. A verified cache entry is mounted read-only into a Docker lease when
 // the container is created (a bind mount cannot be added afterwards, and a
 // mount copies nothing), so the caller — the outpost command, through

@@ -82,3 +82,33 @@ func TestDoctor(t *testing.T) {
 	assert.NotEqual(t, 0, r.code)
 	assert.Contains(t, r.stdout, "FAIL  docker engine")
 }
+
+// TestRunDriverDocker: a spec-defined driver runs in the default Docker
+// sandbox exactly as on the host; the image provides its binary (sh) and
+// the workspace its script.
+func TestRunDriverDocker(t *testing.T) {
+	testenv.Short(t)
+	requireDocker(t)
+	ws := t.TempDir()
+	require.NoError(t, os.Chmod(ws, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "lines.json"), []byte(`{"id":"lines","binary":"sh",
+		"args":["lines.sh"],"stdin":"${input.prompt}","requires_final":true,"env":{"LINES_KEY":"${secrets.LINES_KEY}"},"secrets":["LINES_KEY"],
+		"output":{"mode":"jsonl","rules":[{"match":{"t":"id"},"event":"conversation","fields":{"id":"v"}},
+		{"match":{"t":"end"},"event":"final","fields":{"text":"v"}}]},
+		"failures":{"exit_codes":{"4":"unavailable"}}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "lines.sh"), []byte(`p=$(cat)
+[ "$p" = down ] && exit 4
+echo '{"t":"id","v":"c-1"}'
+echo '{"t":"end","v":"in '$(hostname)' as '$(id -u)': '$p' key='${#LINES_KEY}'"}'
+`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", ".env"), []byte("LINES_KEY=MARK-dk-secret\n"), 0o600))
+	t.Chdir(ws)
+	r := execute(t, "", nil, "run", "--agent", "lines", "--no-store", "--workspace", ws, "--json", "hello")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"conversation":"c-1"`)
+	assert.Regexp(t, `"text":"in [0-9a-f]{12} as [1-9][0-9]*: hello key=14"`, r.stdout, "ran in a container, not as root, with the secret set")
+	assert.NotContains(t, r.stdout+r.stderr, "MARK-dk-secret")
+	r = execute(t, "", nil, "run", "--agent", "lines", "--no-store", "--workspace", ws, "down")
+	assert.Equal(t, outposterr.ExitUnavailable, r.code, r.stdout+r.stderr)
+}
