@@ -14,14 +14,7 @@ import (
 // TestReadmeExampleCompiles keeps the README's library example identical to
 // example_test.go, which the compiler checks.
 func TestReadmeExampleCompiles(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
-	s := string(readme)
-	start := strings.Index(s, "```go\npackage main")
-	require.NotEqual(t, -1, start, "README has a Go library example")
-	start += len("```go\n")
-	end := strings.Index(s[start:], "```")
-	code := s[start : start+end]
+	code := readmeBlock(t, "```go\n", "package main")
 	code = strings.Replace(code, "package main", "package e2e_test", 1)
 	code = strings.Replace(code, "func main() {", "// Example_library is the README's library example, compiled with the tests\n// so it cannot rot.\nfunc Example_library() {", 1)
 	example, err := os.ReadFile("example_test.go")
@@ -31,15 +24,23 @@ func TestReadmeExampleCompiles(t *testing.T) {
 
 // TestReadmeDriverParses keeps the README's driver example a valid driver.
 func TestReadmeDriverParses(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
-	s := string(readme)
-	start := strings.Index(s, "```json\n{\n  \"id\": \"greeter\"")
-	require.NotEqual(t, -1, start, "README has a driver example")
-	start += len("```json\n")
-	end := strings.Index(s[start:], "```")
-	spec, err := driver.Parse([]byte(s[start:start+end]), "README.md")
+	spec, err := driver.Parse([]byte(readmeBlock(t, "```json\n", "{\n  \"id\": \"greeter\"")), "README.md")
 	require.NoError(t, err)
 	assert.Equal(t, "greeter", spec.ID)
 	assert.True(t, driver.New(spec).Capabilities().Resumable)
+}
+
+// readmeBlock returns the README's code block opened by fence whose body
+// starts with head.
+func readmeBlock(t *testing.T, fence, head string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	s := string(readme)
+	start := strings.Index(s, fence+head)
+	require.NotEqual(t, -1, start, "README has a block starting %q", head)
+	start += len(fence)
+	end := strings.Index(s[start:], "```")
+	require.NotEqual(t, -1, end, "the block is closed")
+	return s[start : start+end]
 }

@@ -80,11 +80,7 @@ func run(ctx context.Context, t Turn) (*Result, error) {
 			return finish(classifyInfra(ctx, t, outposterr.Sandbox, "acquire sandbox", err))
 		}
 		defer func() {
-			// Release runs even after cancellation, bounded.
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			defer rcancel()
-			if err := sb.Release(rctx); err != nil {
-				t.Logger.Warn("release sandbox", "sandbox", sb.ID(), "err", err)
+			if err := release(ctx, t, sb); err != nil {
 				res.Warnings = append(res.Warnings, "release sandbox: "+err.Error())
 			}
 		}()
@@ -207,6 +203,18 @@ func run(ctx context.Context, t Turn) (*Result, error) {
 		t.Logger.Debug("write back", "files", n)
 	}
 	return finish(err)
+}
+
+// release releases a cold lease even after cancellation, bounded, and logs
+// a failure.
+func release(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer rcancel()
+	err := sb.Release(rctx)
+	if err != nil {
+		t.Logger.Warn("release sandbox", "sandbox", sb.ID(), "err", err)
+	}
+	return err
 }
 
 // planCredentials plans the turn's credentials before any sandbox exists.

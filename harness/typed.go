@@ -10,7 +10,7 @@ import (
 
 // runTyped runs a typed-response turn: the answer, validated, and at most
 // one repair turn on the same conversation.
-func runTyped(ctx context.Context, t Turn) (*Result, error) {
+func runTyped(ctx context.Context, t Turn) (res *Result, err error) {
 	t = t.withDefaults()
 	failed := func(err error) (*Result, error) {
 		res := &Result{Started: t.Now(), Counts: map[adapters.Kind]int{}, Err: err}
@@ -23,9 +23,9 @@ func runTyped(ctx context.Context, t Turn) (*Result, error) {
 		return failed(outposterr.New(outposterr.Configuration, "turn has no adapter"))
 	}
 	name := t.Adapter.Name()
-	schema, err := typed.Compile(t.Schema)
-	if err != nil {
-		return failed(outposterr.Wrap(outposterr.Configuration, err, "%s: typed response", name))
+	schema, cerr := typed.Compile(t.Schema)
+	if cerr != nil {
+		return failed(outposterr.Wrap(outposterr.Configuration, cerr, "%s: typed response", name))
 	}
 	if t.Live != nil {
 		return failed(outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name))
@@ -45,22 +45,20 @@ func runTyped(ctx context.Context, t Turn) (*Result, error) {
 	// conversation even without a store.
 	if t.Sandbox == nil {
 		actx, acancel := context.WithTimeout(ctx, t.Deadline)
-		sb, err := t.Provider.Acquire(actx, t.Spec)
+		sb, aerr := t.Provider.Acquire(actx, t.Spec)
 		acancel()
-		if err != nil {
-			return failed(classifyInfra(ctx, t, outposterr.Sandbox, "acquire sandbox", err))
+		if aerr != nil {
+			return failed(classifyInfra(ctx, t, outposterr.Sandbox, "acquire sandbox", aerr))
 		}
 		defer func() {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			defer rcancel()
-			if err := sb.Release(rctx); err != nil {
-				t.Logger.Warn("release sandbox", "sandbox", sb.ID(), "err", err)
+			if rerr := release(ctx, t, sb); rerr != nil && res != nil {
+				res.Warnings = append(res.Warnings, "release sandbox: "+rerr.Error())
 			}
 		}()
 		t.Sandbox, t.Provider = sb, nil
 	}
 
-	res, err := runReseed(ctx, t)
+	res, err = runReseed(ctx, t)
 	if err != nil {
 		return res, err
 	}

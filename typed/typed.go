@@ -16,9 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/outpost-dev/outpost/adapters"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -167,14 +168,10 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// bound cuts s to at most n bytes on a rune boundary.
+// bound cuts s to at most n bytes on a rune boundary, marking the cut.
 func bound(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return adapters.Preview(s, n) + "…"
 }
