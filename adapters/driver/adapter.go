@@ -23,7 +23,12 @@ type Adapter struct {
 var (
 	_ adapters.Adapter    = (*Adapter)(nil)
 	_ adapters.ExitMapper = (*Adapter)(nil)
+	_ adapters.Declarer   = (*Adapter)(nil)
 )
+
+// DeclaredVars implements adapters.Declarer: the driver's secrets, which a
+// project declares in .outpost/.env (outpost init lists them).
+func (a *Adapter) DeclaredVars() []string { return append([]string(nil), a.spec.Secrets...) }
 
 // New returns the adapter of a parsed spec.
 func New(s *Spec) *Adapter { return &Adapter{spec: s} }
@@ -172,7 +177,7 @@ func (d *jsonlDecoder) Decode(b []byte) []adapters.Event {
 		if !matches(obj, r.Match) {
 			continue
 		}
-		evs = append(evs, events(obj, r)...)
+		evs = appendEvents(evs, obj, r)
 	}
 	if len(evs) == 0 {
 		return []adapters.Event{adapters.RawEvent(b)}
@@ -182,17 +187,18 @@ func (d *jsonlDecoder) Decode(b []byte) []adapters.Event {
 
 // lookup follows a dotted path through nested objects.
 func lookup(obj map[string]any, p string) (any, bool) {
-	var cur any = obj
-	for _, k := range strings.Split(p, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
+	cur := obj
+	for {
+		k, rest, more := strings.Cut(p, ".")
+		v, ok := cur[k]
+		if !ok || !more {
+			return v, ok
+		}
+		if cur, ok = v.(map[string]any); !ok {
 			return nil, false
 		}
-		if cur, ok = m[k]; !ok {
-			return nil, false
-		}
+		p = rest
 	}
-	return cur, true
 }
 
 // text renders a value as text: strings as they are, numbers and booleans
@@ -235,26 +241,35 @@ func field(obj map[string]any, r Rule, name string) (string, bool) {
 }
 
 func number(obj map[string]any, r Rule, name string) (float64, bool) {
-	s, ok := field(obj, r, name)
+	p, ok := r.Fields[name]
 	if !ok {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil && f >= 0
+	v, _ := lookup(obj, p)
+	switch x := v.(type) {
+	case float64:
+		return x, x >= 0
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil && f >= 0
+	}
+	return 0, false
 }
 
-func events(obj map[string]any, r Rule) []adapters.Event {
+// appendEvents appends the events rule r makes of obj.
+func appendEvents(evs []adapters.Event, obj map[string]any, r Rule) []adapters.Event {
 	if r.Event == "final" {
-		return final(obj, r)
+		return appendFinal(evs, obj, r)
 	}
 	if ev, ok := event(obj, r); ok {
-		return []adapters.Event{ev}
+		return append(evs, ev)
 	}
-	return nil
+	return evs
 }
 
-// final is a final rule's result (when it has text) and finished events.
-func final(obj map[string]any, r Rule) []adapters.Event {
+// appendFinal appends a final rule's result (when it has text) and
+// finished events.
+func appendFinal(evs []adapters.Event, obj map[string]any, r Rule) []adapters.Event {
 	ok := true
 	if p, has := r.Fields["ok"]; has {
 		v, found := lookup(obj, p)
@@ -266,7 +281,6 @@ func final(obj map[string]any, r Rule) []adapters.Event {
 			ok = found && slices.Contains(r.OKValues, s)
 		}
 	}
-	var evs []adapters.Event
 	if t, has := field(obj, r, "text"); has && t != "" {
 		evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: t})
 	}

@@ -106,6 +106,7 @@ func TestLoadDir(t *testing.T) {
 func TestRequest(t *testing.T) {
 	a := New(load(t, "jsonl.json"))
 	assert.Equal(t, "jsonl", a.Name())
+	assert.Equal(t, []string{"MYCLI_API_KEY"}, a.DeclaredVars())
 	assert.Equal(t, adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageEvents}, a.Capabilities())
 
 	in := adapters.Input{Prompt: "hello", Workdir: "/workspace", Home: "/home/u",
