@@ -33,7 +33,7 @@ const (
 case "$prompt" in
 *quota*) echo "usage exhausted, try again in 5 hours" >&2; exit 3 ;;
 *overloaded*) echo "server overloaded" >&2; exit 1 ;;
-*hang*) echo "thinking"; sleep 300 ;;
+*hang*) echo "thinking"; sleep 3131 ;;
 esac
 echo "echo: $prompt"
 [ -n "$TEXTY_KEY" ] && echo "key is set"
@@ -56,7 +56,7 @@ echo '{"type":"init","session":"'$id'"}'
 case "$prompt" in
 *ratelimit*) echo '{"type":"error","message":"Rate limited by upstream"}'; exit 1 ;;
 *creds*) echo '{"type":"error","message":"bad credentials"}'; exit 1 ;;
-*hang*) exec sleep 300 ;;
+*hang*) exec sleep 3171 ;;
 esac
 echo '{"type":"say","text":"working in '$(basename "$PWD")'"}'
 echo '{"type":"call","tool":"grep","args":{"q":"x"},"id":"t1"}'
@@ -178,7 +178,10 @@ func TestSpecDrivers(t *testing.T) {
 					assert.NotContains(t, text, "MARK-drv-secret", what)
 				}
 			})
+			// Each fake sleeps for a duration no other test uses, so the
+			// process check sees only its own.
 			for name, a := range map[string]adapters.Adapter{"text": texty, "jsonl": liney} {
+				sleeper := map[string]string{"text": "sleep 3131", "jsonl": "sleep 3171"}[name]
 				t.Run(name+" cancel", func(t *testing.T) {
 					cctx, cancel := context.WithCancel(ctx)
 					defer cancel()
@@ -191,7 +194,7 @@ func TestSpecDrivers(t *testing.T) {
 					assert.Equal(t, outposterr.Aborted, outposterr.ClassOf(err), "%v", err)
 					assert.NotNil(t, res)
 					assert.Eventually(t, func() bool {
-						return !strings.Contains(e.processes(t, sb), "sleep 300")
+						return !strings.Contains(e.processes(t, sb), sleeper)
 					}, 10*time.Second, 200*time.Millisecond, "no process of the driver left")
 				})
 			}
