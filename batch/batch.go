@@ -23,6 +23,7 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/typed"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -46,6 +48,9 @@ type Job struct {
 	Conversation string `json:"conversation,omitempty"`
 	// Fallback agents are tried in order on quota and outage failures.
 	Fallback []string `json:"fallback,omitempty"`
+	// Schema asks for a typed response: a JSON Schema the answer must match
+	// (the outcome then carries its value).
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // Validate checks a job.
@@ -57,6 +62,11 @@ func (j Job) Validate() error {
 		return outposterr.New(outposterr.Configuration, "job %s: no agent", j.ID)
 	case j.Prompt == "":
 		return outposterr.New(outposterr.Configuration, "job %s: empty prompt", j.ID)
+	}
+	if len(j.Schema) > 0 {
+		if _, err := typed.Compile(j.Schema); err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "job %s: schema", j.ID)
+		}
 	}
 	return nil
 }

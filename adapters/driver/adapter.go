@@ -74,6 +74,9 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	}
 	inputs := map[string]string{"prompt": in.Prompt, "model": in.Model, "effort": in.Effort,
 		"conversation": in.Continue, "workspace": in.Workdir, "home": in.Home}
+	if in.Endpoint != nil {
+		inputs["endpoint"] = in.Endpoint.BaseURL
+	}
 	args := []string{expand(s.Binary, inputs, nil)}
 	for _, el := range s.Args {
 		if !el.isGrp {

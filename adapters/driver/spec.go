@@ -33,7 +33,8 @@
 //
 // Templates. ${input.NAME} is one of the turn's inputs: prompt, model,
 // effort, conversation (the id to continue), workspace (the working
-// directory inside the sandbox) and home. ${secrets.NAME} is a declared
+// directory inside the sandbox), home and endpoint (the base URL of a custom
+// model endpoint: with outpost run --offline, the scripted model server). ${secrets.NAME} is a declared
 // secret (listed in "secrets"), whose value comes from the turn's declared
 // variables (.outpost/.env, --env). A secret may appear only in "env": in
 // argv it would be visible to every process on the host, so a spec that
@@ -82,7 +83,7 @@ import (
 const MaxSpecBytes = 256 << 10
 
 // Inputs are the names ${input.NAME} may use.
-var Inputs = []string{"prompt", "model", "effort", "conversation", "workspace", "home"}
+var Inputs = []string{"prompt", "model", "effort", "conversation", "workspace", "home", "endpoint"}
 
 // Events are the event names a jsonl rule may produce, with their fields.
 var Events = map[string][]string{

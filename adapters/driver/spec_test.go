@@ -136,6 +136,16 @@ func TestRequest(t *testing.T) {
 	_, err = a.Request(adapters.Input{Prompt: "p"})
 	assert.Contains(t, err.Error(), "secret MYCLI_API_KEY is not set")
 
+	ep, err := Parse([]byte(`{"id":"ep","binary":"b","env":{"BASE":"${input.endpoint}"},"args":[["--base","${input.endpoint}"]],"output":{"mode":"text"}}`), "ep.json")
+	require.NoError(t, err)
+	cmd, err = New(ep).Request(adapters.Input{Prompt: "p", Endpoint: &adapters.Endpoint{BaseURL: "http://127.0.0.1:9"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b", "--base", "http://127.0.0.1:9"}, cmd.Args)
+	assert.Equal(t, "http://127.0.0.1:9", cmd.Env["BASE"])
+	cmd, err = New(ep).Request(adapters.Input{Prompt: "p"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, cmd.Args, "no endpoint: the group is left out")
+
 	text, err := Parse([]byte(textSpec), "echo.json")
 	require.NoError(t, err)
 	assert.False(t, New(text).Capabilities().Resumable)

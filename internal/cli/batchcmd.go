@@ -112,7 +112,7 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 	var mu sync.Mutex
 	recs, err := batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
 		res, err := s.turn(ctx, turnRequest{Agent: t.Agent, Prompt: t.Prompt, Model: t.Job.Model,
-			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true}, nil)
+			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Schema}, nil)
 		if res == nil {
 			res = &harness.Result{Agent: t.Agent, Err: err}
 		}

@@ -217,6 +217,8 @@ type turnRequest struct {
 	StopOnQuotaRetry                          bool
 	// Live carries messages into the running turn (run --live).
 	Live <-chan string
+	// Schema overrides the session's --schema for this turn (a batch job's).
+	Schema json.RawMessage
 }
 
 // readSchema reads and compiles a --schema file.
@@ -409,10 +411,14 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 	if err != nil {
 		return nil, err
 	}
+	schema := s.schema
+	if len(req.Schema) > 0 {
+		schema = req.Schema
+	}
 	return harness.Run(ctx, harness.Turn{
 		Adapter: a, Input: in, Provider: prov, Spec: spec, Store: s.store, Credentials: s.creds,
 		OnEvent: onEvent, Deadline: s.opts.Timeout, IdleTimeout: s.opts.IdleTimeout, Logger: s.logger,
-		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed, Live: req.Live, Schema: s.schema,
+		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed, Live: req.Live, Schema: schema,
 	})
 }
 
