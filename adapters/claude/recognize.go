@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
@@ -91,22 +92,17 @@ func Quota(text string, at time.Time) (bool, time.Time) {
 	return false, time.Time{}
 }
 
-type reasonRE struct {
-	re     *regexp.Regexp
-	reason string // "$1" is replaced by the first group
-}
-
-var unavailable = []reasonRE{
-	{regexp.MustCompile(`not your usage limit|temporarily limiting requests`), "server throttle"},
-	{regexp.MustCompile(`\b529\b|overloaded`), "overloaded"},
-	{regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), "http $1"},
-	{regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), "http $1"},
-	{regexp.MustCompile(`internal server error|"type"\s*:\s*"api_error"`), "http 500"},
-	{regexp.MustCompile(`bad gateway`), "http 502"},
-	{regexp.MustCompile(`service unavailable`), "http 503"},
-	{regexp.MustCompile(`gateway time-?out`), "http 504"},
-	{regexp.MustCompile(`connection (?:error|refused|reset|closed|failed)|econnrefused|econnreset|enotfound|eai_again|ehostunreach|enetunreach|socket hang up|fetch failed|network error|unable to connect`), "connection error"},
-	{regexp.MustCompile(`request timed out|etimedout|timed out waiting|timeout error`), "timeout"},
+var unavailable = []adapters.Reason{
+	{RE: regexp.MustCompile(`not your usage limit|temporarily limiting requests`), Name: "server throttle"},
+	{RE: regexp.MustCompile(`\b529\b|overloaded`), Name: "overloaded"},
+	{RE: regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), Name: "http $1"},
+	{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
+	{RE: regexp.MustCompile(`internal server error|"type"\s*:\s*"api_error"`), Name: "http 500"},
+	{RE: regexp.MustCompile(`bad gateway`), Name: "http 502"},
+	{RE: regexp.MustCompile(`service unavailable`), Name: "http 503"},
+	{RE: regexp.MustCompile(`gateway time-?out`), Name: "http 504"},
+	{RE: regexp.MustCompile(`connection (?:error|refused|reset|closed|failed)|econnrefused|econnreset|enotfound|eai_again|ehostunreach|enetunreach|socket hang up|fetch failed|network error|unable to connect`), Name: "connection error"},
+	{RE: regexp.MustCompile(`request timed out|etimedout|timed out waiting|timeout error`), Name: "timeout"},
 }
 
 // Unavailable reports whether text is an outage of the model service and
@@ -123,17 +119,17 @@ func Unavailable(text string) (string, bool) {
 	if retryChatter.MatchString(n) {
 		return "", false
 	}
-	return match(unavailable, n)
+	return adapters.MatchReason(unavailable, n)
 }
 
-var auth = []reasonRE{
-	{regexp.MustCompile(`\bnot logged in\b|please run /login`), "not logged in"},
-	{regexp.MustCompile(`oauth token (?:has )?expired|token has expired`), "oauth token expired"},
-	{regexp.MustCompile(`invalid oauth token|oauth token was not found`), "invalid oauth token"},
-	{regexp.MustCompile(`invalid bearer token`), "invalid bearer token"},
-	{regexp.MustCompile(`invalid (?:x-)?api[ -]?key`), "invalid api key"},
-	{regexp.MustCompile(`"type"\s*:\s*"permission_error"`), "permission denied"},
-	{regexp.MustCompile(`authentication_error|authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), "authentication failed"},
+var auth = []adapters.Reason{
+	{RE: regexp.MustCompile(`\bnot logged in\b|please run /login`), Name: "not logged in"},
+	{RE: regexp.MustCompile(`oauth token (?:has )?expired|token has expired`), Name: "oauth token expired"},
+	{RE: regexp.MustCompile(`invalid oauth token|oauth token was not found`), Name: "invalid oauth token"},
+	{RE: regexp.MustCompile(`invalid bearer token`), Name: "invalid bearer token"},
+	{RE: regexp.MustCompile(`invalid (?:x-)?api[ -]?key`), Name: "invalid api key"},
+	{RE: regexp.MustCompile(`"type"\s*:\s*"permission_error"`), Name: "permission denied"},
+	{RE: regexp.MustCompile(`authentication_error|authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), Name: "authentication failed"},
 }
 
 // Auth reports whether text is an authentication failure and names it.
@@ -144,22 +140,7 @@ func Auth(text string) (string, bool) {
 	if text == "" {
 		return "", false
 	}
-	return match(auth, normalize(text))
-}
-
-func match(list []reasonRE, n string) (string, bool) {
-	for _, r := range list {
-		m := r.re.FindStringSubmatch(n)
-		if m == nil {
-			continue
-		}
-		reason := r.reason
-		if len(m) > 1 {
-			reason = strings.ReplaceAll(reason, "$1", m[1])
-		}
-		return reason, true
-	}
-	return "", false
+	return adapters.MatchReason(auth, normalize(text))
 }
 
 // SessionMissing implements [adapters.SessionRecognizer]: the conversation

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
@@ -75,19 +76,14 @@ func Quota(text string, at time.Time) (bool, time.Time) {
 	return false, time.Time{}
 }
 
-type reasonRE struct {
-	re     *regexp.Regexp
-	reason string // "$1" is replaced by the first group
-}
-
-var unavailable = []reasonRE{
-	{regexp.MustCompile(`too many concurrent requests|concurrency_limit`), "server throttle"},
-	{regexp.MustCompile(`at capacity|high demand|server_is_overloaded|\boverloaded\b`), "overloaded"},
-	{regexp.MustCompile(`(?:last status|unexpected status|status)[: ]+(5\d\d)\b`), "http $1"},
-	{regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), "http $1"},
-	{regexp.MustCompile(`stream disconnected before completion`), "stream disconnected"},
-	{regexp.MustCompile(`connection failed|error sending request|connection (?:refused|reset|closed)|waiting for network|dns error|failed to lookup address`), "connection error"},
-	{regexp.MustCompile(`idle timeout|timed out|timeout waiting`), "timeout"},
+var unavailable = []adapters.Reason{
+	{RE: regexp.MustCompile(`too many concurrent requests|concurrency_limit`), Name: "server throttle"},
+	{RE: regexp.MustCompile(`at capacity|high demand|server_is_overloaded|\boverloaded\b`), Name: "overloaded"},
+	{RE: regexp.MustCompile(`(?:last status|unexpected status|status)[: ]+(5\d\d)\b`), Name: "http $1"},
+	{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
+	{RE: regexp.MustCompile(`stream disconnected before completion`), Name: "stream disconnected"},
+	{RE: regexp.MustCompile(`connection failed|error sending request|connection (?:refused|reset|closed)|waiting for network|dns error|failed to lookup address`), Name: "connection error"},
+	{RE: regexp.MustCompile(`idle timeout|timed out|timeout waiting`), Name: "timeout"},
 }
 
 // Unavailable reports whether text is an outage of the model service and
@@ -103,17 +99,17 @@ func Unavailable(text string) (string, bool) {
 	if chatter.MatchString(n) {
 		return "", false
 	}
-	return match(unavailable, n)
+	return adapters.MatchReason(unavailable, n)
 }
 
-var auth = []reasonRE{
-	{regexp.MustCompile(`refresh token (?:was )?(?:already used|has already been used)|refresh_token_reused`), "refresh token reused"},
-	{regexp.MustCompile(`refresh token has expired|refresh_token_expired`), "refresh token expired"},
-	{regexp.MustCompile(`refresh token was revoked|refresh_token_invalidated`), "refresh token revoked"},
-	{regexp.MustCompile(`chatgpt login is required|not logged in|please log ?in|log out and sign in again`), "login required"},
-	{regexp.MustCompile(`missing environment variable: ` + "`" + `?[a-z0-9_]*(?:key|token)`), "missing api key"},
-	{regexp.MustCompile(`incorrect api key|invalid api key|invalid_api_key`), "invalid api key"},
-	{regexp.MustCompile(`\b401 unauthorized|status[: ]+401\b|\b403 forbidden|status[: ]+403\b`), "authentication failed"},
+var auth = []adapters.Reason{
+	{RE: regexp.MustCompile(`refresh token (?:was )?(?:already used|has already been used)|refresh_token_reused`), Name: "refresh token reused"},
+	{RE: regexp.MustCompile(`refresh token has expired|refresh_token_expired`), Name: "refresh token expired"},
+	{RE: regexp.MustCompile(`refresh token was revoked|refresh_token_invalidated`), Name: "refresh token revoked"},
+	{RE: regexp.MustCompile(`chatgpt login is required|not logged in|please log ?in|log out and sign in again`), Name: "login required"},
+	{RE: regexp.MustCompile(`missing environment variable: ` + "`" + `?[a-z0-9_]*(?:key|token)`), Name: "missing api key"},
+	{RE: regexp.MustCompile(`incorrect api key|invalid api key|invalid_api_key`), Name: "invalid api key"},
+	{RE: regexp.MustCompile(`\b401 unauthorized|status[: ]+401\b|\b403 forbidden|status[: ]+403\b`), Name: "authentication failed"},
 }
 
 // Auth reports whether text is an authentication failure and names it.
@@ -128,22 +124,7 @@ func Auth(text string) (string, bool) {
 	if chatter.MatchString(n) {
 		return "", false
 	}
-	return match(auth, n)
-}
-
-func match(list []reasonRE, n string) (string, bool) {
-	for _, r := range list {
-		m := r.re.FindStringSubmatch(n)
-		if m == nil {
-			continue
-		}
-		reason := r.reason
-		if len(m) > 1 {
-			reason = strings.ReplaceAll(reason, "$1", m[1])
-		}
-		return reason, true
-	}
-	return "", false
+	return adapters.MatchReason(auth, n)
 }
 
 var sessionMissing = regexp.MustCompile(`no rollout found for thread id|thread not loaded|state db missing rollout path|no saved session found`)

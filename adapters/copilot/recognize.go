@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
@@ -69,21 +70,16 @@ func Quota(text string, at time.Time) (bool, time.Time) {
 	return false, time.Time{}
 }
 
-type reasonRE struct {
-	re     *regexp.Regexp
-	reason string // "$1" is replaced by the first non-empty group
-}
-
-var unavailable = []reasonRE{
-	{regexp.MustCompile(`\boverloaded\b|at capacity|high demand`), "overloaded"},
-	{regexp.MustCompile(`last error:\s*(5\d\d)\b`), "http $1"},
-	{regexp.MustCompile(`^\s*(?:model call failed:\s*"?)?(5\d\d)\s`), "http $1"},
-	{regexp.MustCompile(`\b(5\d\d) (?:5\d\d )?(?:internal server error|bad gateway|service unavailable|gateway time-?out)`), "http $1"},
-	{regexp.MustCompile(`execution failed:\s*(499)\b`), "http $1"},
-	{regexp.MustCompile(`could not connect|econnrefused|connection (?:refused|reset|error)|fetch failed|socket hang up|enotfound|eai_again|network error`), "connection error"},
-	{regexp.MustCompile(`timed out|timeout|etimedout`), "timeout"},
-	{regexp.MustCompile(`failed to get response from the ai model; retried \d+ times`), "retries exhausted"},
-	{regexp.MustCompile(`server error`), "server error"},
+var unavailable = []adapters.Reason{
+	{RE: regexp.MustCompile(`\boverloaded\b|at capacity|high demand`), Name: "overloaded"},
+	{RE: regexp.MustCompile(`last error:\s*(5\d\d)\b`), Name: "http $1"},
+	{RE: regexp.MustCompile(`^\s*(?:model call failed:\s*"?)?(5\d\d)\s`), Name: "http $1"},
+	{RE: regexp.MustCompile(`\b(5\d\d) (?:5\d\d )?(?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
+	{RE: regexp.MustCompile(`execution failed:\s*(499)\b`), Name: "http $1"},
+	{RE: regexp.MustCompile(`could not connect|econnrefused|connection (?:refused|reset|error)|fetch failed|socket hang up|enotfound|eai_again|network error`), Name: "connection error"},
+	{RE: regexp.MustCompile(`timed out|timeout|etimedout`), Name: "timeout"},
+	{RE: regexp.MustCompile(`failed to get response from the ai model; retried \d+ times`), Name: "retries exhausted"},
+	{RE: regexp.MustCompile(`server error`), Name: "server error"},
 }
 
 // Unavailable reports whether text is an outage of the model service and
@@ -105,17 +101,17 @@ func Unavailable(text string) (string, bool) {
 	if _, ok := Auth(text); ok {
 		return "", false
 	}
-	return match(unavailable, n)
+	return adapters.MatchReason(unavailable, n)
 }
 
-var auth = []reasonRE{
-	{regexp.MustCompile(`no authentication information found`), "not logged in"},
-	{regexp.MustCompile(`does not have copilot requests permission`), "token lacks Copilot Requests permission"},
-	{regexp.MustCompile(`server-to-server tokens are not supported`), "unsupported token (Actions)"},
-	{regexp.MustCompile(`offline mode requires a local model provider`), "no model provider"},
-	{regexp.MustCompile(`authentication failed|invalid api key|incorrect api key|invalid_api_key|bad credentials`), "authentication failed"},
-	{regexp.MustCompile(`^\s*401\b|\(http 401\)|\b401 unauthorized|\b401 401\b|status[: ]+401\b`), "authentication failed"},
-	{regexp.MustCompile(`^\s*403\b|\(http 403\)|\b403 forbidden`), "forbidden"},
+var auth = []adapters.Reason{
+	{RE: regexp.MustCompile(`no authentication information found`), Name: "not logged in"},
+	{RE: regexp.MustCompile(`does not have copilot requests permission`), Name: "token lacks Copilot Requests permission"},
+	{RE: regexp.MustCompile(`server-to-server tokens are not supported`), Name: "unsupported token (Actions)"},
+	{RE: regexp.MustCompile(`offline mode requires a local model provider`), Name: "no model provider"},
+	{RE: regexp.MustCompile(`authentication failed|invalid api key|incorrect api key|invalid_api_key|bad credentials`), Name: "authentication failed"},
+	{RE: regexp.MustCompile(`^\s*401\b|\(http 401\)|\b401 unauthorized|\b401 401\b|status[: ]+401\b`), Name: "authentication failed"},
+	{RE: regexp.MustCompile(`^\s*403\b|\(http 403\)|\b403 forbidden`), Name: "forbidden"},
 }
 
 // Auth reports whether text is an authentication failure and names it.
@@ -130,25 +126,7 @@ func Auth(text string) (string, bool) {
 	if chatter.MatchString(n) {
 		return "", false
 	}
-	return match(auth, n)
-}
-
-func match(list []reasonRE, n string) (string, bool) {
-	for _, r := range list {
-		m := r.re.FindStringSubmatch(n)
-		if m == nil {
-			continue
-		}
-		reason := r.reason
-		for _, g := range m[1:] {
-			if g != "" {
-				reason = strings.ReplaceAll(reason, "$1", g)
-				break
-			}
-		}
-		return reason, true
-	}
-	return "", false
+	return adapters.MatchReason(auth, n)
 }
 
 var sessionMissing = regexp.MustCompile(`no session, task, or name matched`)
