@@ -177,36 +177,15 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: err.Error()})
 		return
 	}
-	if aux {
-		// Titles, topics and other side queries: answer sanely, leave the
-		// scenario state alone.
-		u := estimateUsage(body, req)
-		s.writeAnthropicJSON(w, req.Model, plan{scenario: ScenarioOK, text: conv.okText()}, u)
-		return
-	}
-	if derr != nil {
-		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: "outposttest: " + derr.Error()})
-		return
-	}
-	sc := directive
-	if sc == "" {
-		sc = s.next()
-	}
-	p := s.decide(sc, conv)
-	s.annotate(r.Context(), func(e *Request) { e.Scenario = p.scenario })
-	switch {
-	case p.hang:
-		s.hang(r.Context())
-	case p.failure != nil:
-		writeAnthropicError(w, *p.failure)
-	case req.Stream:
-		s.streamAnthropic(w, r, req.Model, p, estimateUsage(body, req))
-	default:
-		if !s.wait(r.Context(), p.delay) {
-			abort()
-		}
-		s.writeAnthropicJSON(w, req.Model, p, estimateUsage(body, req))
-	}
+	u := estimateUsage(body, req)
+	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
+		badRequest: func(m string) {
+			writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: m})
+		},
+		failure: func(p plan) { writeAnthropicError(w, *p.failure) },
+		stream:  func(p plan) { s.streamAnthropic(w, r, req.Model, p, u) },
+		json:    func(p plan) { s.writeAnthropicJSON(w, req.Model, p, u) },
+	})
 }
 
 // usage is an Anthropic usage object.

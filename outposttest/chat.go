@@ -140,33 +140,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := estimateChatUsage(body, msgs)
-	if aux {
-		s.writeChatJSON(w, req.Model, plan{scenario: ScenarioOK, text: conv.okText()}, req.Tools, u)
-		return
-	}
-	if derr != nil {
-		writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: "outposttest: " + derr.Error()})
-		return
-	}
-	sc := directive
-	if sc == "" {
-		sc = s.next()
-	}
-	p := s.decide(sc, conv)
-	s.annotate(r.Context(), func(e *Request) { e.Scenario = p.scenario })
-	switch {
-	case p.hang:
-		s.hang(r.Context())
-	case p.failure != nil:
-		writeChatError(w, s.chatFailure(p))
-	case req.Stream:
-		s.streamChat(w, r, req, p, u)
-	default:
-		if !s.wait(r.Context(), p.delay) {
-			abort()
-		}
-		s.writeChatJSON(w, req.Model, p, req.Tools, u)
-	}
+	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
+		badRequest: func(m string) {
+			writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
+		},
+		failure: func(p plan) { writeChatError(w, s.chatFailure(p)) },
+		stream:  func(p plan) { s.streamChat(w, r, req, p, u) },
+		json:    func(p plan) { s.writeChatJSON(w, req.Model, p, req.Tools, u) },
+	})
 }
 
 // estimateChatUsage: about four bytes a token; a continued conversation

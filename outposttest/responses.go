@@ -233,33 +233,14 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := estimateResponsesUsage(body, msgs)
-	if aux {
-		s.writeResponsesJSON(w, req.Model, plan{scenario: ScenarioOK, text: conv.okText()}, u)
-		return
-	}
-	if derr != nil {
-		writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: "outposttest: " + derr.Error()})
-		return
-	}
-	sc := directive
-	if sc == "" {
-		sc = s.next()
-	}
-	p := s.decide(sc, conv)
-	s.annotate(r.Context(), func(e *Request) { e.Scenario = p.scenario })
-	switch {
-	case p.hang:
-		s.hang(r.Context())
-	case p.failure != nil:
-		writeResponsesError(w, s.responsesFailure(p))
-	case req.Stream:
-		s.streamResponses(w, r, req.Model, p, tools, u)
-	default:
-		if !s.wait(r.Context(), p.delay) {
-			abort()
-		}
-		s.writeResponsesJSON(w, req.Model, p, u)
-	}
+	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
+		badRequest: func(m string) {
+			writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
+		},
+		failure: func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
+		stream:  func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
+		json:    func(p plan) { s.writeResponsesJSON(w, req.Model, p, u) },
+	})
 }
 
 // responsesUsage is a Responses API usage object.

@@ -401,6 +401,50 @@ func (s *Server) hang(ctx context.Context) {
 // http.ErrAbortHandler, which http.Server handles the same way.
 func abort() { panic(http.ErrAbortHandler) }
 
+// wire is how one API writes the answers of a model request.
+type wire struct {
+	badRequest func(message string) // a 400 invalid request
+	failure    func(p plan)         // p's scripted failure
+	stream     func(p plan)         // p as a stream
+	json       func(p plan)         // p as one JSON body
+}
+
+// respond answers a decoded model request the same way on every API: an
+// auxiliary request gets the ok text without touching the scenario state;
+// otherwise the directive (or the next scenario) decides, and the plan is
+// a hang, a failure, a stream or a JSON body after its delay.
+func (s *Server) respond(r *http.Request, conv conversation, directive Scenario, derr error, aux, stream bool, out wire) {
+	if aux {
+		// Titles, topics and other side queries: answer sanely, leave the
+		// scenario state alone.
+		out.json(plan{scenario: ScenarioOK, text: conv.okText()})
+		return
+	}
+	if derr != nil {
+		out.badRequest("outposttest: " + derr.Error())
+		return
+	}
+	sc := directive
+	if sc == "" {
+		sc = s.next()
+	}
+	p := s.decide(sc, conv)
+	s.annotate(r.Context(), func(e *Request) { e.Scenario = p.scenario })
+	switch {
+	case p.hang:
+		s.hang(r.Context())
+	case p.failure != nil:
+		out.failure(p)
+	case stream:
+		out.stream(p)
+	default:
+		if !s.wait(r.Context(), p.delay) {
+			abort()
+		}
+		out.json(p)
+	}
+}
+
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	// Connectivity probes (Claude Code sends HEAD /api/hello without
 	// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC) and the root answer 200.
