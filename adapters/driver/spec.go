@@ -400,19 +400,26 @@ func (s *Spec) compileFailures() error {
 // (through a symlink); a workdir that does not exist yet is accepted here
 // and fails when the CLI starts.
 func (s *Spec) CheckWorkdir(root string) error {
+	if err := s.checkWorkdir(root); err != nil {
+		return specError(s.ID, "%v", err)
+	}
+	return nil
+}
+
+func (s *Spec) checkWorkdir(root string) error {
 	if s.Workdir == "" {
 		return nil
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return specError(s.ID, "project root %s: %v", root, err)
+		return fmt.Errorf("project root %s: %v", root, err)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(s.Workdir)))
 	if err != nil {
 		return nil
 	}
 	if rel, err := filepath.Rel(realRoot, dir); err != nil || !filepath.IsLocal(rel) && rel != "." {
-		return specError(s.ID, "workdir %q resolves to %s, outside the project root %s", s.Workdir, dir, realRoot)
+		return fmt.Errorf("workdir %q resolves to %s, outside the project root %s", s.Workdir, dir, realRoot)
 	}
 	return nil
 }
@@ -468,8 +475,8 @@ func LoadFile(path, root string) (*Spec, error) {
 	if want := strings.TrimSuffix(filepath.Base(path), ".json"); s.ID != want {
 		return nil, specError(path, "id %q must match the file name (%s.json)", s.ID, s.ID)
 	}
-	if err := s.CheckWorkdir(root); err != nil {
-		return nil, specError(path, "%v", strings.TrimPrefix(err.Error(), "configuration: "))
+	if err := s.checkWorkdir(root); err != nil {
+		return nil, specError(path, "%v", err)
 	}
 	return s, nil
 }
