@@ -58,7 +58,7 @@ type Capabilities struct {
 	// whatever the exit status.
 	RequiresFinished bool
 	// StructuredOutput: the CLI constrains its final answer to Input.Schema
-	// itself (Codex --output-schema); otherwise the harness asks for the
+	// itself (Codex --output-schema, Claude Code --json-schema); otherwise the harness asks for the
 	// JSON in the prompt. Either way the harness validates the answer.
 	StructuredOutput bool
 	Usage            UsageMode

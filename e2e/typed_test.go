@@ -124,38 +124,53 @@ func TestCodexTypedResponse(t *testing.T) {
 	}
 }
 
-// TestClaudeTypedResponse: Claude Code has no native structured output
-// here, so the schema travels in the prompt; a prose answer gets one repair
-// turn on the resumed session, and the cold lease is kept for both turns.
+// TestClaudeTypedResponse: Claude Code takes the schema natively
+// (--json-schema: a StructuredOutput tool it validates itself, with one retry
+// of its own); when it still ends with prose, Outpost's single repair turn
+// resumes the session. The cold lease is kept for both turns.
 func TestClaudeTypedResponse(t *testing.T) {
 	testenv.Short(t)
 	for _, e := range envs(t) {
 		t.Run(e.name, func(t *testing.T) {
-			srv := server(t, outposttest.WithAnswers("Looks fine to me.", "```json\n{\"verdict\":\"pass\",\"score\":9}\n```"))
-			one := 1
-			spec := e.spec
-			spec.Workspace = workspace(t)
-			res, err := harness.Run(context.Background(), harness.Turn{
-				Adapter: claude.New(), Provider: e.provider, Spec: spec, KeepEvents: true, Schema: json.RawMessage(verdictSchema),
-				Input: adapters.Input{Prompt: "judge MARK-cty1", MaxRetries: &one,
-					Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
-				Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
-			})
-			require.NoError(t, err, "output: %s", resTail(res))
-			assert.JSONEq(t, `{"verdict":"pass","score":9}`, string(res.Value), "a fenced answer is accepted")
-			assert.True(t, res.Repaired)
-			reqs := srv.ModelRequests()
-			require.Len(t, reqs, 2)
-			assert.Contains(t, reqs[0].UserText(), "judge MARK-cty1\n\nReply with only one JSON value", "the schema is asked for in the prompt")
-			assert.Contains(t, reqs[0].UserText(), `"additionalProperties":false`)
-			assert.Contains(t, reqs[1].UserText(), "Your previous answer cannot be used: the answer is not a JSON value")
-			var earlier []string
-			for _, m := range reqs[1].Messages {
-				if m.Role == "assistant" {
-					earlier = append(earlier, m.Text())
-				}
+			run := func(t *testing.T, srv *outposttest.Server, prompt string) (*harness.Result, error) {
+				one := 1
+				spec := e.spec
+				spec.Workspace = workspace(t)
+				return harness.Run(context.Background(), harness.Turn{
+					Adapter: claude.New(), Provider: e.provider, Spec: spec, KeepEvents: true, Schema: json.RawMessage(verdictSchema),
+					Input: adapters.Input{Prompt: prompt, MaxRetries: &one,
+						Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+					Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+				})
 			}
-			assert.Contains(t, earlier, "Looks fine to me.", "the repair continues the same conversation")
+			t.Run("native", func(t *testing.T) {
+				srv := server(t, outposttest.WithAnswers(`{"verdict":"maybe","score":1}`, `{"verdict":"pass","score":9}`))
+				res, err := run(t, srv, "judge MARK-cty1")
+				require.NoError(t, err, "output: %s", resTail(res))
+				assert.JSONEq(t, `{"verdict":"pass","score":9}`, string(res.Value))
+				assert.False(t, res.Repaired, "Claude Code retried the refused call itself")
+				reqs := srv.ModelRequests()
+				require.Len(t, reqs, 2)
+				assert.Contains(t, reqs[0].Tools, "StructuredOutput", "the schema reached the CLI natively")
+				assert.NotContains(t, reqs[0].UserText(), "JSON Schema:", "native support: the prompt is not changed")
+			})
+			t.Run("repair turn", func(t *testing.T) {
+				srv := server(t, outposttest.WithAnswers("Looks fine to me.", "Still fine.", `{"verdict":"fail","score":2}`))
+				res, err := run(t, srv, "judge MARK-cty2")
+				require.NoError(t, err, "output: %s", resTail(res))
+				assert.JSONEq(t, `{"verdict":"fail","score":2}`, string(res.Value))
+				assert.True(t, res.Repaired)
+				reqs := srv.ModelRequests()
+				require.Len(t, reqs, 3, "the first turn (with Claude's own retry), then exactly one repair turn")
+				assert.Contains(t, reqs[2].UserText(), "Your previous answer cannot be used: the answer is not a JSON value")
+				var earlier []string
+				for _, m := range reqs[2].Messages {
+					if m.Role == "assistant" {
+						earlier = append(earlier, m.Text())
+					}
+				}
+				assert.Contains(t, earlier, "Still fine.", "the repair continues the same session")
+			})
 		})
 	}
 }

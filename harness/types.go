@@ -73,12 +73,12 @@ type Turn struct {
 	Live <-chan string
 	// Schema, when set, asks for a typed response: a final answer that is
 	// one JSON value matching this JSON Schema (package typed). A CLI with
-	// native structured output gets the schema (Codex --output-schema, a
-	// file removed after the turn); the others are asked in the prompt. The
-	// answer is validated; a failed check gets one repair turn on the same
-	// conversation, then the turn fails with a protocol error naming what
-	// failed. A cold lease is kept for both turns. Result.Value holds the
-	// validated value.
+	// native structured output gets the schema (Claude Code --json-schema;
+	// Codex --output-schema, a file removed after the turn); the others are
+	// asked in the prompt. The answer is validated; a failed check gets one
+	// repair turn on the same conversation, then the turn fails with a
+	// protocol error naming what failed. A cold lease is kept for both
+	// turns. Result.Value holds the validated value.
 	Schema json.RawMessage
 	// KeepEvents stores every event in Result.Events (otherwise only counts).
 	KeepEvents bool

@@ -312,3 +312,55 @@ func TestOutputSchemaRecorded(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "output_schema")
 }
+
+// structuredBody is a streamed Messages request that offers Claude Code's
+// StructuredOutput tool (claude --json-schema).
+func structuredBody(msgs ...map[string]any) map[string]any {
+	b := body(true, msgs...)
+	b["tools"] = []any{map[string]any{"name": "Bash", "input_schema": map[string]any{"type": "object"}},
+		map[string]any{"name": "StructuredOutput", "input_schema": map[string]any{"type": "object"}}}
+	return b
+}
+
+func structuredMessage(t *testing.T, srv *outposttest.Server, msgs ...map[string]any) message {
+	t.Helper()
+	resp := post(t, srv, "/v1/messages", structuredBody(msgs...))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return assemble(t, readSSE(t, resp.Body))
+}
+
+func TestStructuredOutputToolCall(t *testing.T) {
+	srv := newServer(t, outposttest.WithAnswers(`{"verdict":5}`, `{"verdict":"pass"}`, `not json`))
+	ask := msg("user", "judge MARK-so")
+
+	// A JSON-object answer becomes a call of the structured-output tool.
+	m := structuredMessage(t, srv, ask)
+	assert.Equal(t, "tool_use", m.stopReason)
+	require.Len(t, m.blocks, 1)
+	assert.Equal(t, "StructuredOutput", m.blocks[0]["name"])
+	assert.Equal(t, map[string]any{"verdict": float64(5)}, m.blocks[0]["input"])
+	call := m.blocks[0]["id"]
+
+	// The tool refused it: the retry takes the next answer.
+	refused := msg("user", []any{map[string]any{"type": "tool_result", "tool_use_id": call, "is_error": true,
+		"content": "Output does not match required schema: /verdict: must be string"}})
+	m = structuredMessage(t, srv, ask, msg("assistant", []any{m.blocks[0]}), refused)
+	require.Len(t, m.blocks, 1)
+	assert.Equal(t, map[string]any{"verdict": "pass"}, m.blocks[0]["input"])
+
+	// The tool accepted it: a further request is answered without
+	// consuming the queue.
+	accepted := msg("user", []any{map[string]any{"type": "tool_result", "tool_use_id": m.blocks[0]["id"],
+		"content": "Structured output provided successfully"}})
+	m = structuredMessage(t, srv, ask, msg("assistant", []any{m.blocks[0]}), accepted)
+	assert.Equal(t, "end_turn", m.stopReason)
+	assert.Equal(t, "Structured output provided.", finalText(m))
+
+	// An answer that is not a JSON object stays text; without the tool, a
+	// JSON answer is text too.
+	m = structuredMessage(t, srv, msg("user", "again MARK-so2"))
+	assert.Equal(t, "not json", finalText(m))
+	srv.SetAnswers(`{"verdict":"fail"}`)
+	text, _ := anthropicAnswer(t, srv, "plain MARK-so3")
+	assert.Equal(t, `{"verdict":"fail"}`, text)
+}

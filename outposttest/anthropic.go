@@ -145,7 +145,7 @@ func conversationOf(msgs []Message) conversation {
 			for _, b := range m.Content {
 				if b.Type == "tool_result" {
 					c.toolResults++
-					c.lastToolResult = b.Text
+					c.lastToolResult, c.lastToolError = b.Text, b.IsError
 				}
 			}
 		}
@@ -153,6 +153,10 @@ func conversationOf(msgs []Message) conversation {
 	c.earlier = strings.Join(earlier, "\n")
 	return c
 }
+
+// structuredOutputTool is the tool Claude Code offers the model when it runs
+// with --json-schema; the model answers by calling it.
+const structuredOutputTool = "StructuredOutput"
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
@@ -162,6 +166,11 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	req, msgs, err := decodeAnthropic(body)
 	conv := conversationOf(msgs)
+	for _, t := range req.Tools {
+		if t.Name == structuredOutputTool {
+			conv.structuredTool = t.Name
+		}
+	}
 	directive, derr := conv.directive()
 	aux := !req.Stream && len(req.Tools) == 0
 	s.annotate(r.Context(), func(e *Request) {
@@ -279,6 +288,9 @@ func anthropicBlocks(p plan) []map[string]any {
 }
 
 func toolInput(t *toolCall) map[string]any {
+	if t.input != nil {
+		return t.input
+	}
 	return map[string]any{"command": t.command, "description": t.desc}
 }
 

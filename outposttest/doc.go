@@ -101,6 +101,12 @@
 // [ScenarioSlow]); once the queue is empty the ok text returns. Auxiliary
 // requests, failures and [ScenarioTool] consume nothing.
 //
+// A Messages request that offers Claude Code's StructuredOutput tool (claude
+// --json-schema) gets an answer that is a JSON object as a call of that tool,
+// as a model following the schema would; after the tool refuses a call (its
+// result is an error), the retry takes the next answer; after it accepts one,
+// a further request gets a short text and consumes nothing.
+//
 // # Wire details (Anthropic)
 //
 // Streams follow the API exactly: message_start (usage with input,

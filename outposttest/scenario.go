@@ -1,6 +1,7 @@
 package outposttest
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -169,8 +170,14 @@ type conversation struct {
 	earlier string
 	// toolResults counts tool results sent after the current user turn.
 	toolResults int
-	// lastToolResult is the text of the latest of them.
+	// lastToolResult is the text of the latest of them; lastToolError its
+	// error flag.
 	lastToolResult string
+	lastToolError  bool
+	// structuredTool names the tool through which the client takes a
+	// structured answer (Claude Code's StructuredOutput, --json-schema),
+	// when the request offers it.
+	structuredTool string
 }
 
 // directive returns the scenario named by a directive in the current turn,
@@ -245,6 +252,8 @@ type toolCall struct {
 	name    string
 	command string
 	desc    string
+	// input, when set, is the call's whole input (a structured answer).
+	input map[string]any
 }
 
 // failure is an API error, rendered per API.
@@ -303,7 +312,7 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 			message: "This request would exceed your account's rate limit. Please try again later.",
 			header:  h}
 	case ScenarioQuotaWarning:
-		p.text = s.answer(c)
+		s.okAnswer(&p, c)
 		p.header = s.unifiedHeaders("allowed_warning", s.quotaReset(now), 0.92)
 	case ScenarioSpendLimit:
 		reset := s.quotaReset(now).UTC()
@@ -325,15 +334,37 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 		p.hang = true
 	case ScenarioSlow:
 		p.delay = s.cfg.chunkDelay
-		p.text = s.answer(c)
+		s.okAnswer(&p, c)
 	default: // ScenarioOK
 		p.scenario = ScenarioOK
-		p.text = s.answer(c)
+		s.okAnswer(&p, c)
 	}
 	if p.failure == nil && p.header == nil {
 		p.header = s.unifiedHeaders("allowed", s.quotaReset(now), 0.12)
 	}
 	return p
+}
+
+// okAnswer sets the answer of an ok-like plan. When the client offers a
+// structured-output tool, an answer that is a JSON object is given as a
+// call of that tool (as a model following --json-schema would). After the
+// tool accepted a call, a further request is answered with a short text that
+// consumes no scripted answer; after it refused one (the input did not match
+// the schema), the next answer is the model's retry.
+func (s *Server) okAnswer(p *plan, c conversation) {
+	if c.structuredTool != "" && c.toolResults > 0 && !c.lastToolError {
+		p.text = "Structured output provided."
+		return
+	}
+	p.text = s.answer(c)
+	if c.structuredTool == "" {
+		return
+	}
+	var obj map[string]any
+	if json.Unmarshal([]byte(strings.TrimSpace(p.text)), &obj) == nil && obj != nil {
+		p.tool = &toolCall{name: c.structuredTool, input: obj}
+		p.text = ""
+	}
 }
 
 // answer is the final text of a primary request answered with the ok

@@ -4,7 +4,8 @@
 // only inside the schema itself), no clock.
 //
 // The harness uses it for typed responses (harness.Turn.Schema): a CLI with
-// native structured output (Codex --output-schema) is given the schema
+// native structured output (Codex --output-schema, Claude Code
+// --json-schema) is given the schema
 // directly, the others get [Instruction] after the prompt; the answer is
 // checked with [Schema.Check], and a failed check gets one repair turn on
 // the same conversation with [Schema.RepairPrompt].

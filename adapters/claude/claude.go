@@ -93,6 +93,7 @@
 package claude
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -167,6 +168,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 		Forkable:         true,
 		LiveInput:        false,
 		RequiresFinished: true,
+		StructuredOutput: true,
 		Usage:            adapters.UsageEvents,
 	}
 }
@@ -222,6 +224,15 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 		}
 		args = append(args, "--effort", in.Effort)
+	}
+	if len(in.Schema) > 0 {
+		// Not a secret: a JSON Schema may travel in argv. Claude Code offers
+		// the model a StructuredOutput tool, validates its input against the
+		// schema (one retry of its own), and reports it as the result text.
+		if !json.Valid(in.Schema) {
+			return sandbox.Command{}, configErr("the output schema is not valid JSON")
+		}
+		args = append(args, "--json-schema", string(in.Schema))
 	}
 	mcpFlags, mcpEnv, err := mcpArgs(in.MCP)
 	if err != nil {

@@ -1,6 +1,7 @@
 package claude_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestIdentity(t *testing.T) {
 	assert.Equal(t, "claude", a.Name())
 	assert.Equal(t, "claude", a.Binary())
 	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, LiveInput: false,
-		RequiresFinished: true, Usage: adapters.UsageEvents}, a.Capabilities())
+		RequiresFinished: true, StructuredOutput: true, Usage: adapters.UsageEvents}, a.Capabilities())
 	assert.Equal(t, "/opt/claude", claude.New(claude.WithBinary("/opt/claude")).Binary())
 }
 
@@ -173,4 +174,21 @@ func TestRequestIsPure(t *testing.T) {
 	assert.Equal(t, "claude", c2.Args[0])
 	assert.Equal(t, "1", c2.Env["A"])
 	assert.Equal(t, "1", in.Env["A"])
+}
+
+func TestRequestJSONSchema(t *testing.T) {
+	schema := `{"type":"object","required":["verdict"]}`
+	cmd, err := claude.New().Request(adapters.Input{Prompt: "p", Schema: []byte(schema), Continue: "abc"})
+	require.NoError(t, err)
+	i := slices.Index(cmd.Args, "--json-schema")
+	require.GreaterOrEqual(t, i, 0, "%q", cmd.Args)
+	assert.Equal(t, schema, cmd.Args[i+1])
+	assert.Contains(t, cmd.Args, "--resume", "a repair turn resumes with the schema too")
+
+	cmd, err = claude.New().Request(adapters.Input{Prompt: "p"})
+	require.NoError(t, err)
+	assert.NotContains(t, cmd.Args, "--json-schema")
+
+	_, err = claude.New().Request(adapters.Input{Prompt: "p", Schema: []byte(`{"type":`)})
+	assert.Error(t, err)
 }

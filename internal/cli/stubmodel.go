@@ -16,13 +16,14 @@ type StubModelOptions struct {
 	IO       IOStreams
 	Addr     string
 	Scenario string
+	Answers  []string
 }
 
 // NewCmdStubModel builds `outpost stub-model`.
 func NewCmdStubModel(f *Factory, runF func(context.Context, *StubModelOptions) error) *cobra.Command {
 	opts := &StubModelOptions{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "stub-model [--addr 127.0.0.1:PORT] [--scenario NAME]",
+		Use:   "stub-model [--addr 127.0.0.1:PORT] [--scenario NAME] [--answer TEXT]...",
 		Short: "Serve the scripted model server (Anthropic Messages API) until interrupted",
 		Long: `stub-model serves the scripted model server on a loopback address, so real agent
 CLIs can run whole turns with no account and no network. It prints the URL and the
@@ -43,6 +44,7 @@ Scenarios: ` + strings.Join(scenarioNames(), ", ") + `.`,
 	}
 	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:0", "listen address (loopback)")
 	cmd.Flags().StringVar(&opts.Scenario, "scenario", "ok", "default scenario")
+	cmd.Flags().StringArrayVar(&opts.Answers, "answer", nil, "the next answers, in order, instead of the ok text (repeatable)")
 	return cmd
 }
 
@@ -56,7 +58,8 @@ func scenarioNames() []string {
 
 func runStubModel(ctx context.Context, opts *StubModelOptions) error {
 	sc, _ := outposttest.ParseScenario(opts.Scenario)
-	srv, err := outposttest.NewServer(outposttest.WithAddr(opts.Addr), outposttest.WithScenario(sc))
+	srv, err := outposttest.NewServer(outposttest.WithAddr(opts.Addr), outposttest.WithScenario(sc),
+		outposttest.WithAnswers(opts.Answers...))
 	if err != nil {
 		return &flagError{err}
 	}
