@@ -254,6 +254,9 @@ func missingFlags(ctx context.Context, a adapters.Adapter, bin string) ([]string
 	if caps.Forkable {
 		inputs = append(inputs, adapters.Input{Prompt: "x", Continue: "abc-123", Fork: true})
 	}
+	if caps.StructuredOutput {
+		inputs = append(inputs, adapters.Input{Prompt: "x", Schema: []byte(`{"type":"object"}`), Scratch: "/tmp/outpost-turn"})
+	}
 	help := map[string]string{}
 	helpFor := func(args ...string) string {
 		key := strings.Join(args, " ")
