@@ -13,6 +13,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -171,6 +172,32 @@ func TestClaudeTypedResponse(t *testing.T) {
 				}
 				assert.Contains(t, earlier, "Still fine.", "the repair continues the same session")
 			})
+		})
+	}
+}
+
+// TestCopilotTypedResponse: Copilot CLI has no structured-output flag, so
+// the schema travels in the prompt; a prose answer gets the one repair turn
+// on the resumed session.
+func TestCopilotTypedResponse(t *testing.T) {
+	testenv.Short(t)
+	for _, e := range copilotEnvs(t) {
+		t.Run(e.name, func(t *testing.T) {
+			srv := server(t, outposttest.WithAnswers("Looks fine to me.", `{"verdict":"pass","score":4}`))
+			sb := lease(t, e)
+			res, err := harness.Run(context.Background(), harness.Turn{
+				Adapter: copilot.New(), Sandbox: sb, KeepEvents: true, Schema: json.RawMessage(verdictSchema),
+				Input:    adapters.Input{Prompt: "judge MARK-pty1", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+				Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+			})
+			require.NoError(t, err, "output: %s", resTail(res))
+			assert.JSONEq(t, `{"verdict":"pass","score":4}`, string(res.Value))
+			assert.True(t, res.Repaired)
+			reqs := srv.ModelRequests()
+			require.Len(t, reqs, 2)
+			assert.Contains(t, reqs[0].UserText(), "judge MARK-pty1\n\nReply with only one JSON value", "the schema is asked for in the prompt")
+			assert.Contains(t, reqs[1].UserText(), "Your previous answer cannot be used: the answer is not a JSON value")
+			assert.Empty(t, scratchDirs(t, sb), "no turn files for a prompt-only CLI")
 		})
 	}
 }
