@@ -41,8 +41,13 @@ func (f *liveFeed) messages() <-chan string {
 	return f.src
 }
 
-// add queues one caller message and delivers what it can.
+// add queues one caller message and delivers what it can; a message that
+// arrives after the turn ended is reported at once.
 func (f *liveFeed) add(m string) {
+	if f.closed {
+		f.col.warn("1 live input message(s) not delivered: the turn had ended")
+		return
+	}
 	f.waiting = append(f.waiting, m)
 	f.flush()
 }

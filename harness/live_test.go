@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,24 @@ func TestLiveInputRefusedWithoutCapability(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	assert.Contains(t, err.Error(), "does not take live input")
+}
+
+// doneSession is a live session whose turn has already finished.
+type doneSession struct{ adapters.Decoder }
+
+func (doneSession) Pending() []byte                    { return nil }
+func (doneSession) Ready() bool                        { return false }
+func (doneSession) Done() bool                         { return true }
+func (doneSession) EncodeInput(string) ([]byte, error) { return nil, nil }
+
+func TestLiveInputAfterTheEndIsReported(t *testing.T) {
+	res := &Result{}
+	col := newCollector(fakecli.New("fake"), time.Now, nil, true, DefaultTailBytes, res)
+	r, w := io.Pipe()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	feed := newLiveFeed(doneSession{}, w, make(chan string), col) // finishes at once
+	feed.add("late")
+	feed.close()
+	assert.Equal(t, []string{"1 live input message(s) not delivered: the turn had ended"}, res.Warnings)
+	assert.Zero(t, res.Counts[adapters.KindInput])
 }
