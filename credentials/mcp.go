@@ -45,6 +45,24 @@ var (
 // IsHTTP reports whether the server is reached over HTTP.
 func (s MCPServer) IsHTTP() bool { return s.URL != "" }
 
+// HTTPHeaders returns the headers of an HTTP server as a CLI's config file
+// carries them: the declared headers plus, with BearerTokenVar, an
+// Authorization header that references the variable ("Bearer ${NAME}"),
+// never its value. Nil when there are none.
+func (s MCPServer) HTTPHeaders() map[string]string {
+	if len(s.Headers) == 0 && s.BearerTokenVar == "" {
+		return nil
+	}
+	h := make(map[string]string, len(s.Headers)+1)
+	for k, v := range s.Headers {
+		h[k] = v
+	}
+	if s.BearerTokenVar != "" {
+		h["Authorization"] = "Bearer ${" + s.BearerTokenVar + "}"
+	}
+	return h
+}
+
 // Validate checks the declaration.
 func (s MCPServer) Validate() error {
 	switch {

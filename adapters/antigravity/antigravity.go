@@ -381,15 +381,8 @@ func (a *Adapter) Configuration(in adapters.Input) (credentials.ConfigPlan, erro
 		e := map[string]any{"disabled": false}
 		if s.IsHTTP() {
 			e["serverUrl"] = s.URL
-			headers := map[string]string{}
-			for k, v := range s.Headers {
-				headers[k] = v
-			}
-			if s.BearerTokenVar != "" {
-				headers["Authorization"] = "Bearer ${" + s.BearerTokenVar + "}"
-			}
-			if len(headers) > 0 {
-				e["headers"] = headers
+			if h := s.HTTPHeaders(); h != nil {
+				e["headers"] = h
 			}
 		} else {
 			e["command"] = s.Command

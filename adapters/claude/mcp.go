@@ -42,15 +42,8 @@ func mcpArgs(servers []credentials.MCPServer) (args []string, env map[string]str
 		if s.IsHTTP() {
 			entry["type"] = "http"
 			entry["url"] = s.URL
-			headers := map[string]string{}
-			for k, v := range s.Headers {
-				headers[k] = v
-			}
-			if s.BearerTokenVar != "" {
-				headers["Authorization"] = "Bearer ${" + s.BearerTokenVar + "}"
-			}
-			if len(headers) > 0 {
-				entry["headers"] = headers
+			if h := s.HTTPHeaders(); h != nil {
+				entry["headers"] = h
 			}
 		} else {
 			entry["type"] = "stdio"
