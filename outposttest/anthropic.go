@@ -159,9 +159,12 @@ func conversationOf(msgs []Message) conversation {
 const structuredOutputTool = "StructuredOutput"
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
+	bad := func(m string) {
+		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: m})
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: "read body: " + err.Error()})
+		bad("read body: " + err.Error())
 		return
 	}
 	req, msgs, err := decodeAnthropic(body)
@@ -183,17 +186,15 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		e.Directive = directive
 	})
 	if err != nil {
-		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: err.Error()})
+		bad(err.Error())
 		return
 	}
 	u := estimateUsage(body, req)
 	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
-		badRequest: func(m string) {
-			writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: m})
-		},
-		failure: func(p plan) { writeAnthropicError(w, *p.failure) },
-		stream:  func(p plan) { s.streamAnthropic(w, r, req.Model, p, u) },
-		json:    func(p plan) { s.writeAnthropicJSON(w, req.Model, p, u) },
+		badRequest: bad,
+		failure:    func(p plan) { writeAnthropicError(w, *p.failure) },
+		stream:     func(p plan) { s.streamAnthropic(w, r, req.Model, p, u) },
+		json:       func(p plan) { s.writeAnthropicJSON(w, req.Model, p, u) },
 	})
 }
 

@@ -116,9 +116,12 @@ func (s *Server) chatModels(w http.ResponseWriter, r *http.Request) {
 var chatModelIDs = []string{"gpt-4.1", "gpt-5.4", "outposttest-model"}
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	bad := func(m string) {
+		writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: "read body: " + err.Error()})
+		bad("read body: " + err.Error())
 		return
 	}
 	req, msgs, err := decodeChat(body)
@@ -136,17 +139,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		e.Directive = directive
 	})
 	if err != nil {
-		writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: err.Error()})
+		bad(err.Error())
 		return
 	}
 	u := estimateChatUsage(body, msgs)
 	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
-		badRequest: func(m string) {
-			writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
-		},
-		failure: func(p plan) { writeChatError(w, s.chatFailure(p)) },
-		stream:  func(p plan) { s.streamChat(w, r, req, p, u) },
-		json:    func(p plan) { s.writeChatJSON(w, req.Model, p, req.Tools, u) },
+		badRequest: bad,
+		failure:    func(p plan) { writeChatError(w, s.chatFailure(p)) },
+		stream:     func(p plan) { s.streamChat(w, r, req, p, u) },
+		json:       func(p plan) { s.writeChatJSON(w, req.Model, p, req.Tools, u) },
 	})
 }
 

@@ -209,9 +209,12 @@ func (s *Server) responsesUpgrade(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+	bad := func(m string) {
+		writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: "read body: " + err.Error()})
+		bad("read body: " + err.Error())
 		return
 	}
 	req, msgs, tools, err := decodeResponses(body)
@@ -229,17 +232,15 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		e.Directive = directive
 	})
 	if err != nil {
-		writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: err.Error()})
+		bad(err.Error())
 		return
 	}
 	u := estimateResponsesUsage(body, msgs)
 	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
-		badRequest: func(m string) {
-			writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
-		},
-		failure: func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
-		stream:  func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
-		json:    func(p plan) { s.writeResponsesJSON(w, req.Model, p, u) },
+		badRequest: bad,
+		failure:    func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
+		stream:     func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
+		json:       func(p plan) { s.writeResponsesJSON(w, req.Model, p, u) },
 	})
 }
 
