@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
@@ -174,7 +175,7 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	if opts.Live {
 		done := make(chan struct{})
 		defer close(done)
-		req.Live = liveLines(f.IO.In, done)
+		req.Live = liveLines(f.IO.In, f.IO.ErrOut, done)
 	}
 	res, err := s.turn(ctx, req, r.event)
 	if res == nil {
@@ -239,20 +240,41 @@ func readSchema(name string) (json.RawMessage, error) {
 	return s.JSON(), nil
 }
 
-// liveLines sends each non-blank line of r until r ends or done closes.
-func liveLines(r io.Reader, done <-chan struct{}) <-chan string {
+// maxLiveLine bounds one live message (as --prompt - bounds a prompt).
+const maxLiveLine = 16 << 20
+
+// liveLines sends each non-blank line of r until r ends or done closes. A
+// line over maxLiveLine is dropped and said on errOut; reading goes on.
+func liveLines(r io.Reader, errOut io.Writer, done <-chan struct{}) <-chan string {
 	ch := make(chan string)
 	go func() {
 		defer close(ch)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "" {
+		br := bufio.NewReaderSize(r, 64<<10)
+		var buf []byte
+		over := false
+		for {
+			chunk, err := br.ReadSlice('\n')
+			if !over {
+				if len(buf)+len(chunk) > maxLiveLine {
+					over, buf = true, nil
+				} else {
+					buf = append(buf, chunk...)
+				}
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
 				continue
 			}
-			select {
-			case ch <- sc.Text():
-			case <-done:
+			if over {
+				fmt.Fprintf(errOut, "outpost: --live: dropped a line over %d MiB\n", maxLiveLine>>20)
+			} else if line := strings.TrimRight(string(buf), "\r\n"); strings.TrimSpace(line) != "" {
+				select {
+				case ch <- line:
+				case <-done:
+					return
+				}
+			}
+			buf, over = buf[:0], false
+			if err != nil {
 				return
 			}
 		}
