@@ -68,6 +68,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,20 +101,19 @@ var Classes = []string{"quota", "unavailable", "auth", "session", "process"}
 
 // Spec is a parsed, validated driver file.
 type Spec struct {
-	ID             string            `json:"id"`
-	Description    string            `json:"description,omitempty"`
-	Binary         string            `json:"binary"`
-	Args           []Arg             `json:"args,omitempty"`
-	Stdin          string            `json:"stdin,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Secrets        []string          `json:"secrets,omitempty"`
-	Workdir        string            `json:"workdir,omitempty"`
-	Output         Output            `json:"output"`
-	Failures       Failures          `json:"failures,omitempty"`
-	RequiresFinal  bool              `json:"requires_final,omitempty"`
-	compiled       compiled
-	resumable      bool
-	workdirChecked bool
+	ID            string            `json:"id"`
+	Description   string            `json:"description,omitempty"`
+	Binary        string            `json:"binary"`
+	Args          []Arg             `json:"args,omitempty"`
+	Stdin         string            `json:"stdin,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Secrets       []string          `json:"secrets,omitempty"`
+	Workdir       string            `json:"workdir,omitempty"`
+	Output        Output            `json:"output"`
+	Failures      Failures          `json:"failures,omitempty"`
+	RequiresFinal bool              `json:"requires_final,omitempty"`
+	compiled      compiled
+	resumable     bool
 }
 
 // Arg is one argv element or a group of them.
@@ -427,11 +427,19 @@ func (s *Spec) checkWorkdir(root string) error {
 // Dir is where driver files live, relative to the project root.
 const Dir = ".outpost/drivers"
 
-// LoadDir loads every *.json driver under root/.outpost/drivers, checking
-// each workdir against root. A missing directory holds no drivers. Every
-// file is loaded; the error joins each file's problem. A file's id must
-// match its name (mycli.json holds "mycli").
-func LoadDir(root string) ([]*Spec, error) {
+// File is one driver file of a project: its spec, or why it did not load.
+type File struct {
+	Path string
+	Spec *Spec
+	Err  error
+}
+
+// LoadDir loads every *.json file under root/.outpost/drivers, checking
+// each workdir against root; a file's id must match its name (mycli.json
+// holds "mycli"). A missing directory holds no drivers; the error is only
+// for a directory that cannot be read. Each file's own problem is in its
+// File.Err, so one bad file hides no other.
+func LoadDir(root string) ([]File, error) {
 	dir := filepath.Join(root, filepath.FromSlash(Dir))
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -440,23 +448,16 @@ func LoadDir(root string) ([]*Spec, error) {
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", dir)
 	}
-	var specs []*Spec
-	var errs []string
+	var files []File
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		s, err := LoadFile(filepath.Join(dir, e.Name()), root)
-		if err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		specs = append(specs, s)
+		f := File{Path: filepath.Join(dir, e.Name())}
+		f.Spec, f.Err = LoadFile(f.Path, root)
+		files = append(files, f)
 	}
-	if len(errs) > 0 {
-		return specs, outposterr.New(outposterr.Configuration, "%s", strings.Join(errs, "\n"))
-	}
-	return specs, nil
+	return files, nil
 }
 
 // LoadFile loads one driver file and checks its workdir against root.
@@ -466,9 +467,11 @@ func LoadFile(path, root string) (*Spec, error) {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "driver %s", path)
 	}
 	defer f.Close()
-	data := make([]byte, MaxSpecBytes+1)
-	n, _ := readFull(f, data)
-	s, err := Parse(data[:n], path)
+	data, err := io.ReadAll(io.LimitReader(f, MaxSpecBytes+1))
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "driver %s", path)
+	}
+	s, err := Parse(data, path)
 	if err != nil {
 		return nil, err
 	}
@@ -479,16 +482,4 @@ func LoadFile(path, root string) (*Spec, error) {
 		return nil, specError(path, "%v", err)
 	}
 	return s, nil
-}
-
-func readFull(f *os.File, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := f.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }

@@ -71,29 +71,38 @@ func TestLoadDir(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, ".outpost", "drivers")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	specs, err := LoadDir(root)
+	files, err := LoadDir(root)
 	require.NoError(t, err)
-	assert.Empty(t, specs)
+	assert.Empty(t, files)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "echo.json"), []byte(textSpec), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte("not a driver"), 0o644))
-	specs, err = LoadDir(root)
+	files, err = LoadDir(root)
 	require.NoError(t, err)
-	require.Len(t, specs, 1)
-	assert.Equal(t, "echo", specs[0].ID)
+	require.Len(t, files, 1)
+	require.NoError(t, files[0].Err)
+	assert.Equal(t, "echo", files[0].Spec.ID)
 
-	// A symlinked workdir that leaves the project is refused at load.
+	// A symlinked workdir that leaves the project is refused at load; a
+	// misnamed file too; neither hides the valid one.
 	outside := t.TempDir()
 	require.NoError(t, os.Symlink(outside, filepath.Join(root, "escape")))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sneaky.json"),
 		[]byte(`{"id":"sneaky","binary":"b","workdir":"escape","output":{"mode":"text"}}`), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "misnamed.json"), []byte(textSpec), 0o644))
-	specs, err = LoadDir(root)
-	require.Error(t, err)
-	assert.Len(t, specs, 1, "the valid driver still loads")
-	assert.Contains(t, err.Error(), "sneaky.json")
-	assert.Contains(t, err.Error(), "outside the project root")
-	assert.Contains(t, err.Error(), "misnamed.json: id \"echo\" must match the file name")
+	files, err = LoadDir(root)
+	require.NoError(t, err)
+	require.Len(t, files, 3)
+	byName := map[string]File{}
+	for _, f := range files {
+		byName[filepath.Base(f.Path)] = f
+	}
+	assert.NoError(t, byName["echo.json"].Err, "the valid driver still loads")
+	require.Error(t, byName["sneaky.json"].Err)
+	assert.Contains(t, byName["sneaky.json"].Err.Error(), "sneaky.json: workdir \"escape\" resolves to")
+	assert.Contains(t, byName["sneaky.json"].Err.Error(), "outside the project root")
+	require.Error(t, byName["misnamed.json"].Err)
+	assert.Contains(t, byName["misnamed.json"].Err.Error(), "misnamed.json: id \"echo\" must match the file name")
 
 	// A workdir inside the project (also through a symlink inside it) is fine.
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "sub"), 0o755))

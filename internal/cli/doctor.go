@@ -159,28 +159,20 @@ func driverChecks() []check {
 	if err != nil {
 		return []check{{name: "drivers", detail: err.Error()}}
 	}
-	dir := filepath.Join(root, filepath.FromSlash(driver.Dir))
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	files, err := driver.LoadDir(root)
 	if err != nil {
 		return []check{{name: "drivers", detail: err.Error()}}
 	}
 	var out []check
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		name := "driver " + e.Name()
-		s, err := driver.LoadFile(filepath.Join(dir, e.Name()), root)
+	for _, f := range files {
+		name := "driver " + filepath.Base(f.Path)
 		switch {
-		case err != nil:
-			out = append(out, check{name: name, detail: err.Error()})
-		case agents[s.ID] != nil:
-			out = append(out, check{name: name, detail: fmt.Sprintf("id %q is a built-in agent; the driver would never run", s.ID)})
+		case f.Err != nil:
+			out = append(out, check{name: name, detail: f.Err.Error()})
+		case agents[f.Spec.ID] != nil:
+			out = append(out, check{name: name, detail: fmt.Sprintf("id %q is a built-in agent; the driver would never run", f.Spec.ID)})
 		default:
-			out = append(out, check{name: name, ok: true, detail: fmt.Sprintf("%s: %s output, binary %s", s.ID, s.Output.Mode, s.Binary)})
+			out = append(out, check{name: name, ok: true, detail: fmt.Sprintf("%s: %s output, binary %s", f.Spec.ID, f.Spec.Output.Mode, f.Spec.Binary)})
 		}
 	}
 	return out
