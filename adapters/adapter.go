@@ -49,11 +49,12 @@ const (
 	UsageUnavailable UsageMode = "unavailable"
 )
 
-// Capabilities describes what an adapter's CLI can do.
+// Capabilities describes what an adapter's CLI can do. What an optional
+// interface already says is not repeated here: an adapter takes live input
+// when it implements [LiveInput].
 type Capabilities struct {
 	Resumable bool
 	Forkable  bool
-	LiveInput bool
 	// RequiresFinished: a turn without a successful finished event failed,
 	// whatever the exit status.
 	RequiresFinished bool

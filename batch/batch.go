@@ -24,10 +24,10 @@ package batch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,24 +49,30 @@ type Job struct {
 	// Fallback agents are tried in order on quota and outage failures.
 	Fallback []string `json:"fallback,omitempty"`
 	// Schema asks for a typed response: a JSON Schema the answer must match
-	// (the outcome then carries its value).
+	// (the outcome then carries its value). Compile checks it once.
 	Schema json.RawMessage `json:"schema,omitempty"`
+	// Compiled is Schema compiled by [Job.Compile]; nil without a schema.
+	Compiled *typed.Schema `json:"-"`
 }
 
-// Validate checks a job.
-func (j Job) Validate() error {
+// Compile checks a job and compiles its schema into Compiled. [Run] calls
+// it for jobs not compiled yet; callers that read jobs call it once to
+// report a bad job before anything runs.
+func (j *Job) Compile() error {
 	switch {
 	case j.ID == "":
 		return outposterr.New(outposterr.Configuration, "job without an id")
 	case j.Agent == "":
 		return outposterr.New(outposterr.Configuration, "job %s: no agent", j.ID)
-	case j.Prompt == "":
+	case strings.TrimSpace(j.Prompt) == "":
 		return outposterr.New(outposterr.Configuration, "job %s: empty prompt", j.ID)
 	}
-	if len(j.Schema) > 0 {
-		if _, err := typed.Compile(j.Schema); err != nil {
+	if len(j.Schema) > 0 && j.Compiled == nil {
+		s, err := typed.Compile(j.Schema)
+		if err != nil {
 			return outposterr.Wrap(outposterr.Configuration, err, "job %s: schema", j.ID)
 		}
+		j.Compiled = s
 	}
 	return nil
 }
@@ -217,8 +223,9 @@ type runner struct {
 func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record, error) {
 	opts.defaults()
 	seen := map[string]bool{}
-	for _, j := range jobs {
-		if err := j.Validate(); err != nil {
+	for i := range jobs {
+		j := &jobs[i]
+		if err := j.Compile(); err != nil {
 			return nil, err
 		}
 		if seen[j.ID] {
@@ -330,7 +337,7 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			return done()
 		}
 		quota := outposterr.IsQuota(err)
-		outage := !quota && (outposterr.Unavailable(err) != "" || outposterr.ClassOf(err) == outposterr.Timeout)
+		outage := !quota && (outposterr.UnavailableReason(err) != "" || outposterr.ClassOf(err) == outposterr.Timeout)
 		switch {
 		case quota && ai+1 < len(agents), outage && retries >= r.opts.MaxRetries && ai+1 < len(agents):
 			// The next agent starts the job afresh: conversations do not
@@ -372,9 +379,6 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		}
 	}
 }
-
-// ErrInterrupted is returned by callers that stopped a run early.
-var ErrInterrupted = errors.New("batch interrupted")
 
 // String summarizes a status line.
 func (s Status) String() string {

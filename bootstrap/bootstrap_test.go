@@ -153,7 +153,7 @@ func TestEnsureRefuses(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, e)
 			assert.True(t, outposterr.Is(err, outposterr.Bootstrap), "%v", err)
-			assert.Equal(t, outposterr.ExitBootstrap, outposterr.ExitCode(err))
+			assert.Equal(t, outposterr.Bootstrap, outposterr.ClassOf(err))
 			if tc.errIs != nil {
 				require.ErrorIs(t, err, tc.errIs)
 			}

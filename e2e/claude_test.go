@@ -124,7 +124,7 @@ func turn(t *testing.T, sb sandbox.Sandbox, srv *outposttest.Server, in adapters
 	}
 	return harness.Run(context.Background(), harness.Turn{
 		Adapter: claude.New(), Input: in, Sandbox: sb, KeepEvents: true,
-		Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+		Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute},
 	})
 }
 
@@ -210,18 +210,16 @@ func TestClaude(t *testing.T) {
 				_, err := turn(t, lease(t, e), srv, adapters.Input{Prompt: "MARK-o"}, false)
 				require.Error(t, err)
 				assert.Equal(t, outposterr.Process, outposterr.ClassOf(err))
-				assert.Equal(t, "overloaded", outposterr.Unavailable(err))
-				assert.Equal(t, outposterr.ExitUnavailable, outposterr.ExitCode(err))
+				assert.Equal(t, "overloaded", outposterr.UnavailableReason(err))
 			})
 			t.Run("unauthorized", func(t *testing.T) {
 				srv := server(t, outposttest.WithScenario(outposttest.ScenarioUnauthorized))
 				zero := 0
 				_, err := turn(t, lease(t, e), srv, adapters.Input{Prompt: "MARK-u", MaxRetries: &zero}, false)
 				require.Error(t, err)
-				reason, ok := outposterr.IsAuth(err)
-				assert.True(t, ok, "%v", err)
+				reason := outposterr.AuthReason(err)
+				assert.True(t, outposterr.IsAuth(err), "%v", err)
 				assert.NotEmpty(t, reason)
-				assert.Equal(t, outposterr.ExitAuth, outposterr.ExitCode(err))
 			})
 			t.Run("cancel", func(t *testing.T) {
 				srv := server(t, outposttest.WithScenario(outposttest.ScenarioHang))
@@ -232,7 +230,7 @@ func TestClaude(t *testing.T) {
 					Adapter: claude.New(),
 					Input: adapters.Input{Prompt: marker, Endpoint: &adapters.Endpoint{BaseURL: srv.URL(),
 						APIKey: outposttest.PlaceholderKey}},
-					Sandbox: sb, KillGrace: time.Second,
+					Sandbox: sb, Limits: harness.Limits{KillGrace: time.Second},
 					OnEvent: func(ev adapters.Event) {
 						if ev.Kind == adapters.KindConversation {
 							// The CLI is waiting on the hanging server now.

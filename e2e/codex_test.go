@@ -69,7 +69,7 @@ func codexTurn(t *testing.T, sb sandbox.Sandbox, srv *outposttest.Server, in ada
 	}
 	return harness.Run(context.Background(), harness.Turn{
 		Adapter: codex.New(), Input: in, Sandbox: sb, KeepEvents: true,
-		Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+		Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute},
 	})
 }
 
@@ -139,8 +139,7 @@ func TestCodex(t *testing.T) {
 				res, err := codexTurn(t, lease(t, e), srv, adapters.Input{Prompt: "MARK-503"})
 				require.Error(t, err)
 				assert.Equal(t, outposterr.Process, outposterr.ClassOf(err), "%v", err)
-				assert.Equal(t, "http 503", outposterr.Unavailable(err))
-				assert.Equal(t, outposterr.ExitUnavailable, outposterr.ExitCode(err))
+				assert.Equal(t, "http 503", outposterr.UnavailableReason(err))
 				assert.Positive(t, res.Counts[adapters.KindRetry], "the CLI's own retry is a retry event")
 			})
 			t.Run("unauthorized", func(t *testing.T) {
@@ -148,10 +147,9 @@ func TestCodex(t *testing.T) {
 				zero := 0
 				_, err := codexTurn(t, lease(t, e), srv, adapters.Input{Prompt: "MARK-u", MaxRetries: &zero})
 				require.Error(t, err)
-				reason, ok := outposterr.IsAuth(err)
-				assert.True(t, ok, "%v", err)
+				reason := outposterr.AuthReason(err)
+				assert.True(t, outposterr.IsAuth(err), "%v", err)
 				assert.Equal(t, "invalid api key", reason)
-				assert.Equal(t, outposterr.ExitAuth, outposterr.ExitCode(err))
 			})
 			t.Run("cancel", func(t *testing.T) {
 				srv := server(t, outposttest.WithScenario(outposttest.ScenarioHang))
@@ -161,7 +159,7 @@ func TestCodex(t *testing.T) {
 					Adapter: codex.New(),
 					Input: adapters.Input{Prompt: "MARK-cancel-" + e.name, Endpoint: &adapters.Endpoint{BaseURL: srv.URL(),
 						APIKey: outposttest.PlaceholderKey}},
-					Sandbox: sb, KillGrace: time.Second,
+					Sandbox: sb, Limits: harness.Limits{KillGrace: time.Second},
 					OnEvent: func(ev adapters.Event) {
 						if ev.Kind == adapters.KindConversation {
 							// The CLI is waiting on the hanging server now.
@@ -197,7 +195,7 @@ func TestCodexLiveInput(t *testing.T) {
 				Adapter: codex.New(), Sandbox: sb, KeepEvents: true, Live: live,
 				Input: adapters.Input{Prompt: "first MARK-live1", MaxRetries: &zero,
 					Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
-				Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+				Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute},
 				OnEvent: func(ev adapters.Event) {
 					if ev.Kind == adapters.KindTextDelta && !steered {
 						steered = true // the first answer is streaming: the turn runs

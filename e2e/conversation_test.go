@@ -42,7 +42,7 @@ func TestClaudeConversationAcrossLeases(t *testing.T) {
 				spec := e.spec
 				spec.Workspace = workspace(t) // a new directory each time: relocation is exercised on the host
 				return harness.Run(context.Background(), harness.Turn{Adapter: claude.New(), Input: in,
-					Provider: e.provider, Spec: spec, Store: store, Deadline: 2 * time.Minute})
+					Provider: e.provider, Spec: spec, Store: store, Limits: harness.Limits{Deadline: 2 * time.Minute}})
 			}
 			r1, err := cold(adapters.Input{Prompt: "first MARK-a1"}, false)
 			require.NoError(t, err, "stderr: %s", resTail(r1))
@@ -127,7 +127,7 @@ func TestCodexConversationAcrossLeases(t *testing.T) {
 				spec := e.spec
 				spec.Workspace = workspace(t)
 				return harness.Run(context.Background(), harness.Turn{Adapter: codex.New(), Input: in,
-					Provider: e.provider, Spec: spec, Store: store, Deadline: 2 * time.Minute})
+					Provider: e.provider, Spec: spec, Store: store, Limits: harness.Limits{Deadline: 2 * time.Minute}})
 			}
 			r1, err := cold(adapters.Input{Prompt: "first MARK-x1"})
 			require.NoError(t, err, "output: %s", resTail(r1))

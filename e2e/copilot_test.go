@@ -41,7 +41,7 @@ func copilotTurn(t *testing.T, sb sandbox.Sandbox, srv *outposttest.Server, in a
 	in.Endpoint = &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}
 	return harness.Run(context.Background(), harness.Turn{
 		Adapter: copilot.New(), Input: in, Sandbox: sb, KeepEvents: true,
-		Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+		Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute},
 	})
 }
 
@@ -140,18 +140,16 @@ func TestCopilot(t *testing.T) {
 				res, err := copilotTurn(t, lease(t, e), srv, adapters.Input{Prompt: "MARK-503"})
 				require.Error(t, err)
 				assert.Equal(t, outposterr.Process, outposterr.ClassOf(err), "%v", err)
-				assert.Equal(t, "http 503", outposterr.Unavailable(err))
-				assert.Equal(t, outposterr.ExitUnavailable, outposterr.ExitCode(err))
+				assert.Equal(t, "http 503", outposterr.UnavailableReason(err))
 				assert.Positive(t, res.Counts[adapters.KindRetry], "the CLI's own retries are retry events")
 			})
 			t.Run("unauthorized", func(t *testing.T) {
 				srv := server(t, outposttest.WithScenario(outposttest.ScenarioUnauthorized))
 				_, err := copilotTurn(t, lease(t, e), srv, adapters.Input{Prompt: "MARK-u"})
 				require.Error(t, err)
-				reason, ok := outposterr.IsAuth(err)
-				assert.True(t, ok, "%v", err)
+				reason := outposterr.AuthReason(err)
+				assert.True(t, outposterr.IsAuth(err), "%v", err)
 				assert.Equal(t, "authentication failed", reason)
-				assert.Equal(t, outposterr.ExitAuth, outposterr.ExitCode(err))
 			})
 			t.Run("cancel", func(t *testing.T) {
 				srv := server(t, outposttest.WithScenario(outposttest.ScenarioHang))
@@ -163,7 +161,7 @@ func TestCopilot(t *testing.T) {
 					Adapter: copilot.New(),
 					Input: adapters.Input{Prompt: marker, Endpoint: &adapters.Endpoint{BaseURL: srv.URL(),
 						APIKey: outposttest.PlaceholderKey}},
-					Sandbox: sb, KillGrace: time.Second,
+					Sandbox: sb, Limits: harness.Limits{KillGrace: time.Second},
 					OnEvent: func(ev adapters.Event) {
 						// Copilot names the session only at the end: wait for
 						// its turn to start, then for the hanging request.
@@ -199,7 +197,7 @@ func TestCopilotConversationAcrossLeases(t *testing.T) {
 				spec := e.spec
 				spec.Workspace = workspace(t)
 				return harness.Run(context.Background(), harness.Turn{Adapter: copilot.New(), Input: in,
-					Provider: e.provider, Spec: spec, Store: store, Deadline: 2 * time.Minute})
+					Provider: e.provider, Spec: spec, Store: store, Limits: harness.Limits{Deadline: 2 * time.Minute}})
 			}
 			r1, err := cold(adapters.Input{Prompt: "first MARK-a1"})
 			require.NoError(t, err, "output: %s", resTail(r1))

@@ -57,7 +57,7 @@ func fakeDocker(t *testing.T) (*docker.Provider, string, harness.Turn) {
 		Provider: p,
 		Spec: sandbox.Spec{Mounts: []sandbox.Mount{{Source: exe, Target: fakeInContainer, ReadOnly: true}},
 			MemoryBytes: 256 << 20},
-		KeepEvents: true, Deadline: time.Minute, Settle: 500 * time.Millisecond, KillGrace: 500 * time.Millisecond,
+		KeepEvents: true, Limits: harness.Limits{Deadline: time.Minute, Settle: 500 * time.Millisecond, KillGrace: 500 * time.Millisecond},
 	}
 }
 

@@ -90,7 +90,7 @@ func driverLease(t *testing.T, e env) sandbox.Sandbox {
 
 func driverTurn(ctx context.Context, sb sandbox.Sandbox, a adapters.Adapter, in adapters.Input, onEvent func(adapters.Event)) (*harness.Result, error) {
 	return harness.Run(ctx, harness.Turn{Adapter: a, Input: in, Sandbox: sb, KeepEvents: true, OnEvent: onEvent,
-		Deadline: time.Minute, KillGrace: 2 * time.Second})
+		Limits: harness.Limits{Deadline: time.Minute, KillGrace: 2 * time.Second}})
 }
 
 // TestSpecDrivers runs a text-mode and a JSONL spec driver in host and
@@ -168,7 +168,7 @@ func TestSpecDrivers(t *testing.T) {
 							cancel()
 						}
 					},
-					Deadline: time.Minute, KillGrace: 2 * time.Second})
+					Limits: harness.Limits{Deadline: time.Minute, KillGrace: 2 * time.Second}})
 				require.Error(t, err)
 				require.Contains(t, argv, "sh tools/texty.sh", "the sample saw the driver running")
 				out, _ := json.Marshal(res)

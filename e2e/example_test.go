@@ -38,7 +38,7 @@ func Example_library() {
 	case outposterr.IsQuota(err):
 		reset, _ := outposterr.ResetAt(err)
 		fmt.Println("quota; wait until", reset)
-	case outposterr.Unavailable(err) != "":
+	case outposterr.IsUnavailable(err):
 		fmt.Println("outage; retry later:", err)
 	case err != nil:
 		fmt.Println("failed:", err)

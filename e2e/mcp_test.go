@@ -42,7 +42,7 @@ func TestClaudeMCPProjection(t *testing.T) {
 	}}
 	sb := lease(t, e)
 	res, err := harness.Run(context.Background(), harness.Turn{
-		Adapter: claude.New(), Sandbox: sb, KeepEvents: true, Deadline: 2 * time.Minute,
+		Adapter: claude.New(), Sandbox: sb, KeepEvents: true, Limits: harness.Limits{Deadline: 2 * time.Minute},
 		Input: adapters.Input{Prompt: "MARK-mcp", MCP: mcp,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
@@ -87,7 +87,7 @@ func TestCodexMCPProjection(t *testing.T) {
 	}}
 	one := 1
 	res, err := harness.Run(context.Background(), harness.Turn{
-		Adapter: codex.New(), Sandbox: lease(t, e), Deadline: 2 * time.Minute,
+		Adapter: codex.New(), Sandbox: lease(t, e), Limits: harness.Limits{Deadline: 2 * time.Minute},
 		Input: adapters.Input{Prompt: "MARK-cmcp", Model: "gpt-5.5", MCP: mcp, MaxRetries: &one,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
@@ -98,7 +98,7 @@ func TestCodexMCPProjection(t *testing.T) {
 	broken := mcp
 	broken[0].Command = "/nonexistent/mcp-server"
 	res, err = harness.Run(context.Background(), harness.Turn{
-		Adapter: codex.New(), Sandbox: lease(t, e), Deadline: 2 * time.Minute,
+		Adapter: codex.New(), Sandbox: lease(t, e), Limits: harness.Limits{Deadline: 2 * time.Minute},
 		Input: adapters.Input{Prompt: "MARK-cmcp2", Model: "gpt-5.5", MCP: broken, MaxRetries: &one,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
@@ -124,7 +124,7 @@ func TestCopilotMCPProjection(t *testing.T) {
 	}}
 	sb := lease(t, e)
 	res, err := harness.Run(context.Background(), harness.Turn{
-		Adapter: copilot.New(), Sandbox: sb, Deadline: 2 * time.Minute,
+		Adapter: copilot.New(), Sandbox: sb, Limits: harness.Limits{Deadline: 2 * time.Minute},
 		Input: adapters.Input{Prompt: "MARK-pmcp", MCP: mcp,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},

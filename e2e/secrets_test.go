@@ -93,7 +93,7 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 						mu.Unlock()
 					}
 				},
-				Deadline: 2 * time.Minute,
+				Limits: harness.Limits{Deadline: 2 * time.Minute},
 			})
 			require.NoError(t, err, "stderr: %s", resTail(res))
 			assert.Contains(t, res.Text, "MARK-secret")
@@ -171,7 +171,7 @@ func TestCodexUsageLoginInSandbox(t *testing.T) {
 	sb, _ := leaseIn(t, e)
 	var events []string
 	res, err := harness.Run(context.Background(), harness.Turn{
-		Adapter: codex.New(), Sandbox: sb, KeepEvents: true, Deadline: 2 * time.Minute,
+		Adapter: codex.New(), Sandbox: sb, KeepEvents: true, Limits: harness.Limits{Deadline: 2 * time.Minute},
 		Input: adapters.Input{Prompt: "say MARK-login", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.Usage},
 			Vars: map[string]string{codex.OpenAIKeyVar: secret}},
@@ -240,7 +240,7 @@ func TestMarkerSecretOtherForms(t *testing.T) {
 			var events []string
 			var logs bytes.Buffer
 			res, err := harness.Run(context.Background(), harness.Turn{
-				Adapter: f.adapter, Sandbox: sb, Credentials: creds, Deadline: 2 * time.Minute,
+				Adapter: f.adapter, Sandbox: sb, Credentials: creds, Limits: harness.Limits{Deadline: 2 * time.Minute},
 				Input: adapters.Input{Prompt: "say MARK-other", MaxRetries: new(int),
 					Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
 				Logger:  slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	outpostcli "github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/internal/testenv"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 )
 
@@ -68,7 +68,7 @@ func TestSIGINTRemovesContainer(t *testing.T) {
 	case err := <-done:
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit)
-		assert.Equal(t, outposterr.ExitAborted, exit.ExitCode())
+		assert.Equal(t, int(outpostcli.ExitAborted), exit.ExitCode())
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("outpost did not exit after SIGINT")

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/typed"
 )
 
 // verdictSchema is strict-mode compatible (every property required, no
@@ -26,14 +26,23 @@ import (
 const verdictSchema = `{"type":"object","properties":{"verdict":{"type":"string","enum":["pass","fail"]},` +
 	`"score":{"type":"integer"}},"required":["verdict","score"],"additionalProperties":false}`
 
+// verdict is verdictSchema compiled.
+var verdict = func() *typed.Schema {
+	s, err := typed.Compile([]byte(verdictSchema))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
 // typedCodexTurn runs a typed Codex turn against srv in the warm lease sb.
 func typedCodexTurn(ctx context.Context, sb sandbox.Sandbox, srv *outposttest.Server, prompt string, onEvent func(adapters.Event)) (*harness.Result, error) {
 	zero := 0
 	return harness.Run(ctx, harness.Turn{
-		Adapter: codex.New(), Sandbox: sb, KeepEvents: true, OnEvent: onEvent, Schema: json.RawMessage(verdictSchema),
+		Adapter: codex.New(), Sandbox: sb, KeepEvents: true, OnEvent: onEvent, Schema: verdict,
 		Input: adapters.Input{Prompt: prompt, MaxRetries: &zero,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
-		Deadline: 2 * time.Minute, IdleTimeout: time.Minute, KillGrace: 2 * time.Second,
+		Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute, KillGrace: 2 * time.Second},
 	})
 }
 
@@ -138,10 +147,10 @@ func TestClaudeTypedResponse(t *testing.T) {
 				spec := e.spec
 				spec.Workspace = workspace(t)
 				return harness.Run(context.Background(), harness.Turn{
-					Adapter: claude.New(), Provider: e.provider, Spec: spec, KeepEvents: true, Schema: json.RawMessage(verdictSchema),
+					Adapter: claude.New(), Provider: e.provider, Spec: spec, KeepEvents: true, Schema: verdict,
 					Input: adapters.Input{Prompt: prompt, MaxRetries: &one,
 						Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
-					Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+					Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute},
 				})
 			}
 			t.Run("native", func(t *testing.T) {
@@ -186,9 +195,9 @@ func TestCopilotTypedResponse(t *testing.T) {
 			srv := server(t, outposttest.WithAnswers("Looks fine to me.", `{"verdict":"pass","score":4}`))
 			sb := lease(t, e)
 			res, err := harness.Run(context.Background(), harness.Turn{
-				Adapter: copilot.New(), Sandbox: sb, KeepEvents: true, Schema: json.RawMessage(verdictSchema),
-				Input:    adapters.Input{Prompt: "judge MARK-pty1", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
-				Deadline: 2 * time.Minute, IdleTimeout: time.Minute,
+				Adapter: copilot.New(), Sandbox: sb, KeepEvents: true, Schema: verdict,
+				Input:  adapters.Input{Prompt: "judge MARK-pty1", Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}},
+				Limits: harness.Limits{Deadline: 2 * time.Minute, IdleTimeout: time.Minute},
 			})
 			require.NoError(t, err, "output: %s", resTail(res))
 			assert.JSONEq(t, `{"verdict":"pass","score":4}`, string(res.Value))

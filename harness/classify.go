@@ -3,9 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
-	"github.com/outpost-dev/outpost/adapters"
 	"strings"
 	"time"
+
+	"github.com/outpost-dev/outpost/adapters"
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -33,14 +34,21 @@ type collector struct {
 	seq    int64
 	res    *Result
 	ledger usage.Ledger
+	limits Limits
 
+	// texts holds the main agent's text events, at most limits.TextBytes
+	// in all; textCut says some were left out.
 	texts      []string
+	textBytes  int
+	textCut    bool
 	resultText string
 	haveResult bool
-	finished   *adapters.FinishedDetail
-	failures   []adapters.Event
-	blocking   *adapters.Event // last blocking quota event
-	lastRetry  *adapters.RetryNotice
+	// unkept counts events Result.Events had no room for.
+	unkept    int
+	finished  *adapters.FinishedDetail
+	failures  []adapters.Event
+	blocking  *adapters.Event // last blocking quota event
+	lastRetry *adapters.RetryNotice
 	// quotaChatter is set when a retry notice proves a quota failure.
 	quotaChatter *textMatch
 	stderrQuota  *textMatch // first stderr line that reads as quota
@@ -53,10 +61,10 @@ type collector struct {
 	stdoutTail, stderrTail *tail
 }
 
-func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapters.Event), keep bool, tailBytes int, res *Result) *collector {
+func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapters.Event), keep bool, lim Limits, res *Result) *collector {
 	return &collector{
-		adapter: a, dec: a.NewDecoder(), now: now, onEvent: onEvent, keep: keep, res: res,
-		stdoutTail: newTail(tailBytes), stderrTail: newTail(tailBytes),
+		adapter: a, dec: a.NewDecoder(), now: now, onEvent: onEvent, keep: keep, res: res, limits: lim,
+		stdoutTail: newTail(lim.TailBytes), stderrTail: newTail(lim.TailBytes),
 	}
 }
 
@@ -134,10 +142,17 @@ func (c *collector) emit(ev adapters.Event) adapters.Event {
 		}
 	case adapters.KindText:
 		if ev.Subagent == "" {
-			c.texts = append(c.texts, ev.Text)
+			c.addText(ev.Text)
 		}
 	case adapters.KindResult:
 		c.resultText, c.haveResult = ev.Text, true
+		if len(c.resultText) > c.limits.TextBytes {
+			c.resultText = adapters.Preview(c.resultText, c.limits.TextBytes)
+			c.textCut = true
+		} else {
+			// The final event's text wins over accumulated pieces.
+			c.textCut = false
+		}
 	case adapters.KindUsage:
 		if ev.Usage != nil && ev.Subagent == "" {
 			c.ledger.Add(*ev.Usage)
@@ -174,12 +189,33 @@ func (c *collector) emit(ev adapters.Event) adapters.Event {
 		c.finished = &f
 	}
 	if c.keep {
-		c.res.Events = append(c.res.Events, ev)
+		if len(c.res.Events) < c.limits.KeptEvents {
+			c.res.Events = append(c.res.Events, ev)
+		} else {
+			c.unkept++
+		}
 	}
 	if c.onEvent != nil {
 		c.onEvent(ev)
 	}
 	return ev
+}
+
+// addText keeps a piece of the answer while the text bound allows.
+func (c *collector) addText(t string) {
+	if c.haveResult {
+		return // the final text is already known; pieces no longer matter
+	}
+	room := c.limits.TextBytes - c.textBytes - len(c.texts) // the joining newlines count too
+	if len(t) > room {
+		c.textCut = true
+		if room <= 0 {
+			return
+		}
+		t = adapters.Preview(t, room)
+	}
+	c.texts = append(c.texts, t)
+	c.textBytes += len(t)
 }
 
 // finishedOK reports whether the CLI's terminal event said the turn succeeded.
@@ -191,6 +227,13 @@ func (c *collector) finalize() {
 		c.res.Text = c.resultText
 	} else {
 		c.res.Text = strings.Join(c.texts, "\n")
+	}
+	if c.textCut {
+		c.res.TextTruncated = true
+		c.res.Warnings = append(c.res.Warnings, fmt.Sprintf("answer text cut at %d bytes", c.limits.TextBytes))
+	}
+	if c.unkept > 0 {
+		c.res.Warnings = append(c.res.Warnings, fmt.Sprintf("%d events not kept in the result (bound: %d)", c.unkept, c.limits.KeptEvents))
 	}
 	if c.ledger.Empty() {
 		// No report at all: nothing is known, so nothing is complete.

@@ -26,13 +26,13 @@ const maxLineage = 8
 // 0.169.0 refuses a fork whose source rollout is missing). A conversation
 // the store does not hold is left to the CLI (a warm lease may have it); a
 // stored one that cannot be trusted or written is a session error.
-func restoreConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input) error {
-	if _, ok := t.Adapter.(adapters.Storage); t.Store == nil || !ok || in.Continue == "" {
+func restoreConversation(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input) error {
+	if _, ok := a.(adapters.Storage); store == nil || !ok || in.Continue == "" {
 		return nil
 	}
 	var lineage []string
 	for id := in.Continue; id != "" && len(lineage) < maxLineage; {
-		m, err := t.Store.Stat(ctx, id)
+		m, err := store.Stat(ctx, id)
 		if errors.Is(err, conversation.ErrNotFound) && len(lineage) > 0 {
 			break // an ancestor the store lost: restore what there is
 		}
@@ -46,7 +46,7 @@ func restoreConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 		id = m.Parent
 	}
 	for i := len(lineage) - 1; i >= 0; i-- {
-		if err := restoreOne(ctx, t, sb, in, lineage[i]); err != nil {
+		if err := restoreOne(ctx, a, store, sb, in, lineage[i]); err != nil {
 			return err
 		}
 	}
@@ -54,15 +54,15 @@ func restoreConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 }
 
 // restoreOne restores one stored conversation into sb's home.
-func restoreOne(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input, id string) error {
-	st := t.Adapter.(adapters.Storage)
-	m, rc, err := t.Store.Load(ctx, id)
+func restoreOne(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, id string) error {
+	st := a.(adapters.Storage)
+	m, rc, err := store.Load(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if m.Agent != "" && m.Agent != t.Adapter.Name() {
-		return outposterr.New(outposterr.Session, "conversation %s belongs to %s, not %s", m.ID, m.Agent, t.Adapter.Name())
+	if m.Agent != "" && m.Agent != a.Name() {
+		return outposterr.New(outposterr.Session, "conversation %s belongs to %s, not %s", m.ID, m.Agent, a.Name())
 	}
 	files, err := conversation.ReadFiles(rc)
 	if err != nil {
@@ -95,13 +95,13 @@ func restoreOne(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Inp
 // captureConversation copies the conversation the turn reported out of
 // the sandbox into the store, also after failures. A conversation whose
 // transcript is missing is reported as a warning.
-func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in adapters.Input, res *Result) {
-	st, ok := t.Adapter.(adapters.Storage)
-	if t.Store == nil || !ok || res.Conversation == "" || !conversation.ValidID(res.Conversation) {
+func captureConversation(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, res *Result) {
+	st, ok := a.(adapters.Storage)
+	if store == nil || !ok || res.Conversation == "" || !conversation.ValidID(res.Conversation) {
 		return
 	}
 	var files []conversation.File
-	filter, _ := t.Adapter.(adapters.StorageFilter)
+	filter, _ := a.(adapters.StorageFilter)
 	for i, rel := range st.ConversationPaths(res.Conversation, in.Workdir) {
 		got, err := copyOutFiles(ctx, sb, rel)
 		if filter != nil {
@@ -122,7 +122,7 @@ func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 		}
 		files = append(files, got...)
 	}
-	files = append(files, conversation.File{Path: transcriptPath, Content: appendTranscript(ctx, t.Store, in, res)})
+	files = append(files, conversation.File{Path: transcriptPath, Content: appendTranscript(ctx, store, in, res)})
 	archive, err := conversation.WriteFiles(files)
 	if err != nil {
 		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
@@ -136,7 +136,7 @@ func captureConversation(ctx context.Context, t Turn, sb sandbox.Sandbox, in ada
 	for _, f := range files {
 		m.Files = append(m.Files, f.Path)
 	}
-	if _, err := t.Store.Save(ctx, m, bytes.NewReader(archive)); err != nil {
+	if _, err := store.Save(ctx, m, bytes.NewReader(archive)); err != nil {
 		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
 	}
 }
@@ -175,22 +175,20 @@ func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string) ([]conver
 	}
 }
 
-// usageBaseline is the conversation-wide usage total before this turn, for
-// CLIs that report cumulative counters: zero for a new conversation, the
-// stored total for a resumed or forked one, unknown (nil) without it.
-func usageBaseline(ctx context.Context, t Turn) *usage.Usage {
+// usageBaseline is the conversation-wide usage total before a turn with
+// input in, for CLIs that report cumulative counters: zero for a new
+// conversation, the stored total for a resumed or forked one, unknown (nil)
+// without it.
+func usageBaseline(ctx context.Context, store conversation.Store, in adapters.Input) *usage.Usage {
 	switch {
-	case t.baseline != nil:
-		u := *t.baseline
-		return &u
-	case t.Input.Continue == "":
+	case in.Continue == "":
 		return &usage.Usage{}
-	case t.Store == nil:
+	case store == nil:
 		return nil
 	}
 	// A fork's counters start from its parent's total (verified with Codex
 	// 0.169.0), so the parent's stored total is the baseline either way.
-	m, err := t.Store.Stat(ctx, t.Input.Continue)
+	m, err := store.Stat(ctx, in.Continue)
 	if err != nil || m.UsageTotal == nil {
 		return nil
 	}

@@ -8,12 +8,6 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 )
 
-// canSteer reports whether a turn with a can take live input.
-func canSteer(a adapters.Adapter) bool {
-	_, ok := a.(adapters.LiveInput)
-	return ok && a.Capabilities().LiveInput
-}
-
 // liveFeed runs the stdin side of a live-input turn: the session's protocol
 // replies and the caller's messages, in order, through a pump that never
 // blocks the supervision loop. All methods but the pump's goroutine run on
@@ -162,7 +156,7 @@ func (p *stdinPump) run(w io.WriteCloser) {
 			for _, b := range q {
 				if !failed {
 					if _, err := w.Write(b); err != nil {
-						failed = true // the CLI is gone; Close reports nothing new
+						failed = true // the CLI stopped reading: drop later writes, still close stdin at the end
 					}
 				}
 			}

@@ -103,7 +103,7 @@ func TestLiveInputCancelled(t *testing.T) {
 func TestLiveInputIdleTimeout(t *testing.T) {
 	turn := fakeTurn(t, "expect 1 hang")
 	turn.Live = make(chan string) // nothing ever sent
-	turn.IdleTimeout = 500 * time.Millisecond
+	turn.Limits.IdleTimeout = 500 * time.Millisecond
 	res, err := Run(context.Background(), turn)
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", res.Warnings)
@@ -111,7 +111,8 @@ func TestLiveInputIdleTimeout(t *testing.T) {
 
 func TestLiveInputRefusedWithoutCapability(t *testing.T) {
 	turn := fakeTurn(t, "expect 1")
-	turn.Adapter = &fakecli.Adapter{Path: turn.Adapter.Binary(), Caps: &adapters.Capabilities{RequiresFinished: true}}
+	// An adapter without live input: the fake's methods minus LiveRequest.
+	turn.Adapter = struct{ adapters.Adapter }{&fakecli.Adapter{Path: turn.Adapter.Binary(), Caps: &adapters.Capabilities{RequiresFinished: true}}}
 	turn.Live = make(chan string)
 	_, err := Run(context.Background(), turn)
 	require.Error(t, err)
@@ -129,7 +130,7 @@ func (doneSession) EncodeInput(string) ([]byte, error) { return nil, nil }
 
 func TestLiveInputAfterTheEndIsReported(t *testing.T) {
 	res := &Result{}
-	col := newCollector(fakecli.New("fake"), time.Now, nil, true, DefaultTailBytes, res)
+	col := newCollector(fakecli.New("fake"), time.Now, nil, true, DefaultLimits(), res)
 	r, w := io.Pipe()
 	go func() { _, _ = io.Copy(io.Discard, r) }()
 	feed := newLiveFeed(doneSession{}, w, make(chan string), col) // finishes at once

@@ -40,8 +40,8 @@ func (r *Result) Outcome() Outcome {
 	}
 	if r.Err != nil {
 		o.Class = string(outposterr.ClassOf(r.Err))
-		o.Unavailable = outposterr.Unavailable(r.Err)
-		o.Auth, _ = outposterr.IsAuth(r.Err)
+		o.Unavailable = outposterr.UnavailableReason(r.Err)
+		o.Auth = outposterr.AuthReason(r.Err)
 		o.Error = r.Err.Error()
 		if t, ok := outposterr.ResetAt(r.Err); ok {
 			o.ResetAt = t.UTC().Format(time.RFC3339)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ var replayAt = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 func replay(t *testing.T, stdout, stderr string, code int) *Result {
 	t.Helper()
-	return Replay(fakecli.New("fake"), Recording{
+	return Replay(context.Background(), fakecli.New("fake"), Recording{
 		Stdout: strings.NewReader(stdout), Stderr: strings.NewReader(stderr),
 		Exit: sandbox.ExitStatus{Code: code}, At: replayAt,
 	}, nil, true)
@@ -134,5 +135,5 @@ func TestOutcomeSchema(t *testing.T) {
 	assert.Equal(t, "quota", o.Class)
 	assert.Equal(t, "c9", o.Conversation)
 	assert.Equal(t, "2026-12-02T15:00:00Z", o.ResetAt)
-	assert.Equal(t, outposterr.ExitQuota, outposterr.ExitCode(r.Err))
+	assert.True(t, outposterr.IsQuota(r.Err))
 }

@@ -1,223 +1,348 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"github.com/outpost-dev/outpost/credentials"
-	"github.com/outpost-dev/outpost/credentials/install"
-	"io"
 	"log/slog"
-	"sync"
-	"syscall"
+	"runtime/debug"
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/credentials/install"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // Run executes one turn and returns its result. The returned error is
 // Result.Err: nil on success, else an *outposterr.Error. Run always returns a
-// non-nil Result.
-func Run(ctx context.Context, t Turn) (*Result, error) {
-	if len(t.Schema) > 0 {
-		return runTyped(ctx, t)
+// non-nil Result. A panic inside Outpost during the turn is recovered and
+// reported as an [outposterr.Internal] error.
+func Run(ctx context.Context, t Turn) (res *Result, err error) {
+	t = t.withDefaults()
+	started := t.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			t.Logger.Error("panic in turn", "panic", v, "stack", string(debug.Stack()))
+			perr := outposterr.Panic(v)
+			if res == nil {
+				res = newResult(t, started)
+			}
+			res.Err, err = perr, perr
+			res.Duration = t.Now().Sub(started)
+		}
+	}()
+	if err := t.Validate(); err != nil {
+		return failed(t, started, err)
 	}
-	return runReseed(ctx, t)
+	if t.Sandbox == nil && t.Provider == nil {
+		return failed(t, started, outposterr.New(outposterr.Configuration, "turn has neither a sandbox nor a provider"))
+	}
+	if _, err := planCredentials(t); err != nil {
+		return failed(t, started, err)
+	}
+
+	// One lease for every attempt of the turn (a re-seed, a typed
+	// response's repair), so a repair finds the conversation even without a
+	// store.
+	if t.Sandbox == nil {
+		actx, acancel := context.WithTimeout(ctx, t.Limits.Deadline)
+		sb, aerr := t.Provider.Acquire(actx, t.Spec)
+		acancel()
+		if aerr != nil {
+			return failed(t, started, classifyInfra(ctx, t.Adapter.Name(), outposterr.Sandbox, "acquire sandbox", aerr))
+		}
+		defer func() {
+			if rerr := release(ctx, t.Logger, sb); rerr != nil && res != nil {
+				res.Warnings = append(res.Warnings, "release sandbox: "+rerr.Error())
+			}
+		}()
+		t.Sandbox, t.Provider = sb, nil
+	}
+	if t.Schema != nil {
+		return runTyped(ctx, t, started)
+	}
+	return runReseed(ctx, t, t.Input, nil)
 }
 
-// runReseed runs one turn and, when asked, its re-seed.
-func runReseed(ctx context.Context, t Turn) (*Result, error) {
-	res, err := run(ctx, t)
-	if err == nil || !t.Reseed || t.Store == nil || t.Input.Continue == "" ||
+// newResult is an empty result for t.
+func newResult(t Turn, started time.Time) *Result {
+	res := &Result{Started: started, Counts: map[adapters.Kind]int{}}
+	if t.Adapter != nil {
+		res.Agent = t.Adapter.Name()
+	}
+	return res
+}
+
+// failed is the result of a turn that ends before its CLI runs.
+func failed(t Turn, started time.Time, err error) (*Result, error) {
+	res := newResult(t, started)
+	res.Err = err
+	res.Duration = t.Now().Sub(started)
+	return res, err
+}
+
+// runReseed runs one attempt with in and, when asked and the CLI cannot find
+// the conversation to continue, one re-seeded attempt in a new conversation.
+func runReseed(ctx context.Context, t Turn, in adapters.Input, baseline *usage.Usage) (*Result, error) {
+	res, err := newAttempt(t, in, baseline).run(ctx)
+	if err == nil || !t.Reseed || t.Store == nil || in.Continue == "" ||
 		outposterr.ClassOf(err) != outposterr.Session || ctx.Err() != nil {
 		return res, err
 	}
-	// The CLI cannot find the conversation: start a new one seeded with the
-	// stored transcript, once.
-	prompt, ok := reseedPrompt(ctx, t.Store, t.Input.Continue, t.Input.Prompt)
+	prompt, ok := reseedPrompt(ctx, t.Store, in.Continue, in.Prompt)
 	if !ok {
 		return res, err
 	}
-	t2 := t
-	t2.Reseed = false
-	t2.Input.Continue, t2.Input.Fork, t2.Input.Prompt = "", false, prompt
-	res2, err2 := run(ctx, t2)
-	res2.Warnings = append(res2.Warnings, "conversation "+t.Input.Continue+" could not be resumed ("+err.Error()+
+	in2 := in
+	in2.Continue, in2.Fork, in2.Prompt = "", false, prompt
+	res2, err2 := newAttempt(t, in2, nil).run(ctx)
+	res2.Warnings = append(res2.Warnings, "conversation "+in.Continue+" could not be resumed ("+err.Error()+
 		"); continued in a new conversation seeded with its stored transcript")
 	return res2, err2
 }
 
-func run(ctx context.Context, t Turn) (*Result, error) {
-	t = t.withDefaults()
-	res := &Result{Started: t.Now(), Counts: map[adapters.Kind]int{}}
-	finish := func(err error) (*Result, error) {
-		res.Err = err
-		res.Duration = t.Now().Sub(res.Started)
-		return res, err
-	}
-	if t.Adapter == nil {
-		return finish(outposterr.New(outposterr.Configuration, "turn has no adapter"))
-	}
-	res.Agent = t.Adapter.Name()
-	if err := preflight(t); err != nil {
-		return finish(err)
-	}
-	plan, err := planCredentials(t)
-	if err != nil {
-		return finish(err)
-	}
+// attempt is one run of the CLI in the turn's lease: the resolved input,
+// the credentials installed for it, the collector and the result. Its
+// methods are the steps of the turn, in order (see the package doc); each
+// records what the later ones and the cleanup need.
+type attempt struct {
+	t   Turn           // the turn, defaults applied, with its lease in t.Sandbox
+	in  adapters.Input // the input, resolved step by step; the only one read
+	sb  sandbox.Sandbox
+	res *Result
+	// baseline is the conversation's cumulative usage before this attempt,
+	// when the caller knows it (a repair continues what Run just ran).
+	baseline *usage.Usage
+	creds    *Credentials // the caller's, plus the adapter's configuration
+	inst     *install.Installed
+	cleanup  []func(context.Context) // bounded steps run after the CLI, in reverse
+}
 
-	turnCtx, cancel := context.WithTimeout(ctx, t.Deadline)
+func newAttempt(t Turn, in adapters.Input, baseline *usage.Usage) *attempt {
+	return &attempt{t: t, in: in, sb: t.Sandbox, baseline: baseline, creds: t.Credentials,
+		res: newResult(t, t.Now())}
+}
+
+// run runs the attempt's steps and returns its result.
+func (a *attempt) run(ctx context.Context) (*Result, error) {
+	turnCtx, cancel := context.WithTimeout(ctx, a.t.Limits.Deadline)
 	defer cancel()
+	defer a.runCleanup(ctx)
+	for _, step := range []func(context.Context) error{
+		a.configure, a.installCredentials, a.resolveDirs, a.restore, a.turnFiles,
+	} {
+		if err := step(turnCtx); err != nil {
+			return a.finish(classifyInfraCtx(ctx, a.res.Agent, err))
+		}
+	}
+	return a.finish(a.execute(ctx, turnCtx))
+}
 
-	sb := t.Sandbox
-	if sb == nil {
-		var err error
-		sb, err = t.Provider.Acquire(turnCtx, t.Spec)
-		if err != nil {
-			return finish(classifyInfra(ctx, t, outposterr.Sandbox, "acquire sandbox", err))
-		}
-		defer func() {
-			if err := release(ctx, t, sb); err != nil {
-				res.Warnings = append(res.Warnings, "release sandbox: "+err.Error())
-			}
-		}()
-	}
+// finish stamps the result with err and the duration.
+func (a *attempt) finish(err error) (*Result, error) {
+	a.res.Err = err
+	a.res.Duration = a.t.Now().Sub(a.res.Started)
+	return a.res, err
+}
 
-	in := t.Input
-	var inst *install.Installed
-	creds := t.Credentials
-	if cf, ok := t.Adapter.(adapters.Configurator); ok {
-		cfg, err := cf.Configuration(in)
-		if err != nil {
-			return finish(asClass(err, outposterr.Configuration, "configuration"))
-		}
-		if len(cfg.Files) > 0 {
-			c := orNone(creds)
-			c.Config.Files = append(append([]credentials.ConfigFile{}, c.Config.Files...), cfg.Files...)
-			creds = &c
-		}
+// defer registers a bounded cleanup step.
+func (a *attempt) deferCleanup(f func(context.Context)) { a.cleanup = append(a.cleanup, f) }
+
+// runCleanup runs the registered cleanup steps, last first, each under its
+// own bounded context that survives cancellation.
+func (a *attempt) runCleanup(ctx context.Context) {
+	for i := len(a.cleanup) - 1; i >= 0; i-- {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		a.cleanup[i](cctx)
+		cancel()
 	}
-	if creds != nil {
-		t.Credentials = creds
-		inst, err = install.Materialize(turnCtx, sb, plan, t.Credentials.Config, install.Options{
-			Agent: res.Agent, HostHome: t.Credentials.HostHome, Relocate: t.Credentials.Relocate,
-			ShareLogins: t.Credentials.ShareLogins})
-		if err != nil {
-			return finish(classifyInfra(ctx, t, outposterr.Configuration, "install credentials", err))
-		}
-		defer inst.Close()
-		in.Env = credentialEnv(in.Env, t.Credentials.Vars, inst)
+}
+
+// configure merges the adapter's configuration plan (MCP servers a CLI
+// reads from files) into the credentials to materialize.
+func (a *attempt) configure(context.Context) error {
+	cf, ok := a.t.Adapter.(adapters.Configurator)
+	if !ok {
+		return nil
 	}
-	if in.Workdir == "" {
-		in.Workdir = sb.Root()
+	cfg, err := cf.Configuration(a.in)
+	if err != nil {
+		return asClass(err, outposterr.Configuration, "configuration")
 	}
-	if in.Home == "" {
-		in.Home = sb.Home()
+	if len(cfg.Files) > 0 {
+		c := orNone(a.creds)
+		c.Config.Files = append(append([]credentials.ConfigFile{}, c.Config.Files...), cfg.Files...)
+		a.creds = &c
 	}
-	if err := restoreConversation(turnCtx, t, sb, in); err != nil {
-		return finish(classifyInfra(ctx, t, outposterr.Session, "restore conversation", err))
+	return nil
+}
+
+// installCredentials materializes the credential plan into the lease and
+// puts the CLI's credential environment into the input.
+func (a *attempt) installCredentials(ctx context.Context) error {
+	if a.creds == nil {
+		return nil
 	}
-	if tf, ok := t.Adapter.(adapters.TurnFiles); ok {
-		in.Scratch = newScratch(in.Home)
-		if files := tf.TurnFiles(in); len(files) > 0 {
-			td, err := materializeTurnFiles(turnCtx, sb, in.Scratch, files)
-			defer func() {
-				// Invocation teardown: always, bounded, even after cancellation.
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-				defer rcancel()
-				if err := td.Close(rctx); err != nil {
-					t.Logger.Warn("remove turn files", "dir", in.Scratch, "err", err)
-					res.Warnings = append(res.Warnings, "remove turn files: "+err.Error())
-				}
-			}()
-			if err != nil {
-				return finish(classifyInfra(ctx, t, outposterr.Sandbox, "write turn files", err))
+	// The plan was checked before the lease existed; it is pure, so
+	// planning again gives the same plan.
+	plan, err := planCredentials(a.t)
+	if err != nil {
+		return err
+	}
+	inst, err := install.Materialize(ctx, a.sb, plan, a.creds.Config, install.Options{
+		Agent: a.res.Agent, HostHome: a.creds.HostHome, Relocate: a.creds.Relocate,
+		ShareLogins: a.creds.ShareLogins})
+	if err != nil {
+		return infraError{outposterr.Configuration, "install credentials", err}
+	}
+	a.inst = inst
+	a.deferCleanup(func(context.Context) { inst.Close() })
+	a.in.Env = credentialEnv(a.in.Env, a.creds.Vars, inst)
+	if len(inst.Rotating) > 0 && !a.creds.NoWriteBack {
+		// A refreshed login is written back even after failures and
+		// cancellation, so the user's host login stays valid. Registered
+		// after the capture step would be, it runs before inst.Close.
+		a.deferCleanup(func(ctx context.Context) {
+			n, werr := install.WriteBack(ctx, a.sb, inst.Rotating)
+			if werr != nil {
+				a.res.Warnings = append(a.res.Warnings, "write back rotated login: "+werr.Error())
 			}
-		}
+			a.t.Logger.Debug("write back", "files", n)
+		})
 	}
+	return nil
+}
+
+// resolveDirs defaults the working and home directories to the lease's.
+func (a *attempt) resolveDirs(context.Context) error {
+	if a.in.Workdir == "" {
+		a.in.Workdir = a.sb.Root()
+	}
+	if a.in.Home == "" {
+		a.in.Home = a.sb.Home()
+	}
+	return nil
+}
+
+// restore puts the stored conversation to continue into the lease.
+func (a *attempt) restore(ctx context.Context) error {
+	if err := restoreConversation(ctx, a.t.Adapter, a.t.Store, a.sb, a.in); err != nil {
+		return infraError{outposterr.Session, "restore conversation", err}
+	}
+	return nil
+}
+
+// turnFiles writes the files the adapter's command reads for this
+// invocation into a scratch directory, removed after the turn.
+func (a *attempt) turnFiles(ctx context.Context) error {
+	tf, ok := a.t.Adapter.(adapters.TurnFiles)
+	if !ok {
+		return nil
+	}
+	a.in.Scratch = newScratch(a.in.Home)
+	files := tf.TurnFiles(a.in)
+	if len(files) == 0 {
+		return nil
+	}
+	td, err := materializeTurnFiles(ctx, a.sb, a.in.Scratch, files)
+	// Invocation teardown: always, also after a partial write.
+	a.deferCleanup(func(ctx context.Context) {
+		if err := td.Close(ctx); err != nil {
+			a.t.Logger.Warn("remove turn files", "dir", a.in.Scratch, "err", err)
+			a.res.Warnings = append(a.res.Warnings, "remove turn files: "+err.Error())
+		}
+	})
+	if err != nil {
+		return infraError{outposterr.Sandbox, "write turn files", err}
+	}
+	return nil
+}
+
+// execute runs the CLI and judges the turn: command, supervision,
+// classification, usage, and the capture of the conversation.
+func (a *attempt) execute(ctx, turnCtx context.Context) error {
+	name := a.res.Agent
 	var cmd sandbox.Command
 	var live adapters.LiveSession
-	if t.Live != nil {
-		cmd, live, err = t.Adapter.(adapters.LiveInput).LiveRequest(in)
+	var err error
+	if a.t.Live != nil {
+		cmd, live, err = a.t.Adapter.(adapters.LiveInput).LiveRequest(a.in)
 	} else {
-		cmd, err = t.Adapter.Request(in)
+		cmd, err = a.t.Adapter.Request(a.in)
 	}
 	if err != nil {
-		return finish(asClass(err, outposterr.Configuration, "build request"))
+		return asClass(err, outposterr.Configuration, name+": build request")
 	}
 	if err := cmd.Validate(); err != nil {
-		return finish(outposterr.Wrap(outposterr.Configuration, err, "%s: invalid command", res.Agent))
+		return outposterr.Wrap(outposterr.Configuration, err, "%s: invalid command", name)
 	}
-	t.Logger.Debug("exec", "agent", res.Agent, "sandbox", sb.ID(), "cmd", cmd.Redacted())
+	a.t.Logger.Debug("exec", "agent", name, "sandbox", a.sb.ID(), "cmd", cmd.Redacted())
 
 	// The exec context outlives the caller's: the harness stops the CLI
 	// itself (TERM, grace, KILL) and cancels this only as a last resort.
 	execCtx, execCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer execCancel()
-	proc, err := sb.Exec(execCtx, cmd)
+	proc, err := a.sb.Exec(execCtx, cmd)
 	if err != nil {
-		return finish(classifyInfra(ctx, t, outposterr.Sandbox, "start "+t.Adapter.Binary(), err))
+		return classifyInfra(ctx, name, outposterr.Sandbox, "start "+a.t.Adapter.Binary(), err)
 	}
-	col := newCollector(t.Adapter, t.Now, t.OnEvent, t.KeepEvents, t.TailBytes, res)
-	col.ledger.Baseline = usageBaseline(turnCtx, t)
+	col := newCollector(a.t.Adapter, a.t.Now, a.t.OnEvent, a.t.KeepEvents, a.t.Limits, a.res)
+	col.ledger.Baseline = a.usageBaseline(turnCtx)
 	var feed *liveFeed
 	if live != nil {
 		if proc.Stdin() == nil {
 			_ = proc.Close()
-			return finish(outposterr.New(outposterr.Sandbox, "%s: the sandbox gave the live-input turn no stdin", res.Agent))
+			return outposterr.New(outposterr.Sandbox, "%s: the sandbox gave the live-input turn no stdin", name)
 		}
 		col.dec = live
-		feed = newLiveFeed(live, proc.Stdin(), t.Live, col)
+		feed = newLiveFeed(live, proc.Stdin(), a.t.Live, col)
 	}
-	v := supervise(ctx, turnCtx, t, proc, col, feed)
-	res.Exit, res.Exited = v.exit, v.exited
+	v := supervise(ctx, turnCtx, a.t, proc, col, feed)
+	a.res.Exit, a.res.Exited = v.exit, v.exited
 	if v.stop == stopSettled {
 		col.warn("CLI kept running after its final event; stopped after the settle window")
 	}
 	err = classify(col, v)
-	res.Err = err
+	a.res.Err = err
 	if v.exited {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		readSessionUsage(rctx, t, sb, in.Home, col)
+		readSessionUsage(rctx, a.t.Adapter, a.sb, a.in.Home, col)
 		rcancel()
 	}
 	col.finalize()
-	if t.Store != nil {
+	if a.t.Store != nil {
 		// Captured even after failures and cancellation, bounded.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		captureConversation(cctx, t, sb, in, res)
+		captureConversation(cctx, a.t.Adapter, a.t.Store, a.sb, a.in, a.res)
 		ccancel()
-	}
-	if inst != nil && len(inst.Rotating) > 0 && !t.Credentials.NoWriteBack {
-		// A refreshed login is written back even after failures and
-		// cancellation, bounded, so the user's host login stays valid.
-		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		n, werr := install.WriteBack(wctx, sb, inst.Rotating)
-		wcancel()
-		if werr != nil {
-			res.Warnings = append(res.Warnings, "write back rotated login: "+werr.Error())
-		}
-		t.Logger.Debug("write back", "files", n)
-	}
-	return finish(err)
-}
-
-// release releases a cold lease even after cancellation, bounded, and logs
-// a failure.
-func release(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer rcancel()
-	err := sb.Release(rctx)
-	if err != nil {
-		t.Logger.Warn("release sandbox", "sandbox", sb.ID(), "err", err)
 	}
 	return err
 }
 
-// planCredentials plans the turn's credentials before any sandbox exists.
+// usageBaseline is the conversation-wide usage total before this attempt.
+func (a *attempt) usageBaseline(ctx context.Context) *usage.Usage {
+	if a.baseline != nil {
+		u := *a.baseline
+		return &u
+	}
+	return usageBaseline(ctx, a.t.Store, a.in)
+}
+
+// release releases a cold lease even after cancellation, bounded, and logs
+// a failure.
+func release(ctx context.Context, log *slog.Logger, sb sandbox.Sandbox) error {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer rcancel()
+	err := sb.Release(rctx)
+	if err != nil {
+		log.Warn("release sandbox", "sandbox", sb.ID(), "err", err)
+	}
+	return err
+}
+
+// planCredentials plans the turn's credentials. It is pure.
 func planCredentials(t Turn) (credentials.Plan, error) {
 	if t.Credentials == nil {
 		return credentials.Plan{}, nil
@@ -256,24 +381,7 @@ func credentialEnv(input, declared map[string]string, inst *install.Installed) m
 }
 
 func (t Turn) withDefaults() Turn {
-	if t.Deadline <= 0 {
-		t.Deadline = DefaultDeadline
-	}
-	if t.IdleTimeout <= 0 {
-		t.IdleTimeout = DefaultIdleTimeout
-	}
-	if t.Settle <= 0 {
-		t.Settle = DefaultSettle
-	}
-	if t.KillGrace <= 0 {
-		t.KillGrace = DefaultKillGrace
-	}
-	if t.Drain <= 0 {
-		t.Drain = DefaultDrain
-	}
-	if t.TailBytes <= 0 {
-		t.TailBytes = DefaultTailBytes
-	}
+	t.Limits = t.Limits.withDefaults()
 	if t.Logger == nil {
 		t.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -283,38 +391,37 @@ func (t Turn) withDefaults() Turn {
 	return t
 }
 
-// preflight checks the turn before any sandbox exists.
-func preflight(t Turn) error {
-	caps := t.Adapter.Capabilities()
-	name := t.Adapter.Name()
-	switch {
-	case t.Sandbox == nil && t.Provider == nil:
-		return outposterr.New(outposterr.Configuration, "turn has neither a sandbox nor a provider")
-	case t.Input.Prompt == "":
-		return outposterr.New(outposterr.Configuration, "%s: empty prompt", name)
-	case t.Input.Fork && t.Input.Continue == "":
-		return outposterr.New(outposterr.Configuration, "%s: fork needs the conversation to fork", name)
-	case t.Input.Fork && !caps.Forkable:
-		return outposterr.New(outposterr.Configuration, "%s does not support fork", name)
-	case t.Input.Continue != "" && !caps.Resumable:
-		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
-	case t.Live != nil && !canSteer(t.Adapter):
-		return outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", name)
+// infraError is a failure of a step before the CLI runs: its class and
+// what the step was doing, classified by [classifyInfraCtx].
+type infraError struct {
+	class outposterr.Class
+	what  string
+	err   error
+}
+
+func (e infraError) Error() string { return e.what + ": " + e.err.Error() }
+func (e infraError) Unwrap() error { return e.err }
+
+// classifyInfraCtx classifies a step's error: an infraError by its class
+// (aborted when the caller cancelled), anything else as it is.
+func classifyInfraCtx(ctx context.Context, agent string, err error) error {
+	var ie infraError
+	if errors.As(err, &ie) {
+		return classifyInfra(ctx, agent, ie.class, ie.what, ie.err)
 	}
-	vars := t.Input.Env
-	if t.Credentials != nil {
-		vars = t.Credentials.Vars
-	}
-	return credentials.CheckMCPVars(name, t.Input.MCP, vars)
+	return err
 }
 
 // classifyInfra classifies a failure of the sandbox layer, keeping the
 // class of an error that already has one and honouring cancellation.
-func classifyInfra(ctx context.Context, t Turn, class outposterr.Class, what string, err error) error {
-	if ctx.Err() != nil {
-		return outposterr.Wrap(outposterr.Aborted, err, "%s: %s", t.Adapter.Name(), what)
+func classifyInfra(ctx context.Context, agent string, class outposterr.Class, what string, err error) error {
+	if agent != "" {
+		what = agent + ": " + what
 	}
-	return asClass(err, class, t.Adapter.Name()+": "+what)
+	if ctx.Err() != nil {
+		return outposterr.Wrap(outposterr.Aborted, err, "%s", what)
+	}
+	return asClass(err, class, what)
 }
 
 // asClass keeps err's Outpost class, or gives it class.
@@ -323,230 +430,6 @@ func asClass(err error, class outposterr.Class, what string) error {
 		return err
 	}
 	return outposterr.Wrap(class, err, "%s", what)
-}
-
-// line is one output line from stdout or stderr.
-type line struct {
-	data      []byte
-	stderr    bool
-	oversized bool // the line exceeded MaxLineBytes and was dropped
-}
-
-// exitResult is what Process.Wait returned.
-type exitResult struct {
-	st  sandbox.ExitStatus
-	err error
-}
-
-// supervise streams the process's output into the collector until the
-// process exits (plus the drain window), enforcing deadline, idle timeout,
-// settle window and cancellation.
-func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector, feed *liveFeed) verdict {
-	v := verdict{deadline: t.Deadline, idle: t.IdleTimeout}
-	lines := make(chan line, 64)
-	quit := make(chan struct{})
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go readLines(proc.Stdout(), false, lines, quit, &readers)
-	go readLines(proc.Stderr(), true, lines, quit, &readers)
-	readersDone := make(chan struct{})
-	go func() { readers.Wait(); close(readersDone) }()
-
-	exitCh := make(chan exitResult, 1)
-	go func() {
-		st, err := proc.Wait()
-		exitCh <- exitResult{st, err}
-	}()
-
-	idle := time.NewTimer(t.IdleTimeout)
-	defer idle.Stop()
-	var settle <-chan time.Time
-	var killWait <-chan time.Time
-	var stopOnce sync.Once
-	stopped := make(chan struct{})
-	stop := func(r stopReason, cause error) {
-		stopOnce.Do(func() {
-			v.stop, v.cause = r, cause
-			go func() {
-				defer close(stopped)
-				terminate(proc, t.KillGrace, exitCh)
-			}()
-		})
-	}
-	handle := func(l line) {
-		if l.oversized {
-			col.warn("dropped an output line longer than 16 MiB")
-			return
-		}
-		if l.stderr {
-			col.stderrLine(l.data)
-		} else {
-			hadFinished := col.finished != nil
-			col.stdoutLine(l.data)
-			if !hadFinished && col.finished != nil {
-				settle = time.After(t.Settle)
-			}
-			if t.StopOnQuotaRetry && col.quotaChatter != nil && col.finished == nil {
-				stop(stopQuota, nil)
-				killWait = time.After(t.KillGrace + 10*time.Second)
-			}
-			feed.afterLine()
-		}
-	}
-	done := turnCtx.Done()
-	messages := feed.messages()
-
-loop:
-	for {
-		select {
-		case l := <-lines:
-			handle(l)
-			resetTimer(idle, t.IdleTimeout)
-		case m, ok := <-messages:
-			if !ok {
-				messages = nil
-				continue
-			}
-			feed.add(m)
-		case r := <-exitCh:
-			v.exit, v.exited = r.st, r.err == nil
-			if r.err != nil {
-				col.warn("wait for CLI: " + r.err.Error())
-			}
-			exitCh <- r // terminate may be waiting on it too
-			break loop
-		case <-idle.C:
-			stop(stopIdle, nil)
-			killWait = time.After(t.KillGrace + 10*time.Second)
-		case <-settle:
-			settle = nil
-			stop(stopSettled, nil)
-			killWait = time.After(t.KillGrace + 10*time.Second)
-		case <-done:
-			done = nil
-			if col.finishedOK() {
-				stop(stopSettled, nil)
-			} else {
-				stop(contextStop(parent), context.Cause(turnCtx))
-			}
-			killWait = time.After(t.KillGrace + 10*time.Second)
-		case <-killWait:
-			// The process did not report its exit even after SIGKILL.
-			col.warn("CLI did not exit after SIGKILL; abandoning it")
-			break loop
-		}
-	}
-
-	// Drain: output already in flight is still collected for a short while.
-	drain := time.NewTimer(t.Drain)
-	defer drain.Stop()
-drainLoop:
-	for {
-		select {
-		case l := <-lines:
-			handle(l)
-		case <-readersDone:
-			// Both streams are closed; take what is still buffered.
-			for {
-				select {
-				case l := <-lines:
-					handle(l)
-				default:
-					break drainLoop
-				}
-			}
-		case <-drain.C:
-			break drainLoop
-		}
-	}
-	close(quit)
-	feed.close()
-	_ = proc.Close()
-	select {
-	case <-readersDone:
-	case <-time.After(5 * time.Second):
-	}
-	if v.stop != stopNone {
-		select {
-		case <-stopped:
-		case <-time.After(t.KillGrace + 5*time.Second):
-		}
-	}
-	return v
-}
-
-// terminate stops the process group: SIGTERM, then SIGKILL after grace
-// unless the process exited first.
-func terminate(proc sandbox.Process, grace time.Duration, exitCh chan exitResult) {
-	_ = proc.Signal(syscall.SIGTERM)
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case r := <-exitCh:
-		exitCh <- r
-		return
-	case <-timer.C:
-	}
-	_ = proc.Signal(syscall.SIGKILL)
-}
-
-func resetTimer(t *time.Timer, d time.Duration) {
-	t.Stop()
-	t.Reset(d)
-}
-
-// readLines splits r into lines and sends them, bounded by MaxLineBytes: a
-// longer line is reported as a warning and skipped up to its newline.
-func readLines(r io.Reader, stderr bool, out chan<- line, quit <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
-	if r == nil {
-		return
-	}
-	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
-	oversized := false
-	send := func(b []byte, over bool) bool {
-		select {
-		case out <- line{data: b, stderr: stderr, oversized: over}:
-			return true
-		case <-quit:
-			return false
-		}
-	}
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(chunk) > 0 && !oversized {
-			if len(buf)+len(chunk) > MaxLineBytes {
-				oversized = true
-				buf = nil
-			} else {
-				buf = append(buf, chunk...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		complete := err == nil
-		if complete || (err != nil && len(buf) > 0) {
-			if oversized {
-				if !send(nil, true) {
-					return
-				}
-			} else {
-				b := buf
-				if n := len(b); n > 0 && b[n-1] == '\n' {
-					b = b[:n-1]
-				}
-				if !send(append([]byte(nil), b...), false) {
-					return
-				}
-			}
-			buf, oversized = buf[:0], false
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // orNone returns a copy of c, or an empty credential choice (auth none).

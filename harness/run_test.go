@@ -35,9 +35,7 @@ func fakeTurn(t *testing.T, script string) Turn {
 		Input:      adapters.Input{Prompt: script},
 		Provider:   host.New(host.Options{Env: map[string]string{"PATH": os.Getenv("PATH")}, TempDir: t.TempDir()}),
 		KeepEvents: true,
-		Deadline:   60 * time.Second,
-		Settle:     300 * time.Millisecond,
-		KillGrace:  300 * time.Millisecond,
+		Limits:     Limits{Deadline: 60 * time.Second, Settle: 300 * time.Millisecond, KillGrace: 300 * time.Millisecond},
 	}
 }
 
@@ -122,21 +120,28 @@ func TestRunIgnoresSIGTERMThenKilled(t *testing.T) {
 	turn := fakeTurn(t, `trap-term
 emit {"type":"text","text":"stubborn"}
 hang`)
-	turn.IdleTimeout = 500 * time.Millisecond
-	res, err := Run(context.Background(), turn)
+	// Stop the turn once the fake has said it ignores SIGTERM (its start-up
+	// time under load must not decide the test).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	turn.OnEvent = func(ev adapters.Event) {
+		if ev.Kind == adapters.KindText && ev.Text == "stubborn" {
+			cancel()
+		}
+	}
+	res, err := Run(ctx, turn)
 	require.Error(t, err)
-	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err))
-	assert.Contains(t, err.Error(), "idle")
+	assert.Equal(t, outposterr.Aborted, outposterr.ClassOf(err))
 	assert.Equal(t, "SIGKILL", res.Exit.Signal, "SIGTERM was ignored, so SIGKILL ended it")
 }
 
 func TestRunDeadline(t *testing.T) {
 	turn := fakeTurn(t, `sleep 60s`)
-	turn.Deadline = 500 * time.Millisecond
+	turn.Limits.Deadline = 500 * time.Millisecond
 	_, err := Run(context.Background(), turn)
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err))
-	assert.True(t, outposterr.Retryable(err))
+	assert.True(t, outposterr.IsRetryable(err))
 	assert.Contains(t, err.Error(), "deadline")
 }
 
@@ -233,4 +238,70 @@ emit {"type":"finished","ok":true}`)
 	turn.StopOnQuotaRetry = true
 	_, err = Run(context.Background(), turn)
 	require.NoError(t, err, "a retry that is not quota never stops the turn")
+}
+
+func TestRunBoundsTheAnswerText(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"text","text":"0123456789"}
+emit {"type":"text","text":"abcdefghij"}
+emit {"type":"text","text":"KLMNOPQRST"}
+emit {"type":"finished","ok":true}`)
+	turn.Limits.TextBytes = 25
+	turn.Limits.KeptEvents = 2
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789\nabcdefghij\nKLM", res.Text, "joined pieces stop at the bound, newlines counted")
+	assert.LessOrEqual(t, len(res.Text), 25)
+	assert.True(t, res.TextTruncated)
+	assert.Len(t, res.Events, 2)
+	assert.Equal(t, 3, res.Counts[adapters.KindText], "every event is still counted")
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "answer text cut at 25 bytes")
+	assert.Contains(t, strings.Join(res.Warnings, "\n"), "events not kept")
+}
+
+func TestRunFinalTextWinsOverPieces(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"text","text":"0123456789"}
+emit {"type":"text","text":"abcdefghij"}
+emit {"type":"result","text":"short final"}
+emit {"type":"finished","ok":true}`)
+	turn.Limits.TextBytes = 12
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Equal(t, "short final", res.Text)
+	assert.False(t, res.TextTruncated, "the final text fits: nothing is cut")
+}
+
+// panicky is an adapter whose decoder panics: a bug inside Outpost.
+type panicky struct{ adapters.Adapter }
+
+func (p panicky) NewDecoder() adapters.Decoder { return panicDecoder{} }
+
+type panicDecoder struct{}
+
+func (panicDecoder) Decode([]byte) []adapters.Event { panic("decoder bug") }
+
+func TestRunReportsAPanicAsInternal(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"text","text":"x"}`)
+	turn.Adapter = panicky{turn.Adapter}
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	require.NotNil(t, res)
+	assert.Equal(t, outposterr.Internal, outposterr.ClassOf(err), "a bug in Outpost is not the agent's process failure")
+	assert.Contains(t, err.Error(), "decoder bug")
+	assert.Equal(t, err, res.Err)
+}
+
+func TestValidateBeforeAnySandbox(t *testing.T) {
+	turn := fakeTurn(t, "")
+	turn.Provider = nil
+	err := turn.Validate()
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "empty prompt")
+
+	turn.Input.Prompt = "hi"
+	assert.NoError(t, turn.Validate(), "a turn is valid without a sandbox: callers check before preparing one")
+	turn.Input.Continue = "../etc"
+	assert.ErrorContains(t, turn.Validate(), "invalid conversation id")
+	turn.Input.Continue, turn.Input.Fork = "", true
+	assert.ErrorContains(t, turn.Validate(), "fork needs the conversation")
 }

@@ -19,9 +19,9 @@ const sessionUsageLimit = 16 << 20
 // readSessionUsage runs the adapter's session-usage reader in the sandbox
 // after the turn and folds its report into the collector's ledger. Any
 // failure leaves usage as the events reported it (incomplete).
-func readSessionUsage(ctx context.Context, t Turn, sb sandbox.Sandbox, home string, col *collector) {
-	su, ok := t.Adapter.(adapters.SessionUsage)
-	if !ok || t.Adapter.Capabilities().Usage != adapters.UsageSession || col.res.Conversation == "" {
+func readSessionUsage(ctx context.Context, a adapters.Adapter, sb sandbox.Sandbox, home string, col *collector) {
+	su, ok := a.(adapters.SessionUsage)
+	if !ok || a.Capabilities().Usage != adapters.UsageSession || col.res.Conversation == "" {
 		return
 	}
 	cmd, ok := su.SessionUsageCommand(home, col.res.Conversation)

@@ -2,63 +2,27 @@ package harness
 
 import (
 	"context"
+	"time"
 
-	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/typed"
 )
 
-// runTyped runs a typed-response turn: the answer, validated, and at most
-// one repair turn on the same conversation.
-func runTyped(ctx context.Context, t Turn) (res *Result, err error) {
-	t = t.withDefaults()
-	failed := func(err error) (*Result, error) {
-		res := &Result{Started: t.Now(), Counts: map[adapters.Kind]int{}, Err: err}
-		if t.Adapter != nil {
-			res.Agent = t.Adapter.Name()
-		}
-		return res, err
-	}
-	if t.Adapter == nil {
-		return failed(outposterr.New(outposterr.Configuration, "turn has no adapter"))
-	}
+// runTyped runs a typed-response turn in t's lease: the answer, validated,
+// and at most one repair turn on the same conversation.
+func runTyped(ctx context.Context, t Turn, started time.Time) (*Result, error) {
 	name := t.Adapter.Name()
-	schema, cerr := typed.Compile(t.Schema)
-	if cerr != nil {
-		return failed(outposterr.Wrap(outposterr.Configuration, cerr, "%s: typed response", name))
-	}
-	if t.Live != nil {
-		return failed(outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name))
-	}
-	if err := preflight(t); err != nil {
-		return failed(err)
-	}
+	schema := t.Schema
+	in := t.Input
 	caps := t.Adapter.Capabilities()
 	if caps.StructuredOutput {
-		t.Input.Schema = schema.JSON()
+		in.Schema = schema.JSON()
 	} else {
-		t.Input.Schema = nil
-		t.Input.Prompt += schema.Instruction()
+		in.Schema = nil
+		in.Prompt += schema.Instruction()
 	}
 
-	// One lease for the answer and its repair, so the repair finds the
-	// conversation even without a store.
-	if t.Sandbox == nil {
-		actx, acancel := context.WithTimeout(ctx, t.Deadline)
-		sb, aerr := t.Provider.Acquire(actx, t.Spec)
-		acancel()
-		if aerr != nil {
-			return failed(classifyInfra(ctx, t, outposterr.Sandbox, "acquire sandbox", aerr))
-		}
-		defer func() {
-			if rerr := release(ctx, t, sb); rerr != nil && res != nil {
-				res.Warnings = append(res.Warnings, "release sandbox: "+rerr.Error())
-			}
-		}()
-		t.Sandbox, t.Provider = sb, nil
-	}
-
-	res, err = runReseed(ctx, t)
+	res, err := runReseed(ctx, t, in, nil)
+	res.Started = started
 	if err != nil {
 		return res, err
 	}
@@ -78,14 +42,14 @@ func runTyped(ctx context.Context, t Turn) (res *Result, err error) {
 	}
 
 	t.Logger.Debug("typed response: repair turn", "agent", name, "reason", cerr.Error())
-	r := t
-	r.Input.Prompt = schema.RepairPrompt(cerr)
-	r.Input.Continue, r.Input.Fork, r.Reseed = res.Conversation, false, false
-	r.baseline = res.cumulative
-	res2, err2 := runReseed(ctx, r)
+	repair := in
+	repair.Prompt = schema.RepairPrompt(cerr)
+	repair.Continue, repair.Fork = res.Conversation, false
+	t.Reseed = false
+	res2, err2 := runReseed(ctx, t, repair, res.cumulative)
 	res2.Repaired = true
-	res2.Started = res.Started
-	res2.Duration = t.Now().Sub(res.Started)
+	res2.Started = started
+	res2.Duration = t.Now().Sub(started)
 	res2.Usage = res.Usage.Add(res2.Usage)
 	for k, n := range res.Counts {
 		res2.Counts[k] += n

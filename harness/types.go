@@ -2,17 +2,20 @@ package harness
 
 import (
 	"encoding/json"
-	"github.com/outpost-dev/outpost/conversation"
-	"github.com/outpost-dev/outpost/credentials"
 	"log/slog"
 	"time"
+
+	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/internal/lines"
+	"github.com/outpost-dev/outpost/typed"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/usage"
 )
 
-// Defaults for [Turn] timing fields left zero.
+// Defaults for [Limits] fields left zero.
 const (
 	DefaultDeadline    = time.Hour
 	DefaultIdleTimeout = 10 * time.Minute
@@ -21,11 +24,66 @@ const (
 	DefaultDrain       = 500 * time.Millisecond
 	// DefaultTailBytes bounds each of the stdout and stderr tails kept in a Result.
 	DefaultTailBytes = 64 << 10
-	// MaxLineBytes bounds one output line; a longer line is a protocol error.
-	MaxLineBytes = 16 << 20
+	// DefaultTextBytes bounds Result.Text: a longer answer is cut and
+	// marked (Result.TextTruncated), so memory never follows what a CLI prints.
+	DefaultTextBytes = 4 << 20
+	// DefaultKeptEvents bounds Result.Events when Turn.KeepEvents is set;
+	// later events still reach OnEvent and are counted.
+	DefaultKeptEvents = 20000
+	// MaxLineBytes bounds one output line; a longer line is dropped with a
+	// warning event, and the turn goes on.
+	MaxLineBytes = lines.MaxBytes
 	// cleanupTimeout bounds cleanup that runs after cancellation.
 	cleanupTimeout = 30 * time.Second
 )
+
+// Limits bound a turn in time and memory. Zero fields take the defaults
+// above ([DefaultLimits]).
+type Limits struct {
+	// Deadline bounds the whole turn (lease acquisition included).
+	Deadline time.Duration
+	// IdleTimeout fails a turn whose CLI prints nothing for this long.
+	IdleTimeout time.Duration
+	// Settle is how long a CLI may keep running after its finished event
+	// before it is stopped and its result kept.
+	Settle time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+	// Drain is how long output already in flight is still read after the
+	// CLI's process exited.
+	Drain time.Duration
+	// TailBytes bounds each of the kept stdout/stderr tails.
+	TailBytes int
+	// TextBytes bounds Result.Text.
+	TextBytes int
+	// KeptEvents bounds Result.Events (Turn.KeepEvents).
+	KeptEvents int
+}
+
+// DefaultLimits returns the limits a zero [Limits] stands for.
+func DefaultLimits() Limits { return Limits{}.withDefaults() }
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.Deadline, DefaultDeadline)
+	def(&l.IdleTimeout, DefaultIdleTimeout)
+	def(&l.Settle, DefaultSettle)
+	def(&l.KillGrace, DefaultKillGrace)
+	def(&l.Drain, DefaultDrain)
+	defInt(&l.TailBytes, DefaultTailBytes)
+	defInt(&l.TextBytes, DefaultTextBytes)
+	defInt(&l.KeptEvents, DefaultKeptEvents)
+	return l
+}
 
 // Turn is one turn to run. Adapter and either Sandbox or Provider are required.
 type Turn struct {
@@ -72,41 +130,25 @@ type Turn struct {
 	// are reported in Result.Warnings. Closing the channel is optional.
 	Live <-chan string
 	// Schema, when set, asks for a typed response: a final answer that is
-	// one JSON value matching this JSON Schema (package typed). A CLI with
-	// native structured output gets the schema (Claude Code --json-schema;
-	// Codex --output-schema, a file removed after the turn); the others are
-	// asked in the prompt. The answer is validated; a failed check gets one
-	// repair turn on the same conversation, then the turn fails with a
-	// protocol error naming what failed. A cold lease is kept for both
-	// turns. Result.Value holds the validated value.
-	Schema json.RawMessage
-	// KeepEvents stores every event in Result.Events (otherwise only counts).
+	// one JSON value matching this JSON Schema (compile it with
+	// typed.Compile). A CLI with native structured output gets the schema
+	// (Claude Code --json-schema; Codex --output-schema, a file removed after
+	// the turn); the others are asked in the prompt. The answer is
+	// validated; a failed check gets one repair turn on the same
+	// conversation and lease, then the turn fails with a protocol error
+	// naming what failed. Result.Value holds the validated value.
+	Schema *typed.Schema
+	// KeepEvents stores events in Result.Events (otherwise only counts),
+	// bounded by Limits.KeptEvents.
 	KeepEvents bool
 
-	// Deadline bounds the whole turn (0: DefaultDeadline).
-	Deadline time.Duration
-	// IdleTimeout fails a turn whose CLI prints nothing for this long
-	// (0: DefaultIdleTimeout).
-	IdleTimeout time.Duration
-	// Settle is how long a CLI may keep running after its finished event
-	// before it is stopped and its result kept (0: DefaultSettle).
-	Settle time.Duration
-	// KillGrace is the time between SIGTERM and SIGKILL (0: DefaultKillGrace).
-	KillGrace time.Duration
-	// Drain is how long output already in flight is still read after the
-	// CLI's process exited (0: DefaultDrain).
-	Drain time.Duration
-	// TailBytes bounds the kept stdout/stderr tails (0: DefaultTailBytes).
-	TailBytes int
+	// Limits bound the turn in time and memory (zero fields: defaults).
+	Limits Limits
 
 	// Logger receives debug logs; nil discards them. Secrets are never logged.
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now). Tests inject one.
 	Now func() time.Time
-
-	// baseline, when set, is the conversation's cumulative usage before
-	// this turn (a repair turn continues a conversation Run just ran).
-	baseline *usage.Usage
 }
 
 // Credentials is the caller's explicit authentication choice for a turn.
@@ -147,11 +189,14 @@ type Result struct {
 	// Conversation is the conversation id the CLI reported (the new id on fork).
 	Conversation string `json:"conversation,omitempty"`
 	// Text is the final answer: the result event's text, else the
-	// concatenated text events.
+	// concatenated text events; at most Limits.TextBytes.
 	Text string `json:"text"`
+	// TextTruncated says Text was cut at Limits.TextBytes.
+	TextTruncated bool `json:"text_truncated,omitempty"`
 	// Usage is the turn's token and cost account.
 	Usage usage.Usage `json:"usage"`
-	// Events holds every event when Turn.KeepEvents is set.
+	// Events holds the events when Turn.KeepEvents is set (at most
+	// Limits.KeptEvents; Counts counts them all).
 	Events []adapters.Event `json:"events,omitempty"`
 	// Counts counts events by kind.
 	Counts map[adapters.Kind]int `json:"counts"`

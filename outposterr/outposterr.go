@@ -2,15 +2,27 @@
 //
 // An [Error] carries a [Class], a short message, [Details] (agent, exit status,
 // the unavailable reason, the quota reset instant, whether a retry may help) and
-// the cause it wraps. The helpers ([ClassOf], [Is], [IsQuota], [ResetAt],
-// [Unavailable], [IsAuth]) walk the whole cause chain, including errors joined
-// with [errors.Join], so a caller can wrap an Outpost error with fmt.Errorf("...: %w")
-// without losing its class. [Resolve] picks the outermost class, and [ExitCode]
-// maps it to the documented exit code of the outpost command.
+// the cause it wraps. Every helper walks the whole cause chain, including errors
+// joined with [errors.Join], so a caller can wrap an Outpost error with
+// fmt.Errorf("...: %w") without losing its class. The helpers have one shape: a
+// predicate (IsX(err) bool) and, where the class carries a value, an accessor:
+//
+//	IsQuota(err)        ResetAt(err) (time.Time, bool)
+//	IsUnavailable(err)  UnavailableReason(err) string
+//	IsAuth(err)         AuthReason(err) string
+//	IsRetryable(err)
+//	Is(err, class)      ClassOf(err) Class   DetailsOf(err) Details
+//
+// [ClassOf] gives the outermost class. An error that carries no class at all is
+// [Internal]: a bug or an unexpected failure inside Outpost, never blamed on
+// the agent CLI. context.Canceled and context.DeadlineExceeded are the
+// exceptions: they mean [Aborted] and [Timeout].
 //
 // Only a process failure is ever reclassified as quota; an outage (overload,
 // 5xx, connection errors) stays a process failure with Details.Unavailable set,
 // and an authentication failure stays a process failure with Details.Auth set.
+//
+// Exit codes are the outpost command's business, not this package's.
 package outposterr
 
 import (
@@ -44,10 +56,13 @@ const (
 	Session Class = "session"
 	// Protocol: the CLI's output could not be understood or broke its contract.
 	Protocol Class = "protocol"
+	// Internal: a failure inside Outpost itself (a bug, a panic, an error
+	// nothing classified). Not the agent CLI's fault; report it.
+	Internal Class = "internal"
 )
 
 // Classes lists every class, in a stable order.
-var Classes = []Class{Configuration, Process, Quota, Timeout, Aborted, Sandbox, Bootstrap, Session, Protocol}
+var Classes = []Class{Configuration, Process, Quota, Timeout, Aborted, Sandbox, Bootstrap, Session, Protocol, Internal}
 
 // Details is the structured part of an [Error]. Zero values mean "not known".
 type Details struct {
@@ -91,13 +106,6 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Cause }
-
-// Is reports whether target is an *Error of the same class with no message,
-// so errors.Is(err, outposterr.New(outposterr.Quota, "")) works like a sentinel test.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Message == "" && t.Cause == nil && t.Class == e.Class
-}
 
 // New returns an error of the given class.
 func New(class Class, format string, args ...any) *Error {
@@ -194,7 +202,7 @@ func As(err error) (*Error, bool) {
 
 // ClassOf returns the class of the outermost Outpost error in err's chain.
 // A bare context.Canceled is [Aborted], a bare context.DeadlineExceeded is
-// [Timeout], any other foreign error is [Process]; nil gives "".
+// [Timeout], any other foreign error is [Internal]; nil gives "".
 func ClassOf(err error) Class {
 	if err == nil {
 		return ""
@@ -208,11 +216,8 @@ func ClassOf(err error) Class {
 	case errors.Is(err, context.DeadlineExceeded):
 		return Timeout
 	}
-	return Process
+	return Internal
 }
-
-// Resolve is ClassOf; it exists to mirror errdefs.Resolve for readers who know it.
-func Resolve(err error) Class { return ClassOf(err) }
 
 // Is reports whether any error in err's chain is an Outpost error of class c.
 func Is(err error, c Class) bool {
@@ -238,34 +243,41 @@ func ResetAt(err error) (time.Time, bool) {
 	return t, !t.IsZero()
 }
 
-// Unavailable returns the outage reason recorded anywhere in err's chain, or "".
-func Unavailable(err error) string {
+// IsUnavailable reports whether err's chain records an outage of the model
+// service (a process failure with Details.Unavailable set).
+func IsUnavailable(err error) bool { return UnavailableReason(err) != "" }
+
+// UnavailableReason returns the outage reason recorded anywhere in err's
+// chain ("overloaded", "http 503"), or "".
+func UnavailableReason(err error) string {
+	return firstDetail(err, func(d Details) string { return d.Unavailable })
+}
+
+// IsAuth reports whether err's chain records an authentication failure.
+func IsAuth(err error) bool { return AuthReason(err) != "" }
+
+// AuthReason returns the authentication failure recorded anywhere in err's
+// chain ("http 401", "not logged in"), or "".
+func AuthReason(err error) string {
+	return firstDetail(err, func(d Details) string { return d.Auth })
+}
+
+// firstDetail returns the first non-empty value f reads from the Outpost
+// errors in err's chain, outermost first.
+func firstDetail(err error, f func(Details) string) string {
 	var r string
 	walk(err, func(e error) bool {
-		if oe, ok := e.(*Error); ok && oe.Details.Unavailable != "" {
-			r = oe.Details.Unavailable
-			return true
+		if oe, ok := e.(*Error); ok {
+			r = f(oe.Details)
 		}
-		return false
+		return r != ""
 	})
 	return r
 }
 
-// IsAuth reports whether err's chain records an authentication failure, and its reason.
-func IsAuth(err error) (string, bool) {
-	var r string
-	walk(err, func(e error) bool {
-		if oe, ok := e.(*Error); ok && oe.Details.Auth != "" {
-			r = oe.Details.Auth
-			return true
-		}
-		return false
-	})
-	return r, r != ""
-}
-
-// Retryable reports whether err's chain says running the same turn again may help.
-func Retryable(err error) bool {
+// IsRetryable reports whether err's chain says running the same turn again
+// may help.
+func IsRetryable(err error) bool {
 	return walk(err, func(e error) bool {
 		oe, ok := e.(*Error)
 		return ok && oe.Details.Retryable
@@ -289,55 +301,6 @@ func DetailsOf(err error) Details {
 	return d
 }
 
-// Exit codes of the outpost command. They are part of its documented interface.
-const (
-	ExitOK            = 0
-	ExitProcess       = 1
-	ExitConfiguration = 2
-	ExitQuota         = 3
-	ExitUnavailable   = 4
-	ExitAuth          = 5
-	ExitTimeout       = 6
-	ExitSandbox       = 7
-	ExitBootstrap     = 8
-	ExitSession       = 9
-	ExitProtocol      = 10
-	ExitAborted       = 130
-)
-
-// ExitCode maps err to the outpost command's exit code. This is the only place
-// that decision is made.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	switch ClassOf(err) {
-	case Configuration:
-		return ExitConfiguration
-	case Quota:
-		return ExitQuota
-	case Timeout:
-		return ExitTimeout
-	case Aborted:
-		return ExitAborted
-	case Sandbox:
-		return ExitSandbox
-	case Bootstrap:
-		return ExitBootstrap
-	case Session:
-		return ExitSession
-	case Protocol:
-		return ExitProtocol
-	}
-	if Unavailable(err) != "" {
-		return ExitUnavailable
-	}
-	if _, ok := IsAuth(err); ok {
-		return ExitAuth
-	}
-	return ExitProcess
-}
-
 // ParseClass returns the class named s, if it is one.
 func ParseClass(s string) (Class, bool) {
 	for _, c := range Classes {
@@ -346,4 +309,15 @@ func ParseClass(s string) (Class, bool) {
 		}
 	}
 	return "", false
+}
+
+// Panic returns the [Internal] error for a panic recovered inside Outpost,
+// so a bug surfaces as Outpost's failure with its own class, not the agent's.
+func Panic(v any) *Error {
+	e := &Error{Class: Internal, Message: fmt.Sprintf("internal error (a bug in Outpost; please report it): panic: %v", v)}
+	if err, ok := v.(error); ok {
+		e.Cause = err
+		e.Message = "internal error (a bug in Outpost; please report it): panic"
+	}
+	return e
 }

@@ -26,39 +26,39 @@ func TestClassWalksChains(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, reset, got)
 		assert.Equal(t, "claude", DetailsOf(err).Agent)
-		assert.Equal(t, ExitQuota, ExitCode(err))
-		assert.ErrorIs(t, err, New(Quota, ""))
 	}
-	assert.NotErrorIs(t, quota, New(Timeout, ""))
+	assert.False(t, Is(quota, Timeout))
 }
 
-func TestExitCodes(t *testing.T) {
-	tests := []struct {
-		err  error
-		code int
-	}{
-		{nil, ExitOK},
-		{New(Configuration, "x"), ExitConfiguration},
-		{New(Process, "x"), ExitProcess},
-		{New(Process, "x").With(Details{Unavailable: "overloaded"}), ExitUnavailable},
-		{New(Process, "x").With(Details{Auth: "http 401"}), ExitAuth},
-		{New(Quota, "x"), ExitQuota},
-		{New(Timeout, "x"), ExitTimeout},
-		{New(Aborted, "x"), ExitAborted},
-		{New(Sandbox, "x"), ExitSandbox},
-		{New(Bootstrap, "x"), ExitBootstrap},
-		{New(Session, "x"), ExitSession},
-		{New(Protocol, "x"), ExitProtocol},
-		{context.Canceled, ExitAborted},
-		{fmt.Errorf("op: %w", context.DeadlineExceeded), ExitTimeout},
-		{errors.New("plain"), ExitProcess},
-	}
-	seen := map[int]bool{}
-	for _, tc := range tests {
-		assert.Equal(t, tc.code, ExitCode(tc.err), "%v", tc.err)
-		seen[tc.code] = true
-	}
-	assert.Len(t, seen, 12, "every exit code is exercised")
+func TestHelpersShareOneShape(t *testing.T) {
+	out := fmt.Errorf("turn: %w", New(Process, "x").With(Details{Unavailable: "overloaded", Retryable: true}))
+	assert.True(t, IsUnavailable(out))
+	assert.Equal(t, "overloaded", UnavailableReason(out))
+	assert.True(t, IsRetryable(out))
+	assert.False(t, IsAuth(out))
+	assert.Empty(t, AuthReason(out))
+
+	auth := errors.Join(errors.New("x"), New(Process, "y").With(Details{Auth: "http 401"}))
+	assert.True(t, IsAuth(auth))
+	assert.Equal(t, "http 401", AuthReason(auth))
+	assert.False(t, IsUnavailable(auth))
+	assert.False(t, IsRetryable(auth))
+	_, ok := ResetAt(auth)
+	assert.False(t, ok)
+}
+
+func TestForeignErrorsAreInternal(t *testing.T) {
+	assert.Equal(t, Class(""), ClassOf(nil))
+	assert.Equal(t, Internal, ClassOf(errors.New("plain")), "a bug in Outpost is never the agent's process failure")
+	assert.Equal(t, Aborted, ClassOf(context.Canceled))
+	assert.Equal(t, Timeout, ClassOf(fmt.Errorf("op: %w", context.DeadlineExceeded)))
+
+	p := Panic("index out of range")
+	assert.Equal(t, Internal, ClassOf(p))
+	assert.Contains(t, p.Error(), "index out of range")
+	cause := errors.New("nil map")
+	pe := Panic(cause)
+	assert.ErrorIs(t, pe, cause)
 }
 
 func TestWrapAndMessages(t *testing.T) {
@@ -70,6 +70,11 @@ func TestWrapAndMessages(t *testing.T) {
 	assert.Equal(t, Quota, c)
 	_, ok = ParseClass("nope")
 	assert.False(t, ok)
+	for _, c := range Classes {
+		got, ok := ParseClass(string(c))
+		assert.True(t, ok)
+		assert.Equal(t, c, got)
+	}
 }
 
 func TestCyclicChainIsBounded(t *testing.T) {

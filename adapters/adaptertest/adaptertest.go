@@ -8,15 +8,16 @@
 //	testdata/<case>/meta.json      {"exit_code": N, "time": RFC 3339, "source": "...", "cli_version": "..."}
 //	testdata/<case>/expected.json  the normalized events and the outcome
 //
-// [Run] replays each case through [harness.Replay] — the same decoder,
-// recognizers and classification a live turn uses — and compares the result
-// with expected.json. `go test -run TestGolden ./adapters/<cli>/ -update`
+// [Run] replays each case (package adapters/golden) through [harness.Replay]
+// — the same decoder, recognizers and classification a live turn uses — and
+// compares the result with expected.json. `go test -run TestGolden ./adapters/<cli>/ -update`
 // rewrites the expectations from the current code; review the diff.
 // Adding a case is adding a folder.
 package adaptertest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -30,71 +31,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/harness"
-	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/adapters/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite adapter golden expectations")
 
-// Meta describes a recorded case.
-type Meta struct {
-	ExitCode   int       `json:"exit_code"`
-	Signal     string    `json:"signal,omitempty"`
-	Time       time.Time `json:"time"`
-	Source     string    `json:"source"`
-	CLIVersion string    `json:"cli_version,omitempty"`
-}
-
-// Expected is a case's expected normalized output.
-type Expected struct {
-	Events  []adapters.Event `json:"events"`
-	Outcome harness.Outcome  `json:"outcome"`
-}
-
-// Case is one loaded fixture.
-type Case struct {
-	Name   string
-	Dir    string
-	Stdout []byte
-	Stderr []byte
-	Meta   Meta
-}
-
 // Load reads every case folder under dir.
-func Load(dir string) ([]Case, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var cases []Case
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		cdir := filepath.Join(dir, e.Name())
-		stdout, err := os.ReadFile(filepath.Join(cdir, "stdout.jsonl"))
-		if err != nil {
-			continue // not a case folder
-		}
-		c := Case{Name: e.Name(), Dir: cdir, Stdout: stdout}
-		c.Stderr, _ = os.ReadFile(filepath.Join(cdir, "stderr.txt"))
-		if b, err := os.ReadFile(filepath.Join(cdir, "meta.json")); err == nil {
-			if err := json.Unmarshal(b, &c.Meta); err != nil {
-				return nil, err
-			}
-		}
-		cases = append(cases, c)
-	}
-	return cases, nil
-}
-
-// Replay runs one case through the harness.
-func (c Case) Replay(a adapters.Adapter) *harness.Result {
-	return harness.Replay(a, harness.Recording{
-		Stdout: bytes.NewReader(c.Stdout), Stderr: bytes.NewReader(c.Stderr),
-		Exit: sandbox.ExitStatus{Code: c.Meta.ExitCode, Signal: c.Meta.Signal}, At: c.Meta.Time,
-	}, nil, true)
-}
+func Load(dir string) ([]golden.Case, error) { return golden.Load(os.DirFS(dir), ".") }
 
 // Run replays every fixture under dir through a and compares it with its
 // expected.json, and checks the decoder invariants on every line.
@@ -105,12 +48,12 @@ func Run(t *testing.T, a adapters.Adapter, dir string) {
 	require.NotEmpty(t, cases, "no fixtures under %s", dir)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			res := c.Replay(a)
-			got := Expected{Events: res.Events, Outcome: res.Outcome()}
+			res := c.Replay(context.Background(), a)
+			got := golden.Expected{Events: res.Events, Outcome: res.Outcome()}
 			for i := range got.Events {
 				got.Events[i].Time = time.Time{} // the replay instant is in meta.json
 			}
-			path := filepath.Join(c.Dir, "expected.json")
+			path := filepath.Join(dir, c.Dir, "expected.json")
 			if *update {
 				b, err := json.MarshalIndent(got, "", "  ")
 				require.NoError(t, err)

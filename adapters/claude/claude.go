@@ -166,7 +166,6 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{
 		Resumable:        true,
 		Forkable:         true,
-		LiveInput:        false,
 		RequiresFinished: true,
 		StructuredOutput: true,
 		Usage:            adapters.UsageEvents,

@@ -392,7 +392,7 @@ func TestFixtureMeta(t *testing.T) {
 		assert.Equal(t, claude.Version, c.Meta.CLIVersion, c.Name)
 		assert.False(t, c.Meta.Time.IsZero(), c.Name)
 		assert.Contains(t, c.Meta.Source, "captured from claude "+claude.Version, c.Name)
-		_, err := os.Stat(filepath.Join(c.Dir, "stderr.txt"))
+		_, err := os.Stat(filepath.Join("testdata", c.Dir, "stderr.txt"))
 		assert.NoError(t, err, c.Name)
 	}
 }

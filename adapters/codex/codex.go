@@ -219,7 +219,6 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{
 		Resumable:        true,
 		Forkable:         true,
-		LiveInput:        true,
 		RequiresFinished: true,
 		StructuredOutput: true,
 		Usage:            adapters.UsageEvents,

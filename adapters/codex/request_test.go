@@ -137,7 +137,7 @@ func TestCapabilities(t *testing.T) {
 	a := codex.New()
 	assert.Equal(t, "codex", a.Name())
 	assert.Equal(t, "codex", a.Binary())
-	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, LiveInput: true, RequiresFinished: true, StructuredOutput: true, Usage: adapters.UsageEvents},
+	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, RequiresFinished: true, StructuredOutput: true, Usage: adapters.UsageEvents},
 		a.Capabilities())
 	assert.Equal(t, "/opt/codex", codex.New(codex.WithBinary("/opt/codex")).Binary())
 }

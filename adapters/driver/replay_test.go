@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ func jsonlAdapter(t testing.TB) *driver.Adapter {
 var at = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 func replay(a adapters.Adapter, stdout, stderr string, code int) *harness.Result {
-	return harness.Replay(a, harness.Recording{Stdout: strings.NewReader(stdout), Stderr: strings.NewReader(stderr),
+	return harness.Replay(context.Background(), a, harness.Recording{Stdout: strings.NewReader(stdout), Stderr: strings.NewReader(stderr),
 		Exit: sandbox.ExitStatus{Code: code}, At: at}, nil, true)
 }
 

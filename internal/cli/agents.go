@@ -3,56 +3,50 @@ package cli
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
-	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/adapters/antigravity"
-	"github.com/outpost-dev/outpost/adapters/claude"
-	"github.com/outpost-dev/outpost/adapters/codex"
-	"github.com/outpost-dev/outpost/adapters/copilot"
-	"github.com/outpost-dev/outpost/adapters/driver"
+	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-// agents maps agent names to adapter constructors. Adding a CLI adds a line.
-var agents = map[string]func() adapters.Adapter{
-	"claude":      func() adapters.Adapter { return claude.New() },
-	"antigravity": func() adapters.Adapter { return antigravity.New() },
-	"codex":       func() adapters.Adapter { return codex.New() },
-	"copilot":     func() adapters.Adapter { return copilot.New() },
+// builtinNames lists the built-in agents, for help texts.
+func builtinNames(f *Factory) string { return strings.Join(f.Agents().Names(), ", ") }
+
+// agentTable is the agent registry of one command invocation: the
+// built-in rows plus the spec-defined drivers of the project in the
+// current directory, each driver file read once.
+type agentTable struct {
+	reg     *agents.Registry
+	drivers []agents.DriverResult
 }
 
-// agentNames lists the known agents.
-func agentNames() string {
-	names := make([]string, 0, len(agents))
-	for n := range agents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ") + ", or a driver in " + driver.Dir
-}
-
-// adapterFor returns the adapter named name: a built-in one, else the
-// spec-defined driver .outpost/drivers/<name>.json of the project in the
-// current directory.
-func adapterFor(name string) (adapters.Adapter, error) {
-	if mk, ok := agents[name]; ok {
-		return mk(), nil
-	}
+// loadAgents builds the invocation's agent table.
+func loadAgents(f *Factory) (*agentTable, error) {
+	reg := f.Agents()
 	root, err := os.Getwd()
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
 	}
-	if name != "" && filepath.Base(name) == name && !strings.HasPrefix(name, ".") {
-		p := filepath.Join(root, filepath.FromSlash(driver.Dir), name+".json")
-		if _, err := os.Stat(p); err == nil {
-			s, err := driver.LoadFile(p, root)
-			if err != nil {
-				return nil, err
-			}
-			return driver.New(s), nil
+	drivers, err := reg.LoadDrivers(root)
+	if err != nil {
+		return nil, err
+	}
+	return &agentTable{reg: reg, drivers: drivers}, nil
+}
+
+// lookup returns the row named name. A driver file of that name that did
+// not load reports its own error.
+func (t *agentTable) lookup(name string) (agents.Agent, error) {
+	if a, ok := t.reg.Lookup(name); ok {
+		return a, nil
+	}
+	for _, d := range t.drivers {
+		if d.Err != nil && filepath.Base(d.Path) == name+".json" {
+			return agents.Agent{}, d.Err
 		}
 	}
-	return nil, outposterr.New(outposterr.Configuration, "unknown agent %q (known: %s)", name, agentNames())
+	if _, err := t.reg.Adapter(name); err != nil {
+		return agents.Agent{}, err
+	}
+	return agents.Agent{}, outposterr.New(outposterr.Configuration, "unknown agent %q", name)
 }

@@ -62,7 +62,7 @@ without a result line are redone by --resume, finished ones never are. The exit 
 			return runBatch(cmd.Context(), f, o)
 		},
 	}
-	addRunFlags(cmd, &o.Run)
+	addRunFlags(f, cmd, &o.Run)
 	fl := cmd.Flags()
 	fl.StringVar(&o.Results, "results", "", "results file (JSON lines, appended; default JOBS.results.jsonl)")
 	fl.IntVar(&o.Concurrency, "concurrency", 4, "turns running at once")
@@ -86,17 +86,21 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 	} else if _, err := os.Stat(o.Results); err == nil {
 		return &flagError{fmt.Errorf("%s exists: pass --resume to continue that run, or choose another --results file", o.Results)}
 	}
+	table, err := loadAgents(f)
+	if err != nil {
+		return err
+	}
 	for _, j := range jobs {
-		if _, err := adapterFor(j.Agent); err != nil {
+		if _, err := table.lookup(j.Agent); err != nil {
 			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
 		}
 		for _, fb := range j.Fallback {
-			if _, err := adapterFor(fb); err != nil {
+			if _, err := table.lookup(fb); err != nil {
 				return outposterr.Wrap(outposterr.Configuration, err, "job %s fallback", j.ID)
 			}
 		}
 	}
-	s, err := newSession(ctx, f, &o.Run)
+	s, err := newSession(ctx, f, &o.Run, table)
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 	var mu sync.Mutex
 	recs, err := batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
 		res, err := s.turn(ctx, turnRequest{Agent: t.Agent, Prompt: t.Prompt, Model: t.Job.Model,
-			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Schema}, nil)
+			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Compiled}, nil)
 		if res == nil {
 			res = &harness.Result{Agent: t.Agent, Err: err}
 		}
@@ -170,7 +174,7 @@ func readJobs(path string) ([]batch.Job, error) {
 		if err := dec.Decode(&j); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
 		}
-		if err := j.Validate(); err != nil {
+		if err := j.Compile(); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
 		}
 		jobs = append(jobs, j)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/outposterr"
 )
@@ -73,12 +74,17 @@ the same on demand, so this is only a prefetch.`,
 			if err != nil {
 				return err
 			}
+			reg := f.Agents()
 			if len(args) == 0 {
-				args = []string{"claude", "codex", "copilot"}
+				for _, a := range reg.All() {
+					if a.Default && a.CLI != nil {
+						args = append(args, a.Name)
+					}
+				}
 			}
 			var errs []string
 			for _, name := range args {
-				e, err := b.Ensure(cmd.Context(), cliName(name))
+				e, err := b.Ensure(cmd.Context(), cliName(reg, name))
 				if err != nil {
 					errs = append(errs, err.Error())
 					fmt.Fprintf(f.IO.ErrOut, "✖ %s: %v\n", name, err)
@@ -98,10 +104,10 @@ the same on demand, so this is only a prefetch.`,
 	return cmd
 }
 
-// cliName maps an agent name to its catalog row.
-func cliName(agent string) string {
-	if mk, ok := agents[agent]; ok {
-		return mk().Binary()
+// cliName maps an agent name to its catalog row's name.
+func cliName(reg *agents.Registry, agent string) string {
+	if a, ok := reg.Lookup(agent); ok && a.CLI != nil {
+		return a.CLI.Name
 	}
 	return agent
 }

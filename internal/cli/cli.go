@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -36,10 +36,14 @@ type IOStreams struct {
 // Factory holds what commands need; fallible or expensive things are
 // functions so tests can swap them.
 type Factory struct {
-	IO       IOStreams
-	Getenv   func(string) string
-	LookPath func(string) (string, error)
-	Now      func() time.Time
+	IO     IOStreams
+	Getenv func(string) string
+	Now    func() time.Time
+	// Agents returns a fresh registry of the built-in agents; each command
+	// invocation adds the project's spec-defined drivers to its own copy.
+	Agents func() *agents.Registry
+	// Sandboxes are the sandbox kinds --sandbox chooses from.
+	Sandboxes map[string]SandboxKind
 }
 
 // NewFactory returns the production factory.
@@ -47,36 +51,50 @@ func NewFactory() *Factory {
 	return &Factory{
 		IO: IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
 			OutTTY: term.IsTerminal(int(os.Stdout.Fd()))},
-		Getenv:   os.Getenv,
-		LookPath: exec.LookPath,
-		Now:      time.Now,
+		Getenv:    os.Getenv,
+		Now:       time.Now,
+		Agents:    agents.Builtin,
+		Sandboxes: sandboxKinds(),
 	}
 }
 
 // Main runs the outpost command with args and returns the exit code.
 // It never calls os.Exit itself.
-func Main(args []string) int {
-	f := NewFactory()
+func Main(args []string) int { return MainWith(NewFactory(), args) }
+
+// MainWith is [Main] with a factory of the caller's (tests register fake
+// agents or sandboxes in it). SIGINT and SIGTERM cancel the command's
+// context: running turns stop and their leases are released.
+func MainWith(f *Factory, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return Execute(ctx, f, args)
 }
 
-// Execute runs the command tree with f and returns the exit code.
-func Execute(ctx context.Context, f *Factory, args []string) int {
+// Execute runs the command tree with f and returns the exit code. A panic
+// inside a command is reported as an internal error (exit 11), never as the
+// agent's failure.
+func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 	root := NewRootCmd(f)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
+	defer func() {
+		if v := recover(); v != nil {
+			err := outposterr.Panic(v)
+			fmt.Fprintln(f.IO.ErrOut, "outpost:", err)
+			code = int(ExitCodeOf(err))
+		}
+	}()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
-		return outposterr.ExitOK
+		return int(ExitOK)
 	}
 	var flagErr *flagError
 	if errors.As(err, &flagErr) {
 		fmt.Fprintln(f.IO.ErrOut, "outpost:", err)
-		return outposterr.ExitConfiguration
+		return int(ExitConfiguration)
 	}
 	var silent *silentError
 	if !errors.As(err, &silent) {
@@ -84,7 +102,7 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	} else {
 		err = silent.err
 	}
-	return outposterr.ExitCode(err)
+	return int(ExitCodeOf(err))
 }
 
 // flagError marks command-line usage errors.
@@ -108,19 +126,7 @@ func NewRootCmd(f *Factory) *cobra.Command {
 (Docker by default, the host when asked) and reports normalized events, the final
 text, token usage and a classified outcome.
 
-Exit codes:
-  0    success
-  1    the agent CLI failed (process)
-  2    configuration: bad flags, input or missing credentials
-  3    quota: a usage limit was hit (see reset_at)
-  4    the model service is unavailable (overload, 5xx, connection); retry later
-  5    authentication failed (missing or rejected credentials)
-  6    timeout (deadline or idle)
-  7    sandbox: Docker or host execution failed
-  8    bootstrap: installing or verifying a CLI failed
-  9    session: a conversation could not be found or restored
-  10   protocol: the CLI's output broke its contract
-  130  aborted (interrupted)`,
+` + exitHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
@@ -131,10 +137,15 @@ Exit codes:
 	return root
 }
 
-// exactArgs is cobra.ExactArgs reporting a flag (usage) error.
-func exactArgs(n int) cobra.PositionalArgs {
+// exactArgs is cobra.ExactArgs reporting a usage error (exit 2).
+func exactArgs(n int) cobra.PositionalArgs { return usageArgs(cobra.ExactArgs(n)) }
+
+// minArgs is cobra.MinimumNArgs reporting a usage error (exit 2).
+func minArgs(n int) cobra.PositionalArgs { return usageArgs(cobra.MinimumNArgs(n)) }
+
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+		if err := check(cmd, args); err != nil {
 			return &flagError{err}
 		}
 		return nil

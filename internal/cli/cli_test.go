@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,22 +18,43 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/internal/fakecli"
 	"github.com/outpost-dev/outpost/internal/testenv"
-	"github.com/outpost-dev/outpost/outposterr"
 )
 
 func TestMain(m *testing.M) {
 	if fakecli.IsChild() {
 		fakecli.Main()
 	}
+	// The test binary is also the outpost command of the testscript suite,
+	// with the fake agent registered.
+	testscript.Main(m, map[string]func(){"outpost": func() {
+		f := NewFactory()
+		f.Agents = testAgents
+		os.Exit(MainWith(f, os.Args[1:]))
+	}})
+}
+
+// testAgents is the built-in registry plus the fake agent CLI compiled into
+// this test binary, registered through one row like any agent.
+func testAgents() *agents.Registry {
 	exe, err := os.Executable()
 	if err != nil {
 		panic(err)
 	}
-	agents["fake"] = func() adapters.Adapter { return fakecli.New(exe) }
-	// The test binary is also the outpost command of the testscript suite.
-	os.Exit(testscript.RunMain(m, map[string]func() int{"outpost": func() int { return Main(os.Args[1:]) }}))
+	r := agents.Builtin()
+	if err := r.Register(agents.Agent{Name: "fake", New: func() adapters.Adapter { return fakecli.New(exe) },
+		Fixtures: fakecli.Fixtures}); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// testFactory is a factory for in-process command runs.
+func testFactory(stdin io.Reader, out, errOut io.Writer, getenv func(string) string, now func() time.Time) *Factory {
+	return &Factory{IO: IOStreams{In: stdin, Out: out, ErrOut: errOut}, Getenv: getenv, Now: now,
+		Agents: testAgents, Sandboxes: sandboxKinds()}
 }
 
 type runOut struct {
@@ -44,14 +66,8 @@ type runOut struct {
 func execute(t *testing.T, stdin string, env map[string]string, args ...string) runOut {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	f := &Factory{
-		IO:     IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
-		Getenv: func(k string) string { return env[k] },
-		LookPath: func(string) (string, error) {
-			return "", os.ErrNotExist
-		},
-		Now: func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) },
-	}
+	f := testFactory(strings.NewReader(stdin), &out, &errOut, func(k string) string { return env[k] },
+		func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) })
 	code := Execute(context.Background(), f, args)
 	return runOut{code, out.String(), errOut.String()}
 }
@@ -64,7 +80,7 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{"no agent", []string{"run", "hi"}, "--agent is required"},
 		{"no prompt", []string{"run", "--agent", "claude"}, "accepts 1 arg"},
-		{"bad sandbox", []string{"run", "--agent", "claude", "--sandbox", "vm", "hi"}, "--sandbox must be docker or host"},
+		{"bad sandbox", []string{"run", "--agent", "claude", "--sandbox", "vm", "hi"}, "--sandbox must be one of docker, host"},
 		{"fork without resume", []string{"run", "--agent", "claude", "--fork", "hi"}, "--fork needs --resume"},
 		{"unknown flag", []string{"run", "--agent", "claude", "--bogus", "hi"}, "unknown flag"},
 		{"bad duration", []string{"run", "--agent", "claude", "--timeout", "soon", "hi"}, "invalid argument"},
@@ -74,7 +90,7 @@ func TestFlagErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := execute(t, "", nil, tc.args...)
-			assert.Equal(t, outposterr.ExitConfiguration, r.code)
+			assert.Equal(t, int(ExitConfiguration), r.code)
 			assert.Contains(t, r.stderr, tc.want)
 		})
 	}
@@ -83,24 +99,24 @@ func TestFlagErrors(t *testing.T) {
 func TestRunConfigurationErrors(t *testing.T) {
 	ws := t.TempDir()
 	r := execute(t, "", nil, "run", "--agent", "nope", "--sandbox", "host", "--workspace", ws, "hi")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, `unknown agent "nope"`)
 
 	r = execute(t, "   ", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "empty prompt")
 
 	r = execute(t, "", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", filepath.Join(ws, "missing"), "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "not a directory")
 
 	// A value on the command line is refused, and not echoed.
 	r = execute(t, "", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--env", "TOKEN=s3cr3t-value", "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.NotContains(t, r.stderr+r.stdout, "s3cr3t-value")
 
 	r = execute(t, "", nil, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--env", "UNSET_VAR", "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "UNSET_VAR")
 }
 
@@ -138,11 +154,11 @@ func TestRunFakeAgentFailureExitCodes(t *testing.T) {
 		code   int
 		want   string
 	}{
-		{"emit {\"type\":\"failure\",\"text\":\"quota reset=2026-12-02T15:00:00Z\"}\nexit 1", outposterr.ExitQuota, "resets 2026-12-02T15:00:00Z"},
-		{"emit {\"type\":\"failure\",\"text\":\"overloaded\"}\nexit 1", outposterr.ExitUnavailable, "unavailable: overloaded"},
-		{"emit {\"type\":\"failure\",\"text\":\"unauthorized\"}\nexit 1", outposterr.ExitAuth, "auth: unauthorized"},
-		{"stderr crashed\nexit 2", outposterr.ExitProcess, "crashed"},
-		{"emit {\"type\":\"text\",\"text\":\"no final\"}", outposterr.ExitProcess, "without its final event"},
+		{"emit {\"type\":\"failure\",\"text\":\"quota reset=2026-12-02T15:00:00Z\"}\nexit 1", int(ExitQuota), "resets 2026-12-02T15:00:00Z"},
+		{"emit {\"type\":\"failure\",\"text\":\"overloaded\"}\nexit 1", int(ExitUnavailable), "unavailable: overloaded"},
+		{"emit {\"type\":\"failure\",\"text\":\"unauthorized\"}\nexit 1", int(ExitAuth), "auth: unauthorized"},
+		{"stderr crashed\nexit 2", int(ExitProcess), "crashed"},
+		{"emit {\"type\":\"text\",\"text\":\"no final\"}", int(ExitProcess), "without its final event"},
 	}
 	for _, tc := range tests {
 		r := execute(t, tc.script, env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
@@ -150,14 +166,14 @@ func TestRunFakeAgentFailureExitCodes(t *testing.T) {
 		assert.Contains(t, r.stdout, tc.want)
 	}
 	r := execute(t, "sleep 30s", env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--timeout", "300ms", "-")
-	assert.Equal(t, outposterr.ExitTimeout, r.code)
+	assert.Equal(t, int(ExitTimeout), r.code)
 }
 
 func TestRunDockerUnreachable(t *testing.T) {
 	ws := t.TempDir()
 	env := map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(ws, "no.sock")}
 	r := execute(t, "", env, "run", "--agent", "fake", "--auth", "none", "--workspace", ws, "x")
-	assert.Equal(t, outposterr.ExitSandbox, r.code)
+	assert.Equal(t, int(ExitSandbox), r.code)
 	assert.Contains(t, r.stderr, "--sandbox host")
 }
 
@@ -168,10 +184,10 @@ func TestReplayFixtures(t *testing.T) {
 		code           int
 	}{
 		{"ok", "", 0},
-		{"quota", "quota", outposterr.ExitQuota},
-		{"overloaded", "process", outposterr.ExitUnavailable},
-		{"unauthorized", "process", outposterr.ExitAuth},
-		{"resume_missing", "session", outposterr.ExitSession},
+		{"quota", "quota", int(ExitQuota)},
+		{"overloaded", "process", int(ExitUnavailable)},
+		{"unauthorized", "process", int(ExitAuth)},
+		{"resume_missing", "session", int(ExitSession)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture, func(t *testing.T) {
@@ -202,7 +218,7 @@ func TestReplayFixtures(t *testing.T) {
 		})
 	}
 	r := execute(t, "", nil, "replay", "--agent", "claude", "--stdout", "/nonexistent/file")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 }
 
 func TestRunOfflineRealClaude(t *testing.T) {
@@ -215,23 +231,23 @@ func TestRunOfflineRealClaude(t *testing.T) {
 	assert.Contains(t, r.stdout, "MARK-cli1")
 
 	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
-	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitQuota), r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "resets ")
 }
 
 func TestAuthRequiredAndDotEnv(t *testing.T) {
 	ws := t.TempDir()
 	r := execute(t, "", nil, "run", "--agent", "claude", "--sandbox", "host", "--workspace", ws, "hi")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "--auth is required")
 
 	r = execute(t, "", nil, "run", "--agent", "claude", "--auth", "keychain", "--sandbox", "host", "--workspace", ws, "hi")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 
 	// Claude account authentication with an API key around is refused before any sandbox exists.
 	r = execute(t, "", map[string]string{"ANTHROPIC_API_KEY": "k-secret-1"}, "run", "--agent", "claude", "--auth", "account",
 		"--env", "ANTHROPIC_API_KEY", "--sandbox", "host", "--workspace", ws, "hi")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stdout+r.stderr, "takes precedence")
 	assert.NotContains(t, r.stdout+r.stderr, "k-secret-1")
 
@@ -250,7 +266,7 @@ func TestAuthRequiredAndDotEnv(t *testing.T) {
 
 	env["DECLARED"] = "also-in-process"
 	r = execute(t, script, env, "run", "--agent", "fake", "--auth", "none", "--sandbox", "host", "--workspace", ws, "-")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "DECLARED set both")
 }
 
@@ -259,13 +275,13 @@ func TestRunMCPFile(t *testing.T) {
 	bad := filepath.Join(ws, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"servers":[{"name":"x","cmd":"typo"}]}`), 0o600))
 	r := execute(t, "", nil, "run", "--agent", "claude", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--mcp", bad, "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "unknown field")
 
 	missing := filepath.Join(ws, "ok.json")
 	require.NoError(t, os.WriteFile(missing, []byte(`{"servers":[{"name":"docs","url":"http://127.0.0.1:9/mcp","bearer_token_var":"DOCS_TOKEN"}]}`), 0o600))
 	r = execute(t, "", map[string]string{"PATH": "/usr/bin"}, "run", "--agent", "claude", "--auth", "none", "--sandbox", "host", "--workspace", ws, "--mcp", missing, "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stdout+r.stderr, "missing DOCS_TOKEN for claude MCP server docs")
 }
 
@@ -308,15 +324,15 @@ func TestConversationCommands(t *testing.T) {
 	r = execute(t, "", env, "conversations", "rm", id, "--store", store)
 	require.Equal(t, 0, r.code, r.stderr)
 	r = execute(t, "", env, "conversations", "show", id, "--store", store)
-	assert.Equal(t, outposterr.ExitSession, r.code)
+	assert.Equal(t, int(ExitSession), r.code)
 	r = execute(t, "", env, "conversations", "import", export, "--store", store)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, id, strings.TrimSpace(r.stdout))
 
 	r = execute(t, "", env, "conversations", "show", "../etc", "--store", store)
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	r = execute(t, "", env, append([]string{"resume", "no-such-conversation"}, base[:len(base)-1]...)...)
-	assert.Equal(t, outposterr.ExitConfiguration, r.code, "resume takes ID and PROMPT")
+	assert.Equal(t, int(ExitConfiguration), r.code, "resume takes ID and PROMPT")
 
 	// A tampered archive is refused with a session error; nothing runs.
 	archive := filepath.Join(store, id+".tar.zst")
@@ -325,7 +341,7 @@ func TestConversationCommands(t *testing.T) {
 	b[len(b)/2] ^= 0x1
 	require.NoError(t, os.WriteFile(archive, b, 0o600))
 	r = execute(t, "", env, append([]string{"resume", id}, append(base, "again")...)...)
-	assert.Equal(t, outposterr.ExitSession, r.code, r.stdout)
+	assert.Equal(t, int(ExitSession), r.code, r.stdout)
 	assert.Contains(t, r.stdout, "digest mismatch")
 
 	// Encrypted at rest with a key from the environment.
@@ -338,25 +354,24 @@ func TestConversationCommands(t *testing.T) {
 	assert.NotContains(t, string(raw), "MARK-c4")
 	env[keyEnv] = strings.Repeat("cd", 32)
 	r = execute(t, "", env, append([]string{"resume", sealed}, append(base, "wrong key")...)...)
-	assert.Equal(t, outposterr.ExitSession, r.code)
+	assert.Equal(t, int(ExitSession), r.code)
 	env[keyEnv] = "short"
 	r = execute(t, "", env, "conversations", "list", "--store", store)
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 }
 
 func TestReplayAntigravityQuotaExitsZero(t *testing.T) {
 	dir := filepath.Join("..", "..", "adapters", "antigravity", "testdata", "quota")
 	r := execute(t, "", nil, "replay", "--agent", "antigravity", "--stdout", filepath.Join(dir, "stdout.jsonl"),
 		"--stderr", filepath.Join(dir, "stderr.txt"), "--exit-code", "0", "--time", "2026-12-02T10:00:00Z")
-	assert.Equal(t, outposterr.ExitQuota, r.code, "agy exits 0 on quota; the result event decides")
+	assert.Equal(t, int(ExitQuota), r.code, "agy exits 0 on quota; the result event decides")
 	assert.Contains(t, r.stdout, `"reset_at":"2026-12-02T12:39:52Z"`)
 }
 
 // TestEveryCommandBuilds builds the tree and asks each command for help:
 // a flag registered twice panics here, not in a user's terminal.
 func TestEveryCommandBuilds(t *testing.T) {
-	root := NewRootCmd(&Factory{IO: IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}},
-		Getenv: func(string) string { return "" }})
+	root := NewRootCmd(testFactory(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }, time.Now))
 	var walk func(c *cobra.Command)
 	n := 0
 	walk = func(c *cobra.Command) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/testenv"
-	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // TestRunOfflineRealCodex: `outpost run --agent codex --offline` on the
@@ -37,11 +35,11 @@ func TestRunOfflineRealCodex(t *testing.T) {
 	assert.Equal(t, "MARK-cli3", string(got))
 
 	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
-	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitQuota), r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "try again at ")
 
 	r = execute(t, "", env, "run", "--agent", "codex", "--sandbox", "host", "--offline", "--no-store", "--scenario", "unavailable", "--workspace", ws, "MARK-cli4")
-	assert.Equal(t, outposterr.ExitUnavailable, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitUnavailable), r.code, r.stdout+r.stderr)
 }
 
 // TestRunOfflineRealCodexDocker: the default sandbox mounts Codex's whole
@@ -53,14 +51,9 @@ func TestRunOfflineRealCodexDocker(t *testing.T) {
 	ws := t.TempDir()
 	require.NoError(t, os.Chmod(ws, 0o777))
 	var out, errOut bytes.Buffer
-	f := &Factory{
-		IO: IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv: func(k string) string {
-			return map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}[k]
-		},
-		LookPath: exec.LookPath,
-		Now:      time.Now,
-	}
+	f := testFactory(strings.NewReader(""), &out, &errOut, func(k string) string {
+		return map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}[k]
+	}, time.Now)
 	code := Execute(context.Background(), f, []string{"run", "--agent", "codex", "--offline", "--no-store", "--scenario", "tool",
 		"--workspace", ws, "--json", "write MARK-dock1"})
 	require.Equal(t, 0, code, out.String()+errOut.String())
@@ -76,10 +69,10 @@ func TestReplayCodexFixtures(t *testing.T) {
 	dir := filepath.Join("..", "..", "adapters", "codex", "testdata")
 	want := map[string]int{
 		"ok": 0, "tool": 0, "resume": 0, "fork": 0,
-		"quota": outposterr.ExitQuota, "quota_tomorrow": outposterr.ExitQuota, "quota_insufficient": outposterr.ExitQuota, "rate_limit": outposterr.ExitQuota,
-		"unavailable": outposterr.ExitUnavailable, "overloaded": outposterr.ExitUnavailable,
-		"unauthorized": outposterr.ExitAuth, "missing_key": outposterr.ExitAuth,
-		"resume_missing": outposterr.ExitSession,
+		"quota": int(ExitQuota), "quota_tomorrow": int(ExitQuota), "quota_insufficient": int(ExitQuota), "rate_limit": int(ExitQuota),
+		"unavailable": int(ExitUnavailable), "overloaded": int(ExitUnavailable),
+		"unauthorized": int(ExitAuth), "missing_key": int(ExitAuth),
+		"resume_missing": int(ExitSession),
 	}
 	for name, code := range want {
 		t.Run(name, func(t *testing.T) {
@@ -112,11 +105,11 @@ func TestRunLiveRealCodex(t *testing.T) {
 	assert.Contains(t, r.stdout, "outpost ok: MARK-live2. remembered: MARK-live1", "the message reached the running turn")
 
 	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--live", "hi")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitConfiguration), r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stderr, "claude does not take live input")
 
 	r = execute(t, "", env, "run", "--agent", "codex", "--live", "-")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "give the prompt as the argument")
 }
 
@@ -138,13 +131,13 @@ func TestRunTypedRealCodex(t *testing.T) {
 	assert.Contains(t, r.stdout, `"value":{"verdict":"pass"},"repaired":true`)
 
 	r = execute(t, "", env, append(base, "--stub-answer", `{"verdict":"maybe"}`, "--stub-answer", `{}`, "judge MARK-cli-ty2")...)
-	assert.Equal(t, outposterr.ExitProtocol, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitProtocol), r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, `"class":"protocol"`)
 	assert.Contains(t, r.stdout, "missing property 'verdict'")
 
 	r = execute(t, "", env, "run", "--agent", "codex", "--offline", "--schema", filepath.Join(ws, "missing.json"), "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	r = execute(t, "", env, "run", "--agent", "codex", "--stub-answer", "x", "--auth", "none", "x")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "--stub-answer needs --offline")
 }

@@ -20,24 +20,24 @@ func newCmdContinue(f *Factory, fork bool) *cobra.Command {
 		Short: short,
 		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Resume, opts.Prompt, opts.Fork = args[0], args[1], fork
-			if opts.Agent == "" {
-				if opts.NoStore {
+			opts.Turn.Resume, opts.Turn.Prompt, opts.Turn.Fork = args[0], args[1], fork
+			if opts.Turn.Agent == "" {
+				if opts.Store.NoStore {
 					return &flagError{fmt.Errorf("--agent is required with --no-store")}
 				}
-				s, err := openStore(f, opts.Store)
+				s, err := openStore(f, opts.Store.Dir)
 				if err != nil {
 					return err
 				}
-				m, err := s.Stat(cmd.Context(), opts.Resume)
+				m, err := s.Stat(cmd.Context(), opts.Turn.Resume)
 				if err != nil {
 					return err
 				}
-				opts.Agent = m.Agent
+				opts.Turn.Agent = m.Agent
 			}
 			return runRun(cmd.Context(), f, opts)
 		},
 	}
-	addRunFlags(cmd, opts)
+	addRunFlags(f, cmd, opts)
 	return cmd
 }

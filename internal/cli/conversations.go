@@ -135,7 +135,7 @@ They are restored into fresh sandboxes by run --resume, resume and fork.`,
 			fmt.Fprintln(f.IO.Out, m.ID)
 			return nil
 		}}
-	rm := &cobra.Command{Use: "rm ID...", Short: "Remove stored conversations", Args: cobra.MinimumNArgs(1),
+	rm := &cobra.Command{Use: "rm ID...", Short: "Remove stored conversations", Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/testenv"
-	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // TestRunOfflineRealCopilot: `outpost run --agent copilot --offline` on the
@@ -39,12 +37,12 @@ func TestRunOfflineRealCopilot(t *testing.T) {
 
 	r = execute(t, "", env, "run", "--no-store", "--agent", "copilot", "--sandbox", "host", "--offline", "--scenario", "quota",
 		"--stub-quota-reset", "2h", "--workspace", ws, "MARK-cp2")
-	assert.Equal(t, outposterr.ExitQuota, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitQuota), r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "Please try again in 2 hours")
 
 	// Copilot cannot fork: refused before any sandbox exists.
 	r = execute(t, "", env, "run", "--no-store", "--agent", "copilot", "--sandbox", "host", "--offline", "--fork", "--resume", "abc", "--workspace", ws, "MARK-cp5")
-	assert.Equal(t, outposterr.ExitConfiguration, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitConfiguration), r.code, r.stdout+r.stderr)
 }
 
 // TestRunOfflineRealCopilotDocker: the default sandbox runs the bootstrapped
@@ -56,14 +54,9 @@ func TestRunOfflineRealCopilotDocker(t *testing.T) {
 	ws := t.TempDir()
 	require.NoError(t, os.Chmod(ws, 0o777))
 	var out, errOut bytes.Buffer
-	f := &Factory{
-		IO: IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv: func(k string) string {
-			return map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}[k]
-		},
-		LookPath: exec.LookPath,
-		Now:      time.Now,
-	}
+	f := testFactory(strings.NewReader(""), &out, &errOut, func(k string) string {
+		return map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}[k]
+	}, time.Now)
 	code := Execute(context.Background(), f, []string{"run", "--no-store", "--agent", "copilot", "--offline", "--scenario", "tool",
 		"--workspace", ws, "--json", "write MARK-cpdock1"})
 	require.Equal(t, 0, code, out.String()+errOut.String())
@@ -79,11 +72,11 @@ func TestReplayCopilotFixtures(t *testing.T) {
 	dir := filepath.Join("..", "..", "adapters", "copilot", "testdata")
 	want := map[string]int{
 		"ok": 0, "tool": 0, "resume": 0,
-		"quota": outposterr.ExitQuota, "quota_no_quota": outposterr.ExitQuota, "rate_limit": outposterr.ExitQuota,
-		"unavailable": outposterr.ExitUnavailable, "server_error": outposterr.ExitUnavailable,
-		"connection_refused": outposterr.ExitUnavailable, "hang_sigterm": outposterr.ExitProcess,
-		"unauthorized": outposterr.ExitAuth, "no_provider": outposterr.ExitAuth,
-		"resume_missing": outposterr.ExitSession,
+		"quota": int(ExitQuota), "quota_no_quota": int(ExitQuota), "rate_limit": int(ExitQuota),
+		"unavailable": int(ExitUnavailable), "server_error": int(ExitUnavailable),
+		"connection_refused": int(ExitUnavailable), "hang_sigterm": int(ExitProcess),
+		"unauthorized": int(ExitAuth), "no_provider": int(ExitAuth),
+		"resume_missing": int(ExitSession),
 	}
 	for name, code := range want {
 		t.Run(name, func(t *testing.T) {

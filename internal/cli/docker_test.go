@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/testenv"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 )
 
@@ -31,11 +30,11 @@ func requireDocker(t *testing.T) {
 func TestGCAndImageUnreachableEngine(t *testing.T) {
 	env := map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(t.TempDir(), "none.sock")}
 	r := execute(t, "", env, "gc", "--dry-run")
-	assert.Equal(t, outposterr.ExitSandbox, r.code, r.stderr)
+	assert.Equal(t, int(ExitSandbox), r.code, r.stderr)
 	assert.Contains(t, r.stderr, "dockerd")
 
 	r = execute(t, "", nil, "image", "build", "--dir", t.TempDir())
-	assert.Equal(t, outposterr.ExitConfiguration, r.code)
+	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "no Dockerfile")
 }
 
@@ -64,7 +63,7 @@ func TestImageBuild(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM debian:bookworm-slim\nRUN exit 3\n"), 0o644))
 	r = execute(t, "", nil, "image", "build", "--dir", dir, "--tag", tag)
-	assert.Equal(t, outposterr.ExitSandbox, r.code, r.stderr)
+	assert.Equal(t, int(ExitSandbox), r.code, r.stderr)
 }
 
 func TestDoctor(t *testing.T) {
@@ -73,7 +72,8 @@ func TestDoctor(t *testing.T) {
 	testenv.CLI(t, "claude") // the registry is reachable where the CLIs could be installed
 	r := execute(t, "", map[string]string{"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}, "doctor", "--download")
 	assert.Equal(t, 0, r.code, r.stdout+r.stderr)
-	for _, want := range []string{"docker engine", "image outpost/base:dev", "claude protocol fixtures", "claude CLI flags", "codex CLI flags"} {
+	for _, want := range []string{"docker engine", "image outpost/base:dev", "claude protocol fixtures", "claude CLI flags",
+		"codex CLI flags", "copilot protocol fixtures", "copilot CLI flags", "fake protocol fixtures"} {
 		assert.Contains(t, r.stdout, "pass  "+want)
 	}
 	assert.NotContains(t, r.stdout, "FAIL")
@@ -110,5 +110,5 @@ echo '{"t":"end","v":"in '$(hostname)' as '$(id -u)': '$p' key='${#LINES_KEY}'"}
 	assert.Regexp(t, `"text":"in [0-9a-f]{12} as [1-9][0-9]*: hello key=14"`, r.stdout, "ran in a container, not as root, with the secret set")
 	assert.NotContains(t, r.stdout+r.stderr, "MARK-dk-secret")
 	r = execute(t, "", nil, "run", "--agent", "lines", "--no-store", "--workspace", ws, "down")
-	assert.Equal(t, outposterr.ExitUnavailable, r.code, r.stdout+r.stderr)
+	assert.Equal(t, int(ExitUnavailable), r.code, r.stdout+r.stderr)
 }

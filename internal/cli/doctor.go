@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -18,21 +14,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/adapters/antigravity"
-	"github.com/outpost-dev/outpost/adapters/claude"
-	"github.com/outpost-dev/outpost/adapters/codex"
-	"github.com/outpost-dev/outpost/adapters/driver"
+	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/bootstrap"
-	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 )
-
-// fixtures are the embedded golden fixtures per agent.
-var fixtures = map[string]fs.FS{
-	"claude": claude.Fixtures, "codex": codex.Fixtures, "antigravity": antigravity.Fixtures,
-}
 
 // check is one doctor verdict.
 type check struct {
@@ -85,48 +71,38 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 		}
 		out = append(out, c)
 	}
-	// Engine and image.
-	cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
-	if err == nil {
-		defer cli.Close()
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var v string
-		if ping, perr := cli.Ping(pctx); perr != nil {
-			err = outposterr.Wrap(outposterr.Sandbox, perr, "docker engine unreachable (start dockerd, or use --sandbox host)")
-		} else {
-			v = "API " + ping.APIVersion
-		}
-		cancel()
-		add("docker engine", err, v)
-		if err == nil {
-			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, ierr := cli.ImageInspect(ictx, image)
-			cancel()
-			if ierr != nil {
-				ierr = fmt.Errorf("image %s missing: run scripts/docker-setup.sh or outpost image build", image)
-			}
-			add("image "+image, ierr, "present")
-		}
-	} else {
-		add("docker engine", err, "")
+	// Sandbox engines, in a stable order.
+	kinds := make([]string, 0, len(f.Sandboxes))
+	for n := range f.Sandboxes {
+		kinds = append(kinds, n)
 	}
-	// Pinned CLIs: cache, flags.
+	sort.Strings(kinds)
+	for _, n := range kinds {
+		if k := f.Sandboxes[n]; k.Doctor != nil {
+			out = append(out, k.Doctor(ctx, f, image)...)
+		}
+	}
+	// Agents: pinned CLIs in the cache, their flags, their fixtures.
+	table, terr := loadAgents(f)
+	if terr != nil {
+		add("agents", terr, "")
+		return out
+	}
 	b, berr := newBootstrapper(ctx, f, BootstrapOptions{NoNet: !download})
-	names := make([]string, 0, len(agents))
-	for n := range agents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		a := agents[name]()
-		row, pinned := bootstrap.DefaultCatalog().Row(a.Binary())
-		if _, ok := row.Sources[bootstrap.HostPlatform()]; pinned && !ok {
+	for _, row := range table.reg.All() {
+		if row.Driver != nil {
+			continue // drivers are checked below, file by file
+		}
+		name := row.Name
+		a := row.New()
+		pinned := row.CLI != nil
+		if pinned && row.CLI.Sources[bootstrap.HostPlatform()].Integrity == "" {
 			out = append(out, check{name: name + " CLI", ok: true,
 				detail: "skipped: no pinned archive for this platform (pin one to bootstrap it)"})
 			pinned = false
 		}
 		if pinned && berr == nil {
-			e, err := b.Ensure(ctx, a.Binary())
+			e, err := b.Ensure(ctx, row.CLI.Name)
 			detail := ""
 			if e != nil {
 				detail = e.Version + " " + e.BinPath
@@ -140,95 +116,58 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 				add(name+" CLI flags", herr, "every flag the adapter emits is listed")
 			}
 		}
-		if fsys, ok := fixtures[name]; ok {
-			n, err := replayFixtures(a, fsys)
-			add(name+" protocol fixtures", err, fmt.Sprintf("%d recorded runs replay to their outcomes", n))
+		if row.Fixtures == nil {
+			add(name+" protocol fixtures", errors.New("the agent has no golden fixtures: capture some (see adapters/adaptertest)"), "")
+			continue
 		}
+		n, err := golden.CheckAll(ctx, a, row.Fixtures, "testdata")
+		add(name+" protocol fixtures", err, fmt.Sprintf("%d recorded runs replay to their outcomes", n))
 	}
 	if berr != nil {
 		add("bootstrap", berr, "")
 	}
-	out = append(out, driverChecks()...)
-	return out
+	return append(out, driverChecks(table)...)
 }
 
-// driverChecks validates every driver file of the project in the current
-// directory: one check per file.
-func driverChecks() []check {
-	root, err := os.Getwd()
+// dockerDoctor checks the Docker engine and the sandbox image.
+func dockerDoctor(ctx context.Context, f *Factory, image string) []check {
+	cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
 	if err != nil {
-		return []check{{name: "drivers", detail: err.Error()}}
+		return []check{{name: "docker engine", detail: err.Error()}}
 	}
-	files, err := driver.LoadDir(root)
-	if err != nil {
-		return []check{{name: "drivers", detail: err.Error()}}
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ping, perr := cli.Ping(pctx)
+	cancel()
+	if perr != nil {
+		return []check{{name: "docker engine", detail: outposterr.Wrap(outposterr.Sandbox, perr,
+			"docker engine unreachable (start dockerd, or use --sandbox host)").Error()}}
 	}
+	out := []check{{name: "docker engine", ok: true, detail: "API " + ping.APIVersion}}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, ierr := cli.ImageInspect(ictx, image)
+	cancel()
+	if ierr != nil {
+		return append(out, check{name: "image " + image,
+			detail: fmt.Sprintf("image %s missing: run scripts/docker-setup.sh or outpost image build", image)})
+	}
+	return append(out, check{name: "image " + image, ok: true, detail: "present"})
+}
+
+// driverChecks reports every driver file of the project: one check each.
+func driverChecks(table *agentTable) []check {
 	var out []check
-	for _, f := range files {
-		name := "driver " + filepath.Base(f.Path)
-		switch {
-		case f.Err != nil:
-			out = append(out, check{name: name, detail: f.Err.Error()})
-		case agents[f.Spec.ID] != nil:
-			out = append(out, check{name: name, detail: fmt.Sprintf("id %q is a built-in agent; the driver would never run", f.Spec.ID)})
-		default:
-			out = append(out, check{name: name, ok: true, detail: fmt.Sprintf("%s: %s output, binary %s", f.Spec.ID, f.Spec.Output.Mode, f.Spec.Binary)})
+	for _, d := range table.drivers {
+		c := check{name: "driver " + filepath.Base(d.Path)}
+		if d.Err != nil {
+			c.detail = d.Err.Error()
+		} else {
+			s := d.Agent.Driver
+			c.ok, c.detail = true, fmt.Sprintf("%s: %s output, binary %s", s.ID, s.Output.Mode, s.Binary)
 		}
+		out = append(out, c)
 	}
 	return out
-}
-
-// replayFixtures replays every embedded case and compares its outcome.
-func replayFixtures(a adapters.Adapter, fsys fs.FS) (int, error) {
-	dirs, err := fs.ReadDir(fsys, "testdata")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, d := range dirs {
-		if !d.IsDir() {
-			continue
-		}
-		dir := path.Join("testdata", d.Name())
-		stdout, err := fs.ReadFile(fsys, path.Join(dir, "stdout.jsonl"))
-		if err != nil {
-			continue
-		}
-		stderr, _ := fs.ReadFile(fsys, path.Join(dir, "stderr.txt"))
-		var meta struct {
-			ExitCode int       `json:"exit_code"`
-			Signal   string    `json:"signal"`
-			Time     time.Time `json:"time"`
-		}
-		if b, err := fs.ReadFile(fsys, path.Join(dir, "meta.json")); err == nil {
-			_ = json.Unmarshal(b, &meta)
-		}
-		var want struct {
-			Outcome json.RawMessage `json:"outcome"`
-		}
-		b, err := fs.ReadFile(fsys, path.Join(dir, "expected.json"))
-		if err != nil || json.Unmarshal(b, &want) != nil {
-			return n, fmt.Errorf("%s: no expected outcome", d.Name())
-		}
-		res := harness.Replay(a, harness.Recording{Stdout: bytes.NewReader(stdout), Stderr: bytes.NewReader(stderr),
-			Exit: sandbox.ExitStatus{Code: meta.ExitCode, Signal: meta.Signal}, At: meta.Time}, nil, false)
-		got, _ := json.Marshal(res.Outcome())
-		if !jsonEqual(got, want.Outcome) {
-			return n, fmt.Errorf("%s: outcome %s, recorded %s", d.Name(), got, want.Outcome)
-		}
-		n++
-	}
-	return n, nil
-}
-
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	ax, _ := json.Marshal(x)
-	by, _ := json.Marshal(y)
-	return bytes.Equal(ax, by)
 }
 
 var flagRE = regexp.MustCompile(`^--[a-z][a-z0-9-]*`)

@@ -39,12 +39,6 @@ for "outpost image build", and .gitignore entries for the runtime folders. Exist
 files are kept, never overwritten.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(agentList) == 0 {
-				for n := range agents {
-					agentList = append(agentList, n)
-				}
-				sort.Strings(agentList)
-			}
 			return runInit(f, dir, agentList)
 		},
 	}
@@ -62,12 +56,19 @@ func runInit(f *Factory, dir string, agentList []string) error {
 	env.WriteString("# Variables this project declares for its agent sandboxes. Copy to .env and\n")
 	env.WriteString("# keep what you use: NAME=value sets a value, NAME= inherits it from the\n")
 	env.WriteString("# environment outpost runs in. Undeclared variables never reach a sandbox.\n")
+	table, err := loadAgents(f)
+	if err != nil {
+		return err
+	}
+	if len(agentList) == 0 {
+		agentList = table.reg.Names()
+	}
 	for _, name := range agentList {
-		a, err := adapterFor(name)
+		row, err := table.lookup(name)
 		if err != nil {
 			return err
 		}
-		d, ok := a.(adapters.Declarer)
+		d, ok := row.New().(adapters.Declarer)
 		if !ok {
 			continue
 		}

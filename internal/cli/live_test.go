@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/stretchr/testify/assert"
 )
 
 func TestLiveLines(t *testing.T) {
-	in := "first\n\n   \nsecond\r\n" + strings.Repeat("x", maxLiveLine+1) + "\nthird"
+	in := "first\n\n   \nsecond\r\n" + strings.Repeat("x", lines.MaxBytes+1) + "\nthird"
 	var errOut bytes.Buffer
 	done := make(chan struct{})
 	defer close(done)

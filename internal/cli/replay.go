@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -43,10 +44,10 @@ schema is stable: use it to re-score old logs. The exit code is the outcome's.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return runReplay(opts)
+			return runReplay(cmd.Context(), f, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent that produced the recording ("+agentNames()+")")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "agent that produced the recording ("+builtinNames(f)+", or a driver)")
 	cmd.Flags().StringVar(&opts.Stdout, "stdout", "", "file holding the CLI's stdout (- for standard input)")
 	cmd.Flags().StringVar(&opts.Stderr, "stderr", "", "file holding the CLI's stderr")
 	cmd.Flags().IntVar(&opts.ExitCode, "exit-code", 0, "the CLI's exit code")
@@ -54,11 +55,16 @@ schema is stable: use it to re-score old logs. The exit code is the outcome's.`,
 	return cmd
 }
 
-func runReplay(opts *ReplayOptions) error {
-	a, err := adapterFor(opts.Agent)
+func runReplay(ctx context.Context, f *Factory, opts *ReplayOptions) error {
+	table, err := loadAgents(f)
 	if err != nil {
 		return err
 	}
+	row, err := table.lookup(opts.Agent)
+	if err != nil {
+		return err
+	}
+	a := row.New()
 	at := opts.Now()
 	if opts.Time != "" {
 		at, err = time.Parse(time.RFC3339, opts.Time)
@@ -87,8 +93,24 @@ func runReplay(opts *ReplayOptions) error {
 		stderr = fh
 	}
 	r := &renderer{out: opts.IO.Out, json: true}
-	res := harness.Replay(a, harness.Recording{Stdout: stdout, Stderr: stderr,
-		Exit: sandbox.ExitStatus{Code: opts.ExitCode}, At: at}, r.event, false)
+	// Replay stops reading when ctx is cancelled (SIGINT, SIGTERM). A read
+	// that blocks (a pipe nobody writes) cannot be interrupted: the command
+	// then returns without waiting for it.
+	done := make(chan *harness.Result, 1)
+	go func() {
+		done <- harness.Replay(ctx, a, harness.Recording{Stdout: stdout, Stderr: stderr,
+			Exit: sandbox.ExitStatus{Code: opts.ExitCode}, At: at}, r.event, false)
+	}()
+	var res *harness.Result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		select {
+		case res = <-done:
+		case <-time.After(time.Second):
+			return outposterr.Wrap(outposterr.Aborted, ctx.Err(), "replay interrupted")
+		}
+	}
 	r.outcome(res)
 	if res.Err != nil {
 		return &silentError{res.Err}

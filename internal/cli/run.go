@@ -1,13 +1,8 @@
 package cli
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/outpost-dev/outpost/conversation"
-	"github.com/outpost-dev/outpost/credentials"
 	"io"
 	"log/slog"
 	"os"
@@ -19,46 +14,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/adapters/driver"
+	"github.com/outpost-dev/outpost/agents"
+	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/typed"
 )
-
-// RunOptions are the flags of `outpost run`.
-type RunOptions struct {
-	IO          IOStreams
-	Agent       string
-	Sandbox     string
-	Workspace   string
-	Model       string
-	Effort      string
-	Resume      string
-	Fork        bool
-	JSON        bool
-	Offline     bool
-	Scenario    string
-	Timeout     time.Duration
-	IdleTimeout time.Duration
-	Env         []string
-	Auth        string
-	MCP         string
-	Store       string
-	Reseed      bool
-	Bootstrap   BootstrapOptions
-	StubReset   time.Duration
-	NoStore     bool
-	Image       string
-	Network     string
-	User        string
-	Verbose     bool
-	Live        bool
-	Schema      string
-	StubAnswers []string
-	Prompt      string
-}
 
 // NewCmdRun builds `outpost run`. runF replaces the action in tests.
 func NewCmdRun(f *Factory, runF func(context.Context, *RunOptions) error) *cobra.Command {
@@ -86,22 +51,19 @@ one variable from outpost's environment. Values never appear in argv or output.
 --live keeps the turn open to steering: each line read from standard input while
 the turn runs is delivered into it as a further user message (agents with live
 input: codex). Lines read before the CLI can take them wait; lines it never took
-are reported as warnings.`,
+are reported as warnings.
+
+` + exitHelp,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Prompt = args[0]
-			if opts.Agent == "" {
-				return &flagError{fmt.Errorf("--agent is required (%s)", agentNames())}
+			opts.Turn.Prompt = args[0]
+			if opts.Turn.Agent == "" {
+				return &flagError{fmt.Errorf("--agent is required (%s, or a driver in .outpost/drivers)", builtinNames(f))}
 			}
-			switch opts.Sandbox {
-			case "", "docker", "host":
-			default:
-				return &flagError{fmt.Errorf("--sandbox must be docker or host, not %q", opts.Sandbox)}
-			}
-			if opts.Fork && opts.Resume == "" {
+			if opts.Turn.Fork && opts.Turn.Resume == "" {
 				return &flagError{fmt.Errorf("--fork needs --resume ID")}
 			}
-			if opts.Live && opts.Prompt == "-" {
+			if opts.Turn.Live && opts.Turn.Prompt == "-" {
 				return &flagError{fmt.Errorf("--live reads live messages from standard input: give the prompt as the argument")}
 			}
 			if runF != nil {
@@ -110,69 +72,43 @@ are reported as warnings.`,
 			return runRun(cmd.Context(), f, opts)
 		},
 	}
-	addRunFlags(cmd, opts)
-	cmd.Flags().StringVar(&opts.Resume, "resume", "", "conversation id to continue")
-	cmd.Flags().BoolVar(&opts.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
-	cmd.Flags().BoolVar(&opts.Live, "live", false, "deliver each line of standard input into the running turn")
+	addRunFlags(f, cmd, opts)
+	cmd.Flags().StringVar(&opts.Turn.Resume, "resume", "", "conversation id to continue")
+	cmd.Flags().BoolVar(&opts.Turn.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
+	cmd.Flags().BoolVar(&opts.Turn.Live, "live", false, "deliver each line of standard input into the running turn")
 	return cmd
 }
 
-// addRunFlags registers the flags shared by run, resume, fork and batch.
-func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
-	fl := cmd.Flags()
-	fl.StringVar(&opts.Agent, "agent", "", "agent CLI to run ("+agentNames()+")")
-	fl.StringVar(&opts.Sandbox, "sandbox", "", "sandbox: docker (default when the engine is reachable) or host (unisolated)")
-	fl.StringVar(&opts.Workspace, "workspace", "", "workspace directory (default: the current directory)")
-	fl.StringVar(&opts.Model, "model", "", "model name")
-	fl.StringVar(&opts.Effort, "effort", "", "reasoning effort")
-	fl.BoolVar(&opts.JSON, "json", false, "print JSON lines: every event, then the outcome")
-	fl.BoolVar(&opts.Offline, "offline", false, "run against the in-process scripted model server")
-	fl.StringVar(&opts.Scenario, "scenario", "ok", "scripted server scenario for --offline")
-	fl.StringArrayVar(&opts.StubAnswers, "stub-answer", nil, "with --offline: the scripted server's next answers, in order (repeatable)")
-	fl.StringVar(&opts.Schema, "schema", "", "JSON Schema file: the answer must be one JSON value matching it (validated; one repair turn; printed as the outcome's value)")
-	fl.DurationVar(&opts.StubReset, "stub-quota-reset", 0, "with --offline: quota failures reset this long from now (default: next midnight UTC)")
-	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
-	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
-	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
-	fl.StringVar(&opts.Store, "store", "", "conversation store directory (default "+defaultStoreDir+")")
-	fl.BoolVar(&opts.NoStore, "no-store", false, "do not capture or restore the conversation")
-	fl.BoolVar(&opts.Reseed, "reseed", false, "when the CLI cannot find the conversation to continue, retry once in a new one seeded with the stored transcript")
-	fl.StringVar(&opts.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
-	fl.StringVar(&opts.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
-	fl.StringVar(&opts.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
-	fl.StringArrayVar(&opts.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
-	fl.StringVar(&opts.Image, "image", "", "Docker image (default: the Outpost base image)")
-	fl.StringVar(&opts.Network, "network", "", "Docker network mode: none, bridge, host or a network name")
-	fl.StringVar(&opts.User, "user", "", "Docker lease user uid:gid (default: yours; as root, the workspace owner's, else 1000:1000)")
-	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "debug logs on stderr")
-}
-
 func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
-	a, err := adapterFor(opts.Agent)
-	if err != nil {
-		return err
-	}
-	if _, ok := a.(*driver.Adapter); ok && opts.Auth == "" {
-		// A driver declares its secrets itself; there is no login to choose.
-		opts.Auth = "none"
-	}
-	prompt := opts.Prompt
+	prompt := opts.Turn.Prompt
 	if prompt == "-" {
-		b, err := io.ReadAll(io.LimitReader(f.IO.In, 16<<20))
+		b, err := io.ReadAll(io.LimitReader(f.IO.In, lines.MaxBytes))
 		if err != nil {
 			return outposterr.Wrap(outposterr.Configuration, err, "read prompt from stdin")
 		}
 		prompt = string(b)
 	}
-	s, err := newSession(ctx, f, opts)
+	table, err := loadAgents(f)
+	if err != nil {
+		return err
+	}
+	row, err := table.lookup(opts.Turn.Agent)
+	if err != nil {
+		return err
+	}
+	if row.Driver != nil && opts.Credentials.Auth == "" {
+		// A driver declares its secrets itself; there is no login to choose.
+		opts.Credentials.Auth = "none"
+	}
+	s, err := newSession(ctx, f, opts, table)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	r := &renderer{out: f.IO.Out, json: opts.JSON}
-	req := turnRequest{Agent: opts.Agent, Prompt: prompt, Model: opts.Model,
-		Continue: opts.Resume, Fork: opts.Fork, Workspace: opts.Workspace}
-	if opts.Live {
+	r := &renderer{out: f.IO.Out, json: opts.Output.JSON}
+	req := turnRequest{Agent: opts.Turn.Agent, Prompt: prompt, Model: opts.Turn.Model,
+		Continue: opts.Turn.Resume, Fork: opts.Turn.Fork, Workspace: opts.Sandbox.Workspace}
+	if opts.Turn.Live {
 		done := make(chan struct{})
 		defer close(done)
 		req.Live = liveLines(f.IO.In, f.IO.ErrOut, done)
@@ -188,27 +124,56 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	return nil
 }
 
-// session holds what every turn of a run or a batch shares: credentials,
-// MCP servers, the conversation store, the scripted server (--offline),
-// and one sandbox provider per agent (bootstrapped once).
+// liveLines sends each non-blank line of r until r ends or done closes. A
+// line over lines.MaxBytes is dropped and said on errOut; reading goes on.
+func liveLines(r io.Reader, errOut io.Writer, done <-chan struct{}) <-chan string {
+	ch := make(chan string)
+	go func() {
+		defer close(ch)
+		lr := lines.NewReader(r, lines.MaxBytes)
+		for {
+			l, over, err := lr.Next()
+			if err != nil {
+				return
+			}
+			if over {
+				fmt.Fprintf(errOut, "outpost: --live: dropped a line over %d MiB\n", lines.MaxBytes>>20)
+				continue
+			}
+			line := strings.TrimRight(string(l), "\r")
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			select {
+			case ch <- line:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// session holds what every turn of a run or a batch shares: the agent
+// table, credentials, MCP servers, the conversation store, the scripted
+// server (--offline), the sandbox engine (opened once) and each agent's
+// verified CLI (bootstrapped once).
 type session struct {
 	f      *Factory
 	opts   *RunOptions
+	agents *agentTable
 	creds  *harness.Credentials
 	mcp    []credentials.MCPServer
-	schema json.RawMessage
+	schema *typed.Schema
 	store  conversation.Store
 	srv    *outposttest.Server
 	logger *slog.Logger
+	kind   SandboxKind
 
-	mu        sync.Mutex
-	providers map[string]*agentProvider
-}
-
-type agentProvider struct {
-	prov    sandbox.Provider
-	spec    sandbox.Spec
-	cleanup func()
+	mu       sync.Mutex
+	engine   SandboxEngine
+	adapters map[string]adapters.Adapter
+	clis     map[string]*Installed
 }
 
 // turnRequest is one turn of a session.
@@ -219,11 +184,11 @@ type turnRequest struct {
 	// Live carries messages into the running turn (run --live).
 	Live <-chan string
 	// Schema overrides the session's --schema for this turn (a batch job's).
-	Schema json.RawMessage
+	Schema *typed.Schema
 }
 
 // readSchema reads and compiles a --schema file.
-func readSchema(name string) (json.RawMessage, error) {
+func readSchema(name string) (*typed.Schema, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "--schema")
@@ -237,60 +202,22 @@ func readSchema(name string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "--schema %s", name)
 	}
-	return s.JSON(), nil
+	return s, nil
 }
 
-// maxLiveLine bounds one live message (as --prompt - bounds a prompt).
-const maxLiveLine = 16 << 20
-
-// liveLines sends each non-blank line of r until r ends or done closes. A
-// line over maxLiveLine is dropped and said on errOut; reading goes on.
-func liveLines(r io.Reader, errOut io.Writer, done <-chan struct{}) <-chan string {
-	ch := make(chan string)
-	go func() {
-		defer close(ch)
-		br := bufio.NewReaderSize(r, 64<<10)
-		var buf []byte
-		over := false
-		for {
-			chunk, err := br.ReadSlice('\n')
-			if !over {
-				if len(buf)+len(chunk) > maxLiveLine {
-					over, buf = true, nil
-				} else {
-					buf = append(buf, chunk...)
-				}
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			if over {
-				fmt.Fprintf(errOut, "outpost: --live: dropped a line over %d MiB\n", maxLiveLine>>20)
-			} else if line := strings.TrimRight(string(buf), "\r\n"); strings.TrimSpace(line) != "" {
-				select {
-				case ch <- line:
-				case <-done:
-					return
-				}
-			}
-			buf, over = buf[:0], false
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return ch
-}
-
-func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, error) {
-	for _, name := range opts.Env {
+func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *agentTable) (*session, error) {
+	for _, name := range opts.Credentials.Env {
 		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
 			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
 		}
 	}
-	authText := opts.Auth
+	kind, err := f.sandboxKind(opts.Sandbox.Kind)
+	if err != nil {
+		return nil, err
+	}
+	authText := opts.Credentials.Auth
 	if authText == "" {
-		if !opts.Offline {
+		if !opts.Offline.Enabled {
 			return nil, &flagError{fmt.Errorf("--auth is required: account, account:file, account:variable, usage or none (Outpost never guesses credentials)")}
 		}
 		authText = "none"
@@ -299,41 +226,42 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, er
 	if err != nil {
 		return nil, &flagError{err}
 	}
-	s := &session{f: f, opts: opts, providers: map[string]*agentProvider{}, logger: slog.New(slog.DiscardHandler)}
-	if opts.Verbose {
+	s := &session{f: f, opts: opts, agents: table, kind: kind, logger: slog.New(slog.DiscardHandler),
+		adapters: map[string]adapters.Adapter{}, clis: map[string]*Installed{}}
+	if opts.Output.Verbose {
 		s.logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	if s.creds, err = loadCredentials(f, auth, opts.Env); err != nil {
+	if s.creds, err = loadCredentials(f, auth, opts.Credentials.Env); err != nil {
 		return nil, err
 	}
-	if opts.MCP != "" {
-		if s.mcp, err = readMCP(opts.MCP); err != nil {
+	if opts.Credentials.MCP != "" {
+		if s.mcp, err = readMCP(opts.Credentials.MCP); err != nil {
 			return nil, err
 		}
 	}
-	if opts.Schema != "" {
-		if s.schema, err = readSchema(opts.Schema); err != nil {
+	if opts.Turn.Schema != "" {
+		if s.schema, err = readSchema(opts.Turn.Schema); err != nil {
 			return nil, err
 		}
 	}
-	if len(opts.StubAnswers) > 0 && !opts.Offline {
+	if len(opts.Offline.Answers) > 0 && !opts.Offline.Enabled {
 		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
-	if !opts.NoStore {
-		fs, err := openStore(f, opts.Store)
+	if !opts.Store.NoStore {
+		fs, err := openStore(f, opts.Store.Dir)
 		if err != nil {
 			return nil, err
 		}
 		s.store = fs
 	}
-	if opts.Offline {
-		sc, err := outposttest.ParseScenario(opts.Scenario)
+	if opts.Offline.Enabled {
+		sc, err := outposttest.ParseScenario(opts.Offline.Scenario)
 		if err != nil {
 			return nil, &flagError{err}
 		}
-		stubOpts := []outposttest.Option{outposttest.WithScenario(sc), outposttest.WithAnswers(opts.StubAnswers...)}
-		if opts.StubReset > 0 {
-			stubOpts = append(stubOpts, outposttest.WithQuotaReset(time.Now().Add(opts.StubReset).Truncate(time.Second)))
+		stubOpts := []outposttest.Option{outposttest.WithScenario(sc), outposttest.WithAnswers(opts.Offline.Answers...)}
+		if opts.Offline.QuotaIn > 0 {
+			stubOpts = append(stubOpts, outposttest.WithQuotaReset(time.Now().Add(opts.Offline.QuotaIn).Truncate(time.Second)))
 		}
 		if s.srv, err = outposttest.NewServer(stubOpts...); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
@@ -345,56 +273,125 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, er
 func (s *session) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range s.providers {
-		p.cleanup()
+	if s.engine != nil {
+		s.engine.Close()
 	}
 	if s.srv != nil {
 		_ = s.srv.Close()
 	}
 }
 
-// provider returns the agent's provider, bootstrapping its CLI once.
-func (s *session) provider(ctx context.Context, a adapters.Adapter, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+// adapter returns the session's adapter for the agent named name, built
+// once.
+func (s *session) adapter(name string) (agents.Agent, adapters.Adapter, error) {
+	row, err := s.agents.lookup(name)
+	if err != nil {
+		return agents.Agent{}, nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := a.Name() + "\x00" + workspace
-	if p, ok := s.providers[key]; ok {
-		return p.prov, p.spec, nil
+	a, ok := s.adapters[name]
+	if !ok {
+		a = row.New()
+		s.adapters[name] = a
 	}
-	network := s.opts.Network
-	if s.srv != nil && network == "" {
-		network = "host" // the scripted server listens on loopback
+	return row, a, nil
+}
+
+// lease returns the provider and lease spec for a turn of row in
+// workspace: the sandbox engine is opened once, the agent's pinned CLI is
+// bootstrapped once (downloaded, SHA-512 verified, cached on the host) and
+// delivered the engine's way.
+func (s *session) lease(ctx context.Context, row agents.Agent, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.engine == nil {
+		o := s.opts.Sandbox
+		if s.srv != nil && o.Network == "" {
+			o.Network = "host" // the scripted server listens on loopback
+		}
+		e, err := s.kind.Open(ctx, s.f, o, s.logger)
+		if err != nil {
+			return nil, sandbox.Spec{}, err
+		}
+		s.engine = e
 	}
-	prov, spec, cleanup, err := provider(ctx, s.f, s.opts, a, workspace, network, s.logger)
+	cli, err := s.ensureCLI(ctx, row)
+	if err != nil {
+		return nil, sandbox.Spec{}, err
+	}
+	prov, spec, err := s.engine.Lease(cli, workspace)
 	if err != nil {
 		return nil, spec, err
 	}
-	s.providers[key] = &agentProvider{prov: prov, spec: spec, cleanup: cleanup}
+	if cli != nil && s.engine.Delivery() == DeliverCopy {
+		prov = cli.Bootstrapper.CopyInProvider(prov, cli.Entry, basePath)
+	}
 	return prov, spec, nil
 }
 
-// turn runs one turn.
-func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapters.Event)) (*harness.Result, error) {
-	a, err := adapterFor(req.Agent)
+// ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
+// row (a driver, a test double) runs as the sandbox finds it.
+func (s *session) ensureCLI(ctx context.Context, row agents.Agent) (*Installed, error) {
+	if row.CLI == nil {
+		return nil, nil
+	}
+	if cli, ok := s.clis[row.Name]; ok {
+		return cli, nil
+	}
+	b, err := newBootstrapper(ctx, s.f, s.opts.Bootstrap)
 	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(req.Prompt) == "" {
-		return nil, outposterr.New(outposterr.Configuration, "empty prompt")
+	e, err := b.Ensure(ctx, row.CLI.Name)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Bootstrap, err,
+			"%s CLI: install the pinned version (outpost bootstrap; set %s or npm's registry, or %s for an offline mirror)",
+			row.Name, registryEnv, mirrorEnv)
 	}
-	workspace := req.Workspace
-	if workspace == "" {
-		if workspace, err = os.Getwd(); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+	cli := &Installed{Entry: e, Bootstrapper: b}
+	s.clis[row.Name] = cli
+	return cli, nil
+}
+
+// resolveWorkspace returns the absolute workspace directory ("": the
+// current directory).
+func resolveWorkspace(dir string) (string, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", outposterr.Wrap(outposterr.Configuration, err, "workspace")
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", outposterr.New(outposterr.Configuration, "workspace %s is not a directory", abs)
+	}
+	return abs, nil
+}
+
+// turn runs one turn. The turn is validated (harness.Turn.Validate) before
+// any sandbox is opened or CLI bootstrapped.
+func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapters.Event)) (*harness.Result, error) {
+	row, a, err := s.adapter(req.Agent)
+	if err != nil {
+		return nil, err
+	}
+	workspace, err := resolveWorkspace(req.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if row.Driver != nil {
+		// The driver's workdir must stay inside this turn's workspace too.
+		if err := row.Driver.CheckWorkdir(workspace); err != nil {
+			return nil, err
 		}
 	}
-	if workspace, err = filepath.Abs(workspace); err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
-	}
-	if st, err := os.Stat(workspace); err != nil || !st.IsDir() {
-		return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", workspace)
-	}
-	in := adapters.Input{Prompt: req.Prompt, Model: req.Model, Effort: s.opts.Effort,
+	in := adapters.Input{Prompt: req.Prompt, Model: req.Model, Effort: s.opts.Turn.Effort,
 		Continue: req.Continue, Fork: req.Fork, MCP: s.mcp}
 	if s.srv != nil {
 		// A subscription-style placeholder token makes the CLI read the
@@ -405,43 +402,23 @@ func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapte
 		retries := 1
 		in.MaxRetries = &retries
 	}
-	if d, ok := a.(*driver.Adapter); ok {
-		// The driver's workdir must stay inside this turn's workspace too.
-		if err := d.Spec().CheckWorkdir(workspace); err != nil {
-			return nil, err
-		}
-	}
-	// A request the adapter refuses (an option the CLI cannot express) is
-	// reported before anything is bootstrapped or started. The declared
-	// variables take part: a driver's secrets come from them.
-	check := in
-	if s.creds != nil {
-		check.Env = s.creds.Vars
-	}
-	if req.Live != nil {
-		l, ok := a.(adapters.LiveInput)
-		if !ok || !a.Capabilities().LiveInput {
-			return nil, outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", a.Name())
-		}
-		if _, _, err := l.LiveRequest(check); err != nil {
-			return nil, err
-		}
-	} else if _, err := a.Request(check); err != nil {
-		return nil, err
-	}
-	prov, spec, err := s.provider(ctx, a, workspace)
-	if err != nil {
-		return nil, err
-	}
 	schema := s.schema
-	if len(req.Schema) > 0 {
+	if req.Schema != nil {
 		schema = req.Schema
 	}
-	return harness.Run(ctx, harness.Turn{
-		Adapter: a, Input: in, Provider: prov, Spec: spec, Store: s.store, Credentials: s.creds,
-		OnEvent: onEvent, Deadline: s.opts.Timeout, IdleTimeout: s.opts.IdleTimeout, Logger: s.logger,
-		StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Reseed, Live: req.Live, Schema: schema,
-	})
+	t := harness.Turn{
+		Adapter: a, Input: in, Store: s.store, Credentials: s.creds,
+		OnEvent: onEvent, Logger: s.logger, StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Turn.Reseed,
+		Live: req.Live, Schema: schema,
+		Limits: harness.Limits{Deadline: s.opts.Turn.Timeout, IdleTimeout: s.opts.Turn.IdleTimeout},
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if t.Provider, t.Spec, err = s.lease(ctx, row, workspace); err != nil {
+		return nil, err
+	}
+	return harness.Run(ctx, t)
 }
 
 // redactArg hides the value part of NAME=VALUE.
@@ -450,18 +427,4 @@ func redactArg(s string) string {
 		return name + "=…"
 	}
 	return s
-}
-
-// hostEnv is the environment the host sandbox passes to CLIs: the few
-// variables a program needs to run, never the whole environment (which holds
-// secrets the caller did not choose to forward).
-func hostEnv(f *Factory) map[string]string {
-	env := map[string]string{}
-	for _, k := range []string{"PATH", "LANG", "LC_ALL", "TMPDIR", "TERM"} {
-		if v := f.Getenv(k); v != "" {
-			env[k] = v
-		}
-	}
-	env["TZ"] = "UTC"
-	return env
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/outposttest"
 )
 
@@ -26,8 +28,9 @@ func NewCmdStubModel(f *Factory, runF func(context.Context, *StubModelOptions) e
 		Use:   "stub-model [--addr 127.0.0.1:PORT] [--scenario NAME] [--answer TEXT]...",
 		Short: "Serve the scripted model server (Anthropic Messages API) until interrupted",
 		Long: `stub-model serves the scripted model server on a loopback address, so real agent
-CLIs can run whole turns with no account and no network. It prints the URL and the
-environment that points Claude Code at it, then serves until interrupted.
+CLIs can run whole turns with no account and no network. It prints the URL and, for
+each agent that can use an endpoint, the environment and command line that point its
+CLI at the server, then serves until interrupted.
 
 A prompt can pick its own scenario with the directive [[outpost:scenario=NAME]].
 Scenarios: ` + strings.Join(scenarioNames(), ", ") + `.`,
@@ -39,7 +42,7 @@ Scenarios: ` + strings.Join(scenarioNames(), ", ") + `.`,
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return runStubModel(cmd.Context(), opts)
+			return runStubModel(cmd.Context(), f, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:0", "listen address (loopback)")
@@ -56,7 +59,7 @@ func scenarioNames() []string {
 	return out
 }
 
-func runStubModel(ctx context.Context, opts *StubModelOptions) error {
+func runStubModel(ctx context.Context, f *Factory, opts *StubModelOptions) error {
 	sc, _ := outposttest.ParseScenario(opts.Scenario)
 	srv, err := outposttest.NewServer(outposttest.WithAddr(opts.Addr), outposttest.WithScenario(sc),
 		outposttest.WithAnswers(opts.Answers...))
@@ -65,33 +68,36 @@ func runStubModel(ctx context.Context, opts *StubModelOptions) error {
 	}
 	defer srv.Close()
 	fmt.Fprintf(opts.IO.Out, "scripted model server listening on %s (scenario %s)\n", srv.URL(), sc)
-	env := outposttest.ClaudeEnv(srv)
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
+	// Each agent's own request says how its CLI reaches an endpoint.
+	endpoint := adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}
+	for _, row := range f.Agents().All() {
+		cmd, err := agents.OfflineCommand(row.New(), endpoint)
+		if err != nil {
+			continue // no endpoint override (antigravity)
+		}
+		fmt.Fprintf(opts.IO.Out, "\n# %s\n", row.Name)
+		keys := make([]string, 0, len(cmd.Env))
+		for k := range cmd.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, shellQuote(cmd.Env[k]))
+		}
+		args := make([]string, len(cmd.Args))
+		for i, a := range cmd.Args {
+			args[i] = shellQuote(a)
+		}
+		fmt.Fprintf(opts.IO.Out, "# %s   (the prompt on standard input)\n", strings.Join(args, " "))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, env[k])
-	}
-	// Codex reads its endpoint from -c overrides and the key from env_key.
-	for k, v := range outposttest.CodexEnv(srv) {
-		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, v)
-	}
-	fmt.Fprintf(opts.IO.Out, "# codex %s exec --json -\n", strings.Join(outposttest.CodexArgs(srv, 1), " "))
-	// Copilot CLI (BYOK, Chat Completions) reads only variables. Its cache
-	// directory is left alone: a shell's default one is writable.
-	cp := outposttest.CopilotEnv(srv)
-	delete(cp, "XDG_CACHE_HOME")
-	ckeys := make([]string, 0, len(cp))
-	for k := range cp {
-		ckeys = append(ckeys, k)
-	}
-	sort.Strings(ckeys)
-	for _, k := range ckeys {
-		fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, cp[k])
-	}
-	fmt.Fprintf(opts.IO.Out, "# copilot --output-format json --allow-all --no-ask-user\n")
 	<-ctx.Done()
 	return nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

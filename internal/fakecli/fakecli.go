@@ -181,7 +181,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	if a.Caps != nil {
 		return *a.Caps
 	}
-	return adapters.Capabilities{Resumable: true, LiveInput: true, RequiresFinished: true, Usage: adapters.UsageEvents}
+	return adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageEvents}
 }
 
 // Request implements adapters.Adapter: the prompt is the script.

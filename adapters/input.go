@@ -1,0 +1,26 @@
+package adapters
+
+import (
+	"strings"
+
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// Validate checks what every CLI needs of an input, before any command is
+// built: a prompt, a well-formed conversation id and model, and a
+// conversation to fork from. Callers (the harness, the outpost command,
+// batch) call it instead of checking again; adapters check only what is
+// particular to their CLI.
+func (in Input) Validate() error {
+	switch {
+	case strings.TrimSpace(in.Prompt) == "":
+		return outposterr.New(outposterr.Configuration, "empty prompt")
+	case in.Fork && in.Continue == "":
+		return outposterr.New(outposterr.Configuration, "fork needs the conversation to fork")
+	case in.Continue != "" && !ValidID(in.Continue):
+		return outposterr.New(outposterr.Configuration, "invalid conversation id %q", Preview(in.Continue, 80))
+	case in.Model != "" && !ValidModel(in.Model):
+		return outposterr.New(outposterr.Configuration, "invalid model name %q", Preview(in.Model, 80))
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package agents_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/golden"
+	"github.com/outpost-dev/outpost/agents"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// TestEveryBuiltinAgentIsComplete fails when an adapter is registered
+// without golden fixtures that replay, or without its catalog row.
+func TestEveryBuiltinAgentIsComplete(t *testing.T) {
+	r := agents.Builtin()
+	require.Equal(t, []string{"antigravity", "claude", "codex", "copilot"}, r.Names())
+	for _, a := range r.All() {
+		t.Run(a.Name, func(t *testing.T) {
+			require.NotNil(t, a.Fixtures, "no golden fixtures")
+			n, err := golden.CheckAll(context.Background(), a.New(), a.Fixtures, "testdata")
+			require.NoError(t, err)
+			assert.Positive(t, n)
+			require.NotNil(t, a.CLI, "no catalog row")
+			assert.Equal(t, a.New().Binary(), a.CLI.Command(), "the catalog row installs the adapter's binary")
+			assert.Equal(t, a.Name != "antigravity", a.Offline(), "offline means an endpoint override")
+			assert.Equal(t, a.Name != "antigravity", a.Default)
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := agents.New()
+	require.NoError(t, r.Register(agents.Agent{Name: "one", New: func() adapters.Adapter { return nil }}))
+	err := r.Register(agents.Agent{Name: "one", New: func() adapters.Adapter { return nil }})
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Error(t, r.Register(agents.Agent{Name: "two"}), "a row needs a constructor")
+	_, err = r.Adapter("nope")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown agent "nope" (known: one, or a driver in .outpost/drivers)`)
+}
+
+func TestDriversRegisterIntoTheSameTable(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, ".outpost", "drivers")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	write := func(name, body string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	write("greeter.json", `{"id":"greeter","binary":"sh","args":["-c","cat"],"stdin":"${input.prompt}","output":{"mode":"text"}}`)
+	write("claude.json", `{"id":"claude","binary":"sh","output":{"mode":"text"}}`)
+	write("broken.json", `{"id":`)
+
+	r := agents.Builtin()
+	res, err := r.LoadDrivers(root)
+	require.NoError(t, err)
+	byName := map[string]agents.DriverResult{}
+	for _, d := range res {
+		byName[filepath.Base(d.Path)] = d
+	}
+	require.Len(t, byName, 3)
+	assert.NoError(t, byName["greeter.json"].Err)
+	assert.ErrorContains(t, byName["claude.json"].Err, "built-in agent", "a driver never shadows a built-in")
+	assert.Error(t, byName["broken.json"].Err)
+
+	a, ok := r.Lookup("greeter")
+	require.True(t, ok)
+	require.NotNil(t, a.Driver)
+	assert.Equal(t, "greeter", a.New().Name())
+	c, _ := r.Lookup("claude")
+	assert.Nil(t, c.Driver, "the built-in row is kept")
+}

@@ -1,0 +1,75 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"path"
+	"time"
+
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// CopyInProvider wraps p so every lease it hands out has the verified CLI
+// e copied in (through [sandbox.Sandbox.CopyIn], so it works with engines
+// that cannot see this machine's cache: a remote Docker engine, a
+// Kubernetes pod) and its version checked before use. Commands run in such
+// a lease find the CLI first on their PATH; basePath is the rest of that
+// PATH (the image's). A lease whose copy fails is released and the error
+// is a bootstrap error.
+func (b *Bootstrapper) CopyInProvider(p sandbox.Provider, e *Entry, basePath string) sandbox.Provider {
+	return &copyInProvider{inner: p, b: b, e: e, base: basePath}
+}
+
+// releaseTimeout bounds releasing a lease whose copy failed.
+const releaseTimeout = 30 * time.Second
+
+type copyInProvider struct {
+	inner sandbox.Provider
+	b     *Bootstrapper
+	e     *Entry
+	base  string
+}
+
+func (p *copyInProvider) Name() string { return p.inner.Name() }
+
+func (p *copyInProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := p.inner.Acquire(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := p.b.Install(ctx, sb, p.e, "")
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		return nil, errors.Join(err, sb.Release(rctx))
+	}
+	base := p.base
+	if v, ok := spec.Env["PATH"]; ok && v != "" {
+		base = v
+	}
+	return &pathLease{Sandbox: sb, path: path.Dir(bin) + ":" + base}, nil
+}
+
+// pathLease is a lease whose commands get PATH unless they set their own.
+type pathLease struct {
+	sandbox.Sandbox
+	path string
+}
+
+func (l *pathLease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	if _, ok := cmd.Env["PATH"]; !ok {
+		env := make(map[string]string, len(cmd.Env)+1)
+		for k, v := range cmd.Env {
+			env[k] = v
+		}
+		env["PATH"] = l.path
+		cmd.Env = env
+	}
+	return l.Sandbox.Exec(ctx, cmd)
+}
+
+// Unisolated passes the wrapped lease's answer on.
+func (l *pathLease) Unisolated() bool {
+	u, ok := l.Sandbox.(sandbox.Unisolated)
+	return ok && u.Unisolated()
+}

@@ -1,0 +1,66 @@
+package harness
+
+import (
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// Validate checks a turn before anything runs, without a sandbox: the
+// adapter is set, the input is well formed ([adapters.Input.Validate]), the
+// adapter can resume, fork or take live input as asked, a typed response is
+// not combined with live input, every variable an MCP server references is
+// declared, the credential plan resolves, and the adapter accepts the
+// request it will be asked to build. [Run] calls it first; callers that
+// want to refuse a bad turn before preparing a sandbox (bootstrapping a
+// CLI, starting an engine) call it themselves. Errors are configuration
+// errors.
+func (t Turn) Validate() error {
+	a := t.Adapter
+	if a == nil {
+		return outposterr.New(outposterr.Configuration, "turn has no adapter")
+	}
+	name := a.Name()
+	if err := t.Input.Validate(); err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "%s", name)
+	}
+	caps := a.Capabilities()
+	live, steerable := a.(adapters.LiveInput)
+	switch {
+	case t.Input.Fork && !caps.Forkable:
+		return outposterr.New(outposterr.Configuration, "%s does not support fork", name)
+	case t.Input.Continue != "" && !caps.Resumable:
+		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
+	case t.Live != nil && !steerable:
+		return outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", name)
+	case t.Live != nil && t.Schema != nil:
+		return outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name)
+	}
+	vars := t.Input.Env
+	if t.Credentials != nil {
+		vars = t.Credentials.Vars
+	}
+	if err := credentials.CheckMCPVars(name, t.Input.MCP, vars); err != nil {
+		return err
+	}
+	if _, err := planCredentials(t); err != nil {
+		return err
+	}
+	// The adapter refuses an option its CLI cannot express; the declared
+	// variables take part (a driver's secrets come from them).
+	check := t.Input
+	check.Env = vars
+	if t.Schema != nil && caps.StructuredOutput {
+		check.Schema = t.Schema.JSON()
+	}
+	var err error
+	if t.Live != nil {
+		_, _, err = live.LiveRequest(check)
+	} else {
+		_, err = a.Request(check)
+	}
+	if err != nil {
+		return asClass(err, outposterr.Configuration, name+": build request")
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package cli
+
+import "github.com/outpost-dev/outpost/outposterr"
+
+// ExitCode is an exit status of the outpost command. The values are part of
+// its documented interface (README, `outpost --help`).
+type ExitCode int
+
+// The exit codes.
+const (
+	ExitOK            ExitCode = 0
+	ExitProcess       ExitCode = 1
+	ExitConfiguration ExitCode = 2
+	ExitQuota         ExitCode = 3
+	ExitUnavailable   ExitCode = 4
+	ExitAuth          ExitCode = 5
+	ExitTimeout       ExitCode = 6
+	ExitSandbox       ExitCode = 7
+	ExitBootstrap     ExitCode = 8
+	ExitSession       ExitCode = 9
+	ExitProtocol      ExitCode = 10
+	ExitInternal      ExitCode = 11
+	ExitAborted       ExitCode = 130
+)
+
+// exitHelp is the exit-code table every command's help shows.
+const exitHelp = `Exit codes:
+  0    success
+  1    the agent CLI failed (process)
+  2    configuration: bad flags, input or missing credentials
+  3    quota: a usage limit was hit (see reset_at)
+  4    the model service is unavailable (overload, 5xx, connection); retry later
+  5    authentication failed (missing or rejected credentials)
+  6    timeout (deadline or idle)
+  7    sandbox: the sandbox engine or host execution failed
+  8    bootstrap: installing or verifying a CLI failed
+  9    session: a conversation could not be found or restored
+  10   protocol: the CLI's output broke its contract
+  11   internal: a bug in Outpost (please report it)
+  130  aborted (interrupted)`
+
+// ExitCodeOf maps err to the command's exit code. This is the only place
+// that decision is made.
+func ExitCodeOf(err error) ExitCode {
+	if err == nil {
+		return ExitOK
+	}
+	switch outposterr.ClassOf(err) {
+	case outposterr.Configuration:
+		return ExitConfiguration
+	case outposterr.Quota:
+		return ExitQuota
+	case outposterr.Timeout:
+		return ExitTimeout
+	case outposterr.Aborted:
+		return ExitAborted
+	case outposterr.Sandbox:
+		return ExitSandbox
+	case outposterr.Bootstrap:
+		return ExitBootstrap
+	case outposterr.Session:
+		return ExitSession
+	case outposterr.Protocol:
+		return ExitProtocol
+	case outposterr.Internal:
+		return ExitInternal
+	}
+	if outposterr.IsUnavailable(err) {
+		return ExitUnavailable
+	}
+	if outposterr.IsAuth(err) {
+		return ExitAuth
+	}
+	return ExitProcess
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outpost-dev/outpost/harness"
+)
+
+// RunOptions are the flags of `outpost run` (and resume, fork, batch), in
+// groups: what to run, where, with which credentials, what to print, where
+// conversations go, and the offline scripted server.
+type RunOptions struct {
+	IO          IOStreams
+	Turn        TurnOptions
+	Sandbox     SandboxOptions
+	Credentials CredentialOptions
+	Output      OutputOptions
+	Store       StoreOptions
+	Offline     OfflineOptions
+	Bootstrap   BootstrapOptions
+}
+
+// TurnOptions say what to run.
+type TurnOptions struct {
+	Agent, Model, Effort string
+	// Resume is the conversation to continue; Fork continues it as a new one.
+	Resume string
+	Fork   bool
+	// Prompt is the argument ("-": standard input).
+	Prompt string
+	// Schema is a JSON Schema file for a typed response.
+	Schema string
+	// Live delivers standard input lines into the running turn.
+	Live   bool
+	Reseed bool
+	// Timeout and IdleTimeout bound the turn.
+	Timeout, IdleTimeout time.Duration
+}
+
+// SandboxOptions say where a turn runs.
+type SandboxOptions struct {
+	// Kind is the --sandbox name ("": the default).
+	Kind      string
+	Workspace string
+	Image     string
+	Network   string
+	User      string
+}
+
+// CredentialOptions say how the CLI authenticates and what it may see.
+type CredentialOptions struct {
+	Auth string
+	Env  []string
+	MCP  string
+}
+
+// OutputOptions say what is printed.
+type OutputOptions struct {
+	JSON    bool
+	Verbose bool
+}
+
+// StoreOptions say where conversations are kept.
+type StoreOptions struct {
+	Dir     string
+	NoStore bool
+}
+
+// OfflineOptions configure the in-process scripted model server.
+type OfflineOptions struct {
+	Enabled  bool
+	Scenario string
+	Answers  []string
+	QuotaIn  time.Duration
+}
+
+// addRunFlags registers the flags shared by run, resume, fork and batch.
+func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.Turn.Agent, "agent", "", "agent CLI to run ("+builtinNames(f)+", or a driver in .outpost/drivers)")
+	fl.StringVar(&o.Turn.Model, "model", "", "model name")
+	fl.StringVar(&o.Turn.Effort, "effort", "", "reasoning effort")
+	fl.StringVar(&o.Turn.Schema, "schema", "", "JSON Schema file: the answer must be one JSON value matching it (validated; one repair turn; printed as the outcome's value)")
+	fl.BoolVar(&o.Turn.Reseed, "reseed", false, "when the CLI cannot find the conversation to continue, retry once in a new one seeded with the stored transcript")
+	fl.DurationVar(&o.Turn.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
+	fl.DurationVar(&o.Turn.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
+
+	fl.StringVar(&o.Sandbox.Kind, "sandbox", "", "sandbox: "+f.sandboxNames()+" (default "+defaultSandbox+")")
+	fl.StringVar(&o.Sandbox.Workspace, "workspace", "", "workspace directory (default: the current directory)")
+	fl.StringVar(&o.Sandbox.Image, "image", "", "container image (default: the Outpost base image)")
+	fl.StringVar(&o.Sandbox.Network, "network", "", "container network mode: none, bridge, host or a network name")
+	fl.StringVar(&o.Sandbox.User, "user", "", "container lease user uid:gid (default: yours; as root, the workspace owner's, else 1000:1000)")
+
+	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
+	fl.StringArrayVar(&o.Credentials.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
+	fl.StringVar(&o.Credentials.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
+
+	fl.BoolVar(&o.Output.JSON, "json", false, "print JSON lines: every event, then the outcome")
+	fl.BoolVarP(&o.Output.Verbose, "verbose", "v", false, "debug logs on stderr")
+
+	fl.StringVar(&o.Store.Dir, "store", "", "conversation store directory (default "+defaultStoreDir+")")
+	fl.BoolVar(&o.Store.NoStore, "no-store", false, "do not capture or restore the conversation")
+
+	fl.BoolVar(&o.Offline.Enabled, "offline", false, "run against the in-process scripted model server")
+	fl.StringVar(&o.Offline.Scenario, "scenario", "ok", "scripted server scenario for --offline")
+	fl.StringArrayVar(&o.Offline.Answers, "stub-answer", nil, "with --offline: the scripted server's next answers, in order (repeatable)")
+	fl.DurationVar(&o.Offline.QuotaIn, "stub-quota-reset", 0, "with --offline: quota failures reset this long from now (default: next midnight UTC)")
+
+	fl.StringVar(&o.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
+	fl.StringVar(&o.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
+}

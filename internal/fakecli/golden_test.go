@@ -1,0 +1,9 @@
+package fakecli
+
+import (
+	"testing"
+
+	"github.com/outpost-dev/outpost/adapters/adaptertest"
+)
+
+func TestGolden(t *testing.T) { adaptertest.Run(t, New("fake"), "testdata") }

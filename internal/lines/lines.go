@@ -1,0 +1,67 @@
+// Package lines reads newline-delimited input with a bound on each line, so
+// memory never follows the input: a line longer than the bound is skipped up
+// to its newline and reported, never buffered. The turn engine, replay and
+// live input all read through it.
+package lines
+
+import (
+	"bufio"
+	"errors"
+	"io"
+)
+
+// MaxBytes is the default bound on one line: 16 MiB.
+const MaxBytes = 16 << 20
+
+// Reader reads bounded lines.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+	buf []byte
+}
+
+// NewReader returns a Reader over r whose lines are at most max bytes
+// (0: [MaxBytes]).
+func NewReader(r io.Reader, max int) *Reader {
+	if max <= 0 {
+		max = MaxBytes
+	}
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Next returns the next line without its trailing "\n". The slice is valid
+// until the next call. A line over the bound is skipped and reported with
+// oversized set and no data. A last line without a newline is returned
+// before io.EOF. err is io.EOF at the end of the input, or the read error.
+func (r *Reader) Next() (line []byte, oversized bool, err error) {
+	r.buf = r.buf[:0]
+	over := false
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		if len(chunk) > 0 && !over {
+			if len(r.buf)+len(chunk) > r.max+1 { // +1: the newline is not part of the line
+				over = true
+				r.buf = r.buf[:0]
+			} else {
+				r.buf = append(r.buf, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && len(r.buf) == 0 && !over {
+			return nil, false, err
+		}
+		if over {
+			// Report the oversized line now; a read error surfaces next call.
+			return nil, true, nil
+		}
+		b := r.buf
+		if n := len(b); n > 0 && b[n-1] == '\n' {
+			b = b[:n-1]
+		} else if len(b) > r.max {
+			return nil, true, nil
+		}
+		return b, false, nil
+	}
+}

@@ -1,0 +1,90 @@
+package lines
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type got struct {
+	line string
+	over bool
+}
+
+func readAll(t *testing.T, r io.Reader, max int) []got {
+	t.Helper()
+	lr := NewReader(r, max)
+	var out []got
+	for {
+		l, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, got{string(l), over})
+	}
+}
+
+func TestLines(t *testing.T) {
+	assert.Equal(t, []got{{"a", false}, {"", false}, {"bc", false}}, readAll(t, strings.NewReader("a\n\nbc\n"), 0))
+	assert.Equal(t, []got{{"a", false}, {"tail", false}}, readAll(t, strings.NewReader("a\ntail"), 0), "a last line without newline")
+	assert.Nil(t, readAll(t, strings.NewReader(""), 0))
+}
+
+func TestOversizedLinesAreSkipped(t *testing.T) {
+	in := "ok\n" + strings.Repeat("x", 11) + "\n" + strings.Repeat("y", 10) + "\n" + "after\n" + strings.Repeat("z", 30)
+	assert.Equal(t, []got{{"ok", false}, {"", true}, {strings.Repeat("y", 10), false}, {"after", false}, {"", true}},
+		readAll(t, strings.NewReader(in), 10))
+	// Longer than bufio's own buffer.
+	big := strings.Repeat("q", 200<<10) + "\nend\n"
+	assert.Equal(t, []got{{"", true}, {"end", false}}, readAll(t, strings.NewReader(big), 100<<10))
+}
+
+// endless is an input with no newline at all (/dev/zero).
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.n <= 0 {
+		return 0, io.EOF
+	}
+	if len(p) > e.n {
+		p = p[:e.n]
+	}
+	for i := range p {
+		p[i] = 0
+	}
+	e.n -= len(p)
+	return len(p), nil
+}
+
+func TestEndlessLineStaysBounded(t *testing.T) {
+	lr := NewReader(&endless{n: 64 << 20}, 1<<20)
+	_, over, err := lr.Next()
+	require.NoError(t, err)
+	assert.True(t, over)
+	assert.LessOrEqual(t, cap(lr.buf), 2<<20, "the buffer never grows past the bound")
+	_, _, err = lr.Next()
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+func TestReadErrorSurfaces(t *testing.T) {
+	boom := errors.New("boom")
+	lr := NewReader(io.MultiReader(bytes.NewReader([]byte("x\npartial")), errReader{boom}), 0)
+	l, _, err := lr.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(l))
+	l, _, err = lr.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "partial", string(l))
+	_, _, err = lr.Next()
+	assert.ErrorIs(t, err, boom)
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
