@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,18 +13,69 @@ import (
 	"github.com/outpost-dev/outpost/harness"
 )
 
+// flushEvery is how long rendered events may wait in the output buffer: a
+// CLI printing millions of lines costs one write per batch, not per line,
+// and a reader still sees events within this delay.
+const flushEvery = 50 * time.Millisecond
+
 // renderer prints events live: JSON lines, or a human-readable stream.
+// Output is buffered and flushed every flushEvery and by close.
 type renderer struct {
 	mu          sync.Mutex
-	out         io.Writer
+	out         *bufio.Writer
 	json        bool
 	inDelta     bool
 	lastFailure string
+	dirty       bool
+	stop        chan struct{}
+	stopped     chan struct{}
+}
+
+// newRenderer starts a renderer on w; close flushes and stops it.
+func newRenderer(w io.Writer, jsonLines bool) *renderer {
+	r := &renderer{out: bufio.NewWriterSize(w, 64<<10), json: jsonLines,
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	go r.flusher()
+	return r
+}
+
+func (r *renderer) flusher() {
+	defer close(r.stopped)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			r.mu.Lock()
+			if r.dirty {
+				_ = r.out.Flush()
+				r.dirty = false
+			}
+			r.mu.Unlock()
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// close flushes what is buffered and stops the flusher. Idempotent.
+func (r *renderer) close() {
+	r.mu.Lock()
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	_ = r.out.Flush()
+	r.dirty = false
+	r.mu.Unlock()
+	<-r.stopped
 }
 
 func (r *renderer) event(ev adapters.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.dirty = true
 	if r.json {
 		b, err := json.Marshal(ev)
 		if err == nil {
@@ -95,6 +147,7 @@ func (r *renderer) event(ev adapters.Event) {
 func (r *renderer) outcome(res *harness.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.dirty = true
 	o := res.Outcome()
 	if r.json {
 		b, _ := json.Marshal(o)

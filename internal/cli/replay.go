@@ -92,7 +92,8 @@ func runReplay(ctx context.Context, f *Factory, opts *ReplayOptions) error {
 		defer fh.Close()
 		stderr = fh
 	}
-	r := &renderer{out: opts.IO.Out, json: true}
+	r := newRenderer(opts.IO.Out, true)
+	defer r.close()
 	// Replay stops reading when ctx is cancelled (SIGINT, SIGTERM). A read
 	// that blocks (a pipe nobody writes) cannot be interrupted: the command
 	// then returns without waiting for it.

@@ -105,7 +105,8 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 		return err
 	}
 	defer s.close()
-	r := &renderer{out: f.IO.Out, json: opts.Output.JSON}
+	r := newRenderer(f.IO.Out, opts.Output.JSON)
+	defer r.close()
 	req := turnRequest{Agent: opts.Turn.Agent, Prompt: prompt, Model: opts.Turn.Model,
 		Continue: opts.Turn.Resume, Fork: opts.Turn.Fork, Workspace: opts.Sandbox.Workspace}
 	if opts.Turn.Live {

@@ -19,6 +19,10 @@ const RequireDockerEnv = "OUTPOST_REQUIRE_DOCKER"
 // RequireCLIsEnv is the variable that makes missing real CLIs a failure.
 const RequireCLIsEnv = "OUTPOST_REQUIRE_CLIS"
 
+// RequireToolsEnv is the variable that makes a missing measuring tool
+// (GNU time, chromium) a failure.
+const RequireToolsEnv = "OUTPOST_REQUIRE_TOOLS"
+
 // Required reports whether the named requirement variable is set to 1/true.
 func Required(env string) bool {
 	switch os.Getenv(env) {
