@@ -39,7 +39,7 @@ func Example_library() {
 		reset, _ := outposterr.ResetAt(err)
 		fmt.Println("quota; wait until", reset)
 	case outposterr.IsUnavailable(err):
-		fmt.Println("outage; retry later:", err)
+		fmt.Println("outage; retry later:", outposterr.UnavailableReason(err))
 	case err != nil:
 		fmt.Println("failed:", err)
 	default:
