@@ -96,12 +96,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -119,18 +119,19 @@ var PermissionModes = []string{"acceptEdits", "auto", "bypassPermissions", "defa
 var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
 
 // Adapter is the Claude Code adapter. Build it with [New]; the zero value is
-// not ready. It is immutable and safe for concurrent use.
+// not ready. It is immutable and safe for concurrent use. Name, Binary and
+// the recognizers Quota, Unavailable and Auth (see Recognizers in the package
+// doc) come from the embedded [adapters.CLI].
 type Adapter struct {
-	binary  string
+	adapters.CLI
 	partial bool
-	extra   []string
 }
 
 // Option configures an [Adapter].
-type Option func(*Adapter)
+type Option = adapters.Option[Adapter]
 
 // WithBinary sets the program name or path argv[0] uses (default "claude").
-func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+func WithBinary(name string) Option { return adapters.WithBinary[Adapter](name) }
 
 // WithPartialMessages adds --include-partial-messages, so text and thinking
 // stream as text-delta and reasoning events before each complete message.
@@ -139,27 +140,12 @@ func WithPartialMessages() Option { return func(a *Adapter) { a.partial = true }
 // WithArgs appends extra arguments to every command (after Outpost's own).
 // They are the caller's responsibility; use the "--flag=value" form for
 // variadic flags such as --mcp-config.
-func WithArgs(args ...string) Option {
-	return func(a *Adapter) { a.extra = append(a.extra, args...) }
-}
+func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
 // New returns a Claude Code adapter.
-func New(opts ...Option) *Adapter {
-	a := &Adapter{binary: "claude"}
-	for _, o := range opts {
-		o(a)
-	}
-	a.extra = append([]string(nil), a.extra...)
-	return a
-}
+func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
 
 var _ adapters.Adapter = (*Adapter)(nil)
-
-// Name returns "claude".
-func (a *Adapter) Name() string { return Name }
-
-// Binary returns the program name ("claude" unless [WithBinary] changed it).
-func (a *Adapter) Binary() string { return a.binary }
 
 // Capabilities: resumable, forkable, a result event is required, usage from events.
 func (a *Adapter) Capabilities() adapters.Capabilities {
@@ -173,25 +159,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	}
 }
 
-// ValidID reports whether id may be passed to --resume: 1 to 128 letters,
-// digits, '-' or '_', not starting with '-'.
-func ValidID(id string) bool { return adapters.ValidID(id) }
-
-func validModel(m string) bool { return adapters.ValidModel(m) }
-
-func configErr(format string, args ...any) error {
-	return outposterr.New(outposterr.Configuration, "claude: "+format, args...).
-		With(outposterr.Details{Agent: Name})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
 // Request builds the command of one turn. It is pure; invalid input is an
 // outposterr configuration error.
@@ -199,14 +167,14 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if strings.TrimSpace(in.Prompt) == "" {
 		return sandbox.Command{}, configErr("empty prompt")
 	}
-	args := []string{a.binary, "--print", "--verbose", "--output-format", "stream-json"}
+	args := []string{a.Binary(), "--print", "--verbose", "--output-format", "stream-json"}
 	bypass := false
 	switch in.Permission {
 	case "":
 		bypass = true
 		args = append(args, "--dangerously-skip-permissions")
 	default:
-		if !contains(PermissionModes, in.Permission) {
+		if !slices.Contains(PermissionModes, in.Permission) {
 			return sandbox.Command{}, configErr("unknown permission mode %q (want one of %s)",
 				in.Permission, strings.Join(PermissionModes, ", "))
 		}
@@ -214,13 +182,13 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		args = append(args, "--permission-mode", in.Permission)
 	}
 	if in.Model != "" {
-		if !validModel(in.Model) {
+		if !adapters.ValidModel(in.Model) {
 			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
 		}
 		args = append(args, "--model", in.Model)
 	}
 	if in.Effort != "" {
-		if !contains(Efforts, in.Effort) {
+		if !slices.Contains(Efforts, in.Effort) {
 			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 		}
 		args = append(args, "--effort", in.Effort)
@@ -243,7 +211,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	case in.Fork && in.Continue == "":
 		return sandbox.Command{}, configErr("fork needs a conversation to continue")
 	case in.Continue != "":
-		if !ValidID(in.Continue) {
+		if !adapters.ValidID(in.Continue) {
 			return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
 		}
 		args = append(args, "--resume", in.Continue)
@@ -254,7 +222,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if a.partial {
 		args = append(args, "--include-partial-messages")
 	}
-	args = append(args, a.extra...)
+	args = a.AppendExtra(args)
 
 	env := map[string]string{
 		"DISABLE_AUTOUPDATER":                      "1",

@@ -360,7 +360,7 @@ func TestDecodeFixtures(t *testing.T) {
 			if c.Name == "resume_missing" {
 				assert.Empty(t, conv, "a failed resume prints no init line")
 			} else {
-				assert.True(t, claude.ValidID(conv), "conversation id %q", conv)
+				assert.True(t, adapters.ValidID(conv), "conversation id %q", conv)
 			}
 			require.NotNil(t, fin)
 			assert.Equal(t, wantOK[c.Name], fin.OK)

@@ -94,7 +94,7 @@ func TestQuotaNegatives(t *testing.T) {
 		"Reached max turns limit",
 		"",
 	} {
-		ok, reset := claude.Quota(text, at)
+		ok, reset := claude.New().Quota(text, at)
 		assert.False(t, ok, text)
 		assert.True(t, reset.IsZero())
 	}
@@ -177,8 +177,8 @@ func TestAuth(t *testing.T) {
 
 func TestRecognizersHugeText(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20) + " Credit balance too low"
-	ok, _ := claude.Quota(huge, at)
+	ok, _ := claude.New().Quota(huge, at)
 	assert.False(t, ok, "only the first 64 KiB are scanned")
-	ok, _ = claude.Quota("Credit balance too low "+huge, at)
+	ok, _ = claude.New().Quota("Credit balance too low "+huge, at)
 	assert.True(t, ok)
 }

@@ -61,7 +61,7 @@ func (a *Adapter) AppServerRequest(in adapters.Input) (sandbox.Command, *AppSess
 	if len(in.Schema) > 0 {
 		return sandbox.Command{}, nil, configErr("a typed response is not available with live input")
 	}
-	args := []string{a.binary}
+	args := []string{a.Binary()}
 	for _, kv := range c.cfg {
 		args = append(args, "-c", kv)
 	}

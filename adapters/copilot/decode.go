@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -401,10 +402,12 @@ func (d *Decoder) result(l *line) []adapters.Event {
 // character boundary.
 func Preview(s string, limit int) string { return adapters.Preview(s, limit) }
 
+var statusRE = regexp.MustCompile(`(?i)^\s*([1-5]\d\d)\b|last error:\s*([1-5]\d\d)\b|\(http ([1-5]\d\d)\)|status(?: code)?[: ]+([1-5]\d\d)\b`)
+
 // status finds an HTTP status at the start of a failure text ("429 …",
 // "Last error: 503 …", "(HTTP 401)").
 func status(text string) int {
-	for _, m := range statusRE.FindAllStringSubmatch(clip(text), -1) {
+	for _, m := range statusRE.FindAllStringSubmatch(adapters.Clip(text), -1) {
 		for _, g := range m[1:] {
 			if g != "" {
 				n, _ := strconv.Atoi(g)
