@@ -70,10 +70,15 @@
 // resets …", "Claude AI usage limit reached|<epoch>", "usage limit reached …
 // reset at …", the API spend cap ("You have reached your specified API usage
 // limits … regain access on …"), credit balance too low, and the API-key
-// organization rate limit (429 rate_limit_error "would exceed your account's
-// rate limit"). The last is quota by decision: it is the account's own limit,
-// the turn only fails after Claude already retried it with backoff, and the
-// caller must wait rather than retry at once (its reset time is unknown).
+// organization rate limit (429 rate_limit_error "would exceed your
+// organization's rate limit of N input tokens per minute", older wordings
+// included). The API's own bodies (credit balance, spend cap, organization
+// rate limit, error types) are read by package provider's Anthropic
+// wordings, the same ones Copilot's anthropic provider type uses. The
+// organization rate limit is quota by decision: it is the account's own
+// limit, the turn only fails after Claude already retried it with backoff,
+// and the caller must wait rather than retry at once (its reset time is
+// unknown).
 // Not quota: the server throttle ("… (not your usage limit)", an outage, see
 // Unavailable), "Approaching usage limit" (a warning), context limits
 // (prompt too long), and CLI retry chatter ("… · Retrying in N seconds…").

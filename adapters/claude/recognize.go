@@ -5,15 +5,18 @@ import (
 	"strings"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/provider"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
-// recognizer reads Claude Code's failure texts; see the package doc for the
-// families matched and the exclusions.
+// recognizer reads Claude Code's failure texts: its own wordings, then the
+// Anthropic API's bodies it relays (package provider), then its generic
+// authentication words. See the package doc for the families matched and
+// the exclusions.
 var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	// The CLI's own "retrying" line; it is never the verdict.
 	Chatter:  regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`),
-	Wordings: []adapters.Wordings{wordings},
+	Wordings: []adapters.Wordings{wordings, provider.Anthropic, lastWordings},
 	Reset:    reset.Parse,
 })
 
@@ -37,22 +40,17 @@ var wordings = adapters.Wordings{
 		regexp.MustCompile(`\b(?:weekly|daily|monthly|session|\d+-hour|five-hour|opus|sonnet|haiku|usage|plan|spend|spending)(?: [a-z]+)? limits? (?:reached|exceeded|hit)\b`),
 		// "Your limit will reset at 9am (America/Chicago)."
 		regexp.MustCompile(`\byour (?:usage )?limit will reset\b`),
-		// Spend cap tail, on its own.
-		regexp.MustCompile(`\bwill regain access on\b`),
-		// Credits: API and TUI wordings.
-		regexp.MustCompile(`\bcredit balance (?:is )?too low\b`),
 		// Out of extra usage credits.
 		regexp.MustCompile(`\bout of (?:extra )?usage\b`),
-		// API-key organization rate limit (quota by decision, see package doc).
-		regexp.MustCompile(`would exceed your (?:account's|organization's) rate limit`),
-		regexp.MustCompile(`"type"\s*:\s*"rate_limit_error"`),
+		// The API's credit balance, spend cap and organization rate limit
+		// are provider.Anthropic's.
 	},
 	Unavailable: []adapters.Reason{
 		{RE: regexp.MustCompile(`not your usage limit|temporarily limiting requests`), Name: "server throttle"},
 		{RE: regexp.MustCompile(`\b529\b|overloaded`), Name: "overloaded"},
 		{RE: regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), Name: "http $1"},
 		{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
-		{RE: regexp.MustCompile(`internal server error|"type"\s*:\s*"api_error"`), Name: "http 500"},
+		{RE: regexp.MustCompile(`internal server error`), Name: "http 500"},
 		{RE: regexp.MustCompile(`bad gateway`), Name: "http 502"},
 		{RE: regexp.MustCompile(`service unavailable`), Name: "http 503"},
 		{RE: regexp.MustCompile(`gateway time-?out`), Name: "http 504"},
@@ -64,9 +62,13 @@ var wordings = adapters.Wordings{
 		{RE: regexp.MustCompile(`oauth token (?:has )?expired|token has expired`), Name: "oauth token expired"},
 		{RE: regexp.MustCompile(`invalid oauth token|oauth token was not found`), Name: "invalid oauth token"},
 		{RE: regexp.MustCompile(`invalid bearer token`), Name: "invalid bearer token"},
-		{RE: regexp.MustCompile(`invalid (?:x-)?api[ -]?key`), Name: "invalid api key"},
-		{RE: regexp.MustCompile(`"type"\s*:\s*"permission_error"`), Name: "permission denied"},
-		{RE: regexp.MustCompile(`authentication_error|authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), Name: "authentication failed"},
+	},
+}
+
+// lastWordings name what the more specific words did not.
+var lastWordings = adapters.Wordings{
+	Auth: []adapters.Reason{
+		{RE: regexp.MustCompile(`authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), Name: "authentication failed"},
 	},
 }
 

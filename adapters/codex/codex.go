@@ -69,7 +69,9 @@
 // [Adapter.Quota] matches the usage-limit family ("You've hit your usage
 // limit … try again at Dec 3rd, 2026 12:00 AM." / "… try again in 2 days 17
 // hours 14 minutes."), "Quota exceeded. Check your plan and billing
-// details." (insufficient_quota), "out of credits", "spend cap", and the
+// details." (Codex's words for insufficient_quota; the OpenAI body itself,
+// "You exceeded your current quota", is read by package provider's OpenAI
+// wordings, as for Copilot), "out of credits", "spend cap", and the
 // retries-exhausted 429 ("exceeded retry limit, last status: 429") — the last
 // is quota by decision, as for Claude's organization rate limit: the CLI
 // already retried it and the caller must wait. Retry chatter ("Reconnecting…")

@@ -5,15 +5,17 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/provider"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
-// recognizer reads Codex's failure texts; see the package doc for the
-// families matched.
+// recognizer reads Codex's failure texts: its own wordings, then the OpenAI
+// API's bodies it relays (package provider), then its generic status words.
+// See the package doc for the families matched.
 var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	// Codex's own retry notice; it is never the verdict.
 	Chatter:  regexp.MustCompile(`^\s*reconnecting\.\.\.`),
-	Wordings: []adapters.Wordings{wordings},
+	Wordings: []adapters.Wordings{wordings, provider.OpenAI, lastWordings},
 	// The adapter runs Codex with TZ=UTC: zone-less times are UTC.
 	Reset: func(text string, at time.Time) (time.Time, bool) { return reset.Parse(text, at.UTC()) },
 })
@@ -27,15 +29,16 @@ var wordings = adapters.Wordings{
 		// "You've hit your usage limit. … try again at …" (usage_limit_reached).
 		regexp.MustCompile(`\byou(?:'ve| have) hit your (?:[a-z-]+ )?usage limit`),
 		regexp.MustCompile(`\busage limit (?:reached|exceeded|has been reached)\b|usage_limit_reached`),
-		// insufficient_quota: "Quota exceeded. Check your plan and billing details."
-		regexp.MustCompile(`\bquota exceeded\b|insufficient_quota|exceeded your current quota`),
+		// Codex's words for insufficient_quota: "Quota exceeded. Check your
+		// plan and billing details." (the body itself is provider.OpenAI's).
+		regexp.MustCompile(`\bquota exceeded\b`),
 		regexp.MustCompile(`\bout of credits\b|\bspend(?:ing)? cap\b|usage_not_included`),
 		// Retries exhausted on 429: quota by decision (see the package doc).
 		regexp.MustCompile(`exceeded retry limit, last status: 429\b`),
 	},
 	Unavailable: []adapters.Reason{
 		{RE: regexp.MustCompile(`too many concurrent requests|concurrency_limit`), Name: "server throttle"},
-		{RE: regexp.MustCompile(`at capacity|high demand|server_is_overloaded|\boverloaded\b`), Name: "overloaded"},
+		{RE: regexp.MustCompile(`at capacity|high demand|\boverloaded\b`), Name: "overloaded"},
 		{RE: regexp.MustCompile(`(?:last status|unexpected status|status)[: ]+(5\d\d)\b`), Name: "http $1"},
 		{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
 		{RE: regexp.MustCompile(`stream disconnected before completion`), Name: "stream disconnected"},
@@ -48,7 +51,12 @@ var wordings = adapters.Wordings{
 		{RE: regexp.MustCompile(`refresh token was revoked|refresh_token_invalidated`), Name: "refresh token revoked"},
 		{RE: regexp.MustCompile(`chatgpt login is required|not logged in|please log ?in|log out and sign in again`), Name: "login required"},
 		{RE: regexp.MustCompile(`missing environment variable: ` + "`" + `?[a-z0-9_]*(?:key|token)`), Name: "missing api key"},
-		{RE: regexp.MustCompile(`incorrect api key|invalid api key|invalid_api_key`), Name: "invalid api key"},
+	},
+}
+
+// lastWordings name what the more specific words did not.
+var lastWordings = adapters.Wordings{
+	Auth: []adapters.Reason{
 		{RE: regexp.MustCompile(`\b401 unauthorized|status[: ]+401\b|\b403 forbidden|status[: ]+403\b`), Name: "authentication failed"},
 	},
 }

@@ -74,7 +74,12 @@
 // duration), "exceeded your Copilot token usage", 402 / quota_exceeded /
 // "You have no quota", and retries exhausted on 429 ("Failed to get response
 // from the AI model; retried 5 times … Last error: 429 …", session.error
-// errorType rate_limit) — quota by decision, as for Codex. The premium
+// errorType rate_limit) — quota by decision, as for Codex. A BYOK provider's
+// own error body reaches the session.error text unchanged, so the
+// recognizers also read package provider's Anthropic and OpenAI wordings, the
+// ones Claude Code and Codex use: "Your credit balance is too low" and the
+// organization rate limit through provider type anthropic, insufficient_quota
+// ("You exceeded your current quota") through openai. The premium
 // allowance downgrade notice is not a failure. [Adapter.Unavailable]: 5xx
 // statuses, "server error", "overloaded", connection errors, timeouts and
 // the retries-exhausted text with a 5xx or unknown last error.

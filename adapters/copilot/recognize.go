@@ -4,15 +4,19 @@ import (
 	"regexp"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/provider"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
-// recognizer reads Copilot's failure texts; see the package doc for the
-// families. Unavailable says nothing of a text that reads as quota or auth.
+// recognizer reads Copilot's failure texts: its own wordings, then the
+// bodies of the providers its BYOK modes relay unchanged (Anthropic for
+// provider type anthropic, OpenAI for openai and azure; package provider).
+// See the package doc for the families. Unavailable says nothing of a text
+// that reads as quota or auth.
 var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	// Copilot's own retry notice; it is never the verdict.
 	Chatter:  regexp.MustCompile(`^\s*(?:response was interrupted due to a server error|request failed due to a transient api error)\. retrying`),
-	Wordings: []adapters.Wordings{wordings},
+	Wordings: []adapters.Wordings{wordings, provider.Anthropic, provider.OpenAI},
 	// Copilot words resets as relative durations only (PROTOCOLS §6).
 	Reset:     reset.Relative,
 	Exclusive: true,
@@ -28,7 +32,7 @@ var wordings = adapters.Wordings{
 		// "Sorry, you have exceeded your Copilot token usage."
 		regexp.MustCompile(`exceeded your copilot token usage`),
 		// 402 {"error":{"message":"You have no quota","code":"quota_exceeded"}}
-		regexp.MustCompile(`\byou have no quota\b|quota_exceeded|\bquota exceeded\b|insufficient_quota|exceeded your current quota`),
+		regexp.MustCompile(`\byou have no quota\b|quota_exceeded|\bquota exceeded\b`),
 		// Retries exhausted on 429 (rate_limited): quota by decision.
 		regexp.MustCompile(`"code"\s*:\s*"rate_limited"|retried \d+ times.*last error:\s*429\b`),
 	},
@@ -48,7 +52,7 @@ var wordings = adapters.Wordings{
 		{RE: regexp.MustCompile(`does not have copilot requests permission`), Name: "token lacks Copilot Requests permission"},
 		{RE: regexp.MustCompile(`server-to-server tokens are not supported`), Name: "unsupported token (Actions)"},
 		{RE: regexp.MustCompile(`offline mode requires a local model provider`), Name: "no model provider"},
-		{RE: regexp.MustCompile(`authentication failed|invalid api key|incorrect api key|invalid_api_key|bad credentials`), Name: "authentication failed"},
+		{RE: regexp.MustCompile(`authentication failed|bad credentials`), Name: "authentication failed"},
 		{RE: regexp.MustCompile(`^\s*401\b|\(http 401\)|\b401 unauthorized|\b401 401\b|status[: ]+401\b`), Name: "authentication failed"},
 		{RE: regexp.MustCompile(`^\s*403\b|\(http 403\)|\b403 forbidden`), Name: "forbidden"},
 	},
