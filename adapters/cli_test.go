@@ -9,6 +9,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // fake is an adapter type built the way the built-in ones are.
@@ -16,6 +17,14 @@ type fake struct {
 	adapters.CLI
 	flag bool
 }
+
+func (f *fake) Capabilities() adapters.Capabilities { return adapters.Capabilities{} }
+func (f *fake) NewDecoder() adapters.Decoder        { return nil }
+func (f *fake) Request(adapters.Input) (sandbox.Command, error) {
+	return sandbox.Command{}, nil
+}
+
+var _ adapters.Adapter = (*fake)(nil)
 
 func withFlag() adapters.Option[fake] { return func(f *fake) { f.flag = true } }
 

@@ -86,13 +86,17 @@ type Recognition struct {
 	// Exclusive makes Unavailable say nothing of a text that reads as quota
 	// or as an authentication failure.
 	Exclusive bool
+	// Structured classifies a failure by the fields its CLI reports; nil:
+	// the CLI reports none worth reading.
+	Structured func(f FailureDetail) Verdict
 }
 
 // Recognizer holds the quota, outage and authentication recognizers of one
 // CLI. A built-in adapter embeds one (built once with [NewRecognizer]): its
-// methods are the adapter's Quota, Unavailable and Auth. Each looks at the
-// [Normalize]d text and says nothing of an empty text or of retry chatter.
-// It is immutable and safe for concurrent use.
+// methods are the adapter's Quota, Unavailable and Auth, which look at the
+// [Normalize]d text and say nothing of an empty text or of retry chatter,
+// and RecognizeFailure ([FailureRecognizer]), which reads a failure's
+// structured fields. It is immutable and safe for concurrent use.
 type Recognizer struct {
 	r Recognition
 }
@@ -187,4 +191,18 @@ func (r *Recognizer) auth(n string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// RecognizeFailure implements [FailureRecognizer] with the Structured
+// classifier. A quota verdict stands unless text is one the wordings call
+// no quota (NotQuota): then the words decide.
+func (r *Recognizer) RecognizeFailure(f FailureDetail, text string) Verdict {
+	if r.r.Structured == nil {
+		return Verdict{}
+	}
+	v := r.r.Structured(f)
+	if v.Class == ClassQuota && r.notQuota(Normalize(text)) {
+		return Verdict{}
+	}
+	return v
 }

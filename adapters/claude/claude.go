@@ -65,6 +65,16 @@
 //
 // # Recognizers
 //
+// Structured fields come first ([adapters.FailureRecognizer]): a failure's
+// class is decided by Claude's error word (billing_error and rate_limit are
+// quota, authentication_failed auth, overloaded and server_error outages),
+// then by api_error_type and api_error_status as package provider reads
+// them (a 429 rate_limit_error is quota whatever its wording); the words
+// below decide only when the fields say nothing (invalid_request_error:
+// credit balance, spend cap), and otherwise name the outage or
+// authentication failure and give a quota's reset. The server throttle is a
+// 429 rate_limit as well: its words ("not your usage limit") veto the quota.
+//
 // [Adapter.Quota] matches account limits: the plan/session/weekly/5-hour/Opus/
 // Sonnet "You've hit your … limit · resets …" family, "… limit reached ∙
 // resets …", "Claude AI usage limit reached|<epoch>", "usage limit reached …

@@ -15,10 +15,34 @@ import (
 // the exclusions.
 var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	// The CLI's own "retrying" line; it is never the verdict.
-	Chatter:  regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`),
-	Wordings: []adapters.Wordings{wordings, provider.Anthropic, lastWordings},
-	Reset:    reset.Parse,
+	Chatter:    regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`),
+	Wordings:   []adapters.Wordings{wordings, provider.Anthropic, lastWordings},
+	Reset:      reset.Parse,
+	Structured: structured,
 })
+
+// structured classifies a failure by Claude's own error word (the "error"
+// of its synthetic message: billing_error, rate_limit,
+// authentication_failed, overloaded, server_error), then by the API
+// error's type and status (package provider). A quota verdict gives way to
+// the words when they name the server throttle ("not your usage limit"),
+// which 2.1.328 reports as a 429 rate_limit too.
+func structured(f adapters.FailureDetail) adapters.Verdict {
+	switch f.Code {
+	case "billing_error", "rate_limit":
+		return adapters.Verdict{Class: adapters.ClassQuota}
+	case "authentication_failed", "oauth_org_not_allowed":
+		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "authentication failed"}
+	case "overloaded":
+		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "overloaded"}
+	case "server_error":
+		if v := provider.ByStatus(f.Status); v.Class == adapters.ClassUnavailable {
+			return v
+		}
+		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "server error"}
+	}
+	return provider.Classify(f.Status, f.ProviderType, f.ProviderCode)
+}
 
 var wordings = adapters.Wordings{
 	// Texts that look like limits but are not the account's quota.

@@ -66,6 +66,15 @@
 //
 // # Recognizers
 //
+// An exec turn reports its failure in words only ("turn.failed" with a
+// message), so the words decide. An app-server turn also reports
+// codexErrorInfo, read first ([adapters.FailureRecognizer]; verified on
+// 0.169.0): usageLimitExceeded (a plan usage limit, and insufficient_quota,
+// which Codex words "Quota exceeded. Check your plan and billing details.")
+// is quota, serverOverloaded and internalServerError outages,
+// httpConnectionFailed and responseTooManyFailedAttempts classified by their
+// httpStatusCode (429 quota, 401 auth, 5xx outage).
+//
 // [Adapter.Quota] matches the usage-limit family ("You've hit your usage
 // limit … try again at Dec 3rd, 2026 12:00 AM." / "… try again in 2 days 17
 // hours 14 minutes."), "Quota exceeded. Check your plan and billing

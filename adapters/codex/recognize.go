@@ -17,8 +17,31 @@ var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	Chatter:  regexp.MustCompile(`^\s*reconnecting\.\.\.`),
 	Wordings: []adapters.Wordings{wordings, provider.OpenAI, lastWordings},
 	// The adapter runs Codex with TZ=UTC: zone-less times are UTC.
-	Reset: func(text string, at time.Time) (time.Time, bool) { return reset.Parse(text, at.UTC()) },
+	Reset:      func(text string, at time.Time) (time.Time, bool) { return reset.Parse(text, at.UTC()) },
+	Structured: structured,
 })
+
+// structured classifies an app-server failure by its codexErrorInfo variant
+// (verified on 0.169.0: usageLimitExceeded for a plan usage limit and for
+// insufficient_quota, serverOverloaded, internalServerError, and
+// httpConnectionFailed or responseTooManyFailedAttempts with the HTTP status
+// of the last call, read as package provider reads a status). An exec
+// failure (code turn.failed) carries only words: they decide.
+func structured(f adapters.FailureDetail) adapters.Verdict {
+	switch f.Code {
+	case "usageLimitExceeded":
+		return adapters.Verdict{Class: adapters.ClassQuota}
+	case "serverOverloaded":
+		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "overloaded"}
+	case "internalServerError":
+		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "http 500"}
+	case "unauthorized":
+		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "authentication failed"}
+	case "httpConnectionFailed", "responseStreamConnectionFailed", "responseStreamDisconnected", "responseTooManyFailedAttempts":
+		return provider.ByStatus(f.Status)
+	}
+	return adapters.Verdict{}
+}
 
 var wordings = adapters.Wordings{
 	NotQuota: []*regexp.Regexp{

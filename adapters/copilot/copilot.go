@@ -69,6 +69,14 @@
 //
 // # Recognizers
 //
+// Structured fields come first ([adapters.FailureRecognizer]): session.error's
+// errorType (rate_limit: quota; authentication: auth), its statusCode (402:
+// quota), and the provider's error type and code that the last
+// model.call_failure with the same status reported (package provider:
+// insufficient_quota and 429s are quota, 5xx outages, invalid_api_key auth).
+// The words decide when the fields say nothing (an Anthropic 400
+// invalid_request_error: credit balance or a bad request).
+//
 // [Adapter.Quota]: the Copilot rate-limit family ("Sorry, you've hit a rate
 // limit … Please try again in 14 hours 23 minutes." — reset from the relative
 // duration), "exceeded your Copilot token usage", 402 / quota_exceeded /

@@ -18,9 +18,25 @@ var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	Chatter:  regexp.MustCompile(`^\s*(?:response was interrupted due to a server error|request failed due to a transient api error)\. retrying`),
 	Wordings: []adapters.Wordings{wordings, provider.Anthropic, provider.OpenAI},
 	// Copilot words resets as relative durations only (PROTOCOLS §6).
-	Reset:     reset.Relative,
-	Exclusive: true,
+	Reset:      reset.Relative,
+	Exclusive:  true,
+	Structured: structured,
 })
+
+// structured classifies a failure by Copilot's errorType (rate_limit: the
+// Copilot service's limit or retries exhausted on 429, quota by decision;
+// authentication), then by the provider's error type and code and the
+// status (package provider; 402 and quota_exceeded are the Copilot
+// service's "You have no quota").
+func structured(f adapters.FailureDetail) adapters.Verdict {
+	switch {
+	case f.Code == "rate_limit", f.Status == 402, f.ProviderCode == "quota_exceeded":
+		return adapters.Verdict{Class: adapters.ClassQuota}
+	case f.Code == "authentication":
+		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "authentication failed"}
+	}
+	return provider.Classify(f.Status, f.ProviderType, f.ProviderCode)
+}
 
 var wordings = adapters.Wordings{
 	// The premium-allowance downgrade lets the turn continue.
