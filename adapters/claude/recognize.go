@@ -26,13 +26,16 @@ var recognizer = adapters.NewRecognizer(adapters.Recognition{
 // authentication_failed, overloaded, server_error), then by the API
 // error's type and status (package provider). A quota verdict gives way to
 // the words when they name the server throttle ("not your usage limit"),
-// which 2.1.328 reports as a 429 rate_limit too.
+// which 2.1.328 reports as a 429 rate_limit too, or a model at capacity
+// ("Opus is experiencing high load, …", also error rate_limit).
 func structured(f adapters.FailureDetail) adapters.Verdict {
 	switch f.Code {
 	case "billing_error", "rate_limit":
 		return adapters.Verdict{Class: adapters.ClassQuota}
 	case "authentication_failed", "oauth_org_not_allowed":
 		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "authentication failed"}
+	case "cloud_credential_error":
+		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "cloud credentials unavailable"}
 	case "overloaded":
 		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "overloaded"}
 	case "server_error":
@@ -48,6 +51,7 @@ var wordings = adapters.Wordings{
 	// Texts that look like limits but are not the account's quota.
 	NotQuota: []*regexp.Regexp{
 		regexp.MustCompile(`not your usage limit`),            // server throttle: an outage
+		regexp.MustCompile(`experiencing high load`),          // a model at capacity: an outage
 		regexp.MustCompile(`^\W*approaching\b`),               // a warning
 		regexp.MustCompile(`prompt (?:is )?too long`),         // context limit
 		regexp.MustCompile(`context (?:window|length|limit)`), // context limit
@@ -71,7 +75,7 @@ var wordings = adapters.Wordings{
 	},
 	Unavailable: []adapters.Reason{
 		{RE: regexp.MustCompile(`not your usage limit|temporarily limiting requests`), Name: "server throttle"},
-		{RE: regexp.MustCompile(`\b529\b|overloaded`), Name: "overloaded"},
+		{RE: regexp.MustCompile(`\b529\b|overloaded|experiencing high load`), Name: "overloaded"},
 		{RE: regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), Name: "http $1"},
 		{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
 		{RE: regexp.MustCompile(`internal server error`), Name: "http 500"},

@@ -219,6 +219,13 @@ func TestStructuredFieldsFirst(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "server throttle", name)
 
+	// So is a model at capacity (2.1.328 words it with error rate_limit).
+	highLoad := apiFailure("Opus is experiencing high load, please use /model to switch to Sonnet", "rate_limit", 0, "")
+	ok, _ = adapters.FailureQuota(a, highLoad)
+	assert.False(t, ok)
+	name, _ = adapters.FailureUnavailable(a, highLoad)
+	assert.Equal(t, "overloaded", name)
+
 	// Outages and authentication failures: fields decide, words name.
 	for _, c := range []struct {
 		ev          adapters.Event
