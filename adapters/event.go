@@ -143,12 +143,21 @@ type RetryNotice struct {
 	DelayMS     int64  `json:"delay_ms,omitempty"`
 }
 
-// FailureDetail is structured information on a failure event.
+// FailureDetail is structured information on a failure event: what the CLI
+// reports next to its words. Recognizers read it before the words (see
+// [FailureRecognizer]).
 type FailureDetail struct {
 	// Status is the HTTP status of the failed model call, when known.
 	Status int `json:"status,omitempty"`
-	// Code is the CLI's own failure code ("error_during_execution", "rate_limit").
+	// Code is the CLI's own failure code ("error_during_execution",
+	// "rate_limit", Copilot's errorType, Codex's codexErrorInfo).
 	Code string `json:"code,omitempty"`
+	// ProviderType and ProviderCode are the "type" and "code" of the model
+	// provider's error body, when the CLI passes them on (Anthropic:
+	// "rate_limit_error", "overloaded_error"; OpenAI: type
+	// "insufficient_quota", code "invalid_api_key").
+	ProviderType string `json:"provider_type,omitempty"`
+	ProviderCode string `json:"provider_code,omitempty"`
 }
 
 // FinishedDetail is the terminal event's verdict.

@@ -1,5 +1,10 @@
 package adapters
 
+import (
+	"net/url"
+	"strings"
+)
+
 // MaxIDLen bounds conversation ids passed to a CLI.
 const MaxIDLen = 128
 
@@ -31,4 +36,20 @@ func ValidModel(m string) bool {
 		}
 	}
 	return true
+}
+
+// V1BaseURL returns the base URL an OpenAI-style client (which appends
+// "/responses" or "/chat/completions") is given for an endpoint base URL:
+// "/v1" is appended when the URL has no path. ok is false for anything but
+// an absolute http or https URL without a query or fragment.
+func V1BaseURL(base string) (string, bool) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	out := strings.TrimRight(base, "/")
+	if strings.Trim(u.Path, "/") == "" {
+		out += "/v1"
+	}
+	return out, true
 }

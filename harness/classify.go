@@ -206,7 +206,7 @@ func (c *collector) quota() (textMatch, bool) {
 	}
 	for i := len(c.failures) - 1; i >= 0; i-- {
 		f := c.failures[i]
-		if ok, reset := c.adapter.Quota(f.Text, f.Time); ok {
+		if ok, reset := adapters.FailureQuota(c.adapter, f); ok {
 			return pick(textMatch{text: f.Text, resetAt: reset, at: f.Time}), true
 		}
 	}
@@ -239,7 +239,7 @@ func (c *collector) blockingReset() time.Time {
 func (c *collector) outage() string {
 	for i := len(c.failures) - 1; i >= 0; i-- {
 		f := c.failures[i]
-		if r, ok := c.adapter.Unavailable(f.Text); ok {
+		if r, ok := adapters.FailureUnavailable(c.adapter, f); ok {
 			return r
 		}
 		if f.Failure != nil && (f.Failure.Status >= 500 || f.Failure.Status == 529) {
@@ -266,7 +266,7 @@ func (c *collector) outage() string {
 func (c *collector) auth() string {
 	for i := len(c.failures) - 1; i >= 0; i-- {
 		f := c.failures[i]
-		if r, ok := c.adapter.Auth(f.Text); ok {
+		if r, ok := adapters.FailureAuth(c.adapter, f); ok {
 			return r
 		}
 		if f.Failure != nil && f.Failure.Status == 401 {

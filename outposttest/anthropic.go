@@ -169,6 +169,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	req, msgs, err := decodeAnthropic(body)
 	conv := conversationOf(msgs)
+	conv.model = req.Model
 	for _, t := range req.Tools {
 		if t.Name == structuredOutputTool {
 			conv.structuredTool = t.Name

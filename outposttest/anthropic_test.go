@@ -309,6 +309,15 @@ func TestErrorScenarios(t *testing.T) {
 			"You have reached your specified API usage limits. You will regain access on 2026-04-01 at 00:00 UTC.", nil},
 		{outposttest.ScenarioCredits, 400, "invalid_request_error",
 			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", nil},
+		{outposttest.ScenarioInsufficientQuota, 400, "invalid_request_error",
+			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", nil},
+		{outposttest.ScenarioOrgRateLimit, 429, "rate_limit_error",
+			"This request would exceed your organization's rate limit of 30,000 input tokens per minute (org: 5d0c4b8e-7a43-4f1e-9d6b-2f8a1c3e0b71, model: claude-opus-5-5). " +
+				"For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage. " +
+				"Please reduce the prompt length or the maximum tokens requested, or try again later. " +
+				"You may also contact sales at https://claude.com/contact-sales to discuss your options for a rate limit increase.",
+			map[string]string{"retry-after": "3", "anthropic-ratelimit-input-tokens-limit": "30000",
+				"anthropic-ratelimit-input-tokens-remaining": "0"}},
 		{outposttest.ScenarioOverloaded, 529, "overloaded_error", "Overloaded", nil},
 		{outposttest.ScenarioUnavailable, 503, "api_error", "Service Unavailable", nil},
 		{outposttest.ScenarioServerError, 500, "api_error", "Internal server error", nil},

@@ -126,6 +126,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	req, msgs, err := decodeChat(body)
 	conv := chatConversation(msgs)
+	conv.model = req.Model
 	directive, derr := conv.directive()
 	aux := !req.Stream && len(req.Tools) == 0
 	s.annotate(r.Context(), func(e *Request) {
@@ -374,7 +375,7 @@ func (s *Server) chatFailure(p plan) responsesError {
 		e.typ = "server_error"
 		e.message = "Internal Server Error"
 	default:
-		e.openAICommon(p.scenario)
+		e.openAICommon(p)
 	}
 	return e
 }

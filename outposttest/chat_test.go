@@ -167,6 +167,10 @@ func TestChatFailures(t *testing.T) {
 		outposttest.ScenarioServerError:  {500, "", "Internal Server Error"},
 		outposttest.ScenarioOverloaded:   {503, "server_is_overloaded", "overloaded"},
 		outposttest.ScenarioUnauthorized: {401, "invalid_api_key", "Incorrect API key"},
+		outposttest.ScenarioInsufficientQuota: {429, "insufficient_quota",
+			"You exceeded your current quota, please check your plan and billing details."},
+		outposttest.ScenarioOrgRateLimit: {429, "rate_limit_exceeded",
+			"Rate limit reached for gpt-4.1 in organization org-outposttest on tokens per min (TPM): Limit 30000"},
 	} {
 		status, _, body := chatPost(t, srv, "/v1/chat/completions", map[string]any{
 			"model": "gpt-4.1", "stream": true, "tools": bashTool,

@@ -65,8 +65,9 @@
 //	[[outpost:scenario=NAME]]
 //
 // NAME is one of the [Scenarios] (ok, tool, rate_limit, quota, quota_warning,
-// spend_limit, credits, overloaded, unavailable, server_error, unauthorized,
-// hang, slow); it is case-insensitive. If several directives appear the last
+// spend_limit, credits, org_rate_limit, insufficient_quota, overloaded,
+// unavailable, server_error, unauthorized, hang, slow); it is
+// case-insensitive. If several directives appear the last
 // wins. An unknown name is answered with 400 invalid_request_error whose
 // message names the valid ones. [Directive] builds the string.
 //
@@ -121,6 +122,15 @@
 // usage and cost. Errors are {"type":"error","error":{"type","message"},
 // "request_id"} with a request-id header. Successful answers carry the
 // subscription headers anthropic-ratelimit-unified-* with status "allowed".
+// org_rate_limit answers 429 rate_limit_error in the API's current wording
+// of an organization's token limit ([OrgRateLimitText]) with retry-after and
+// anthropic-ratelimit-input-tokens-* headers; credits and insufficient_quota
+// answer 400 invalid_request_error [CreditBalanceText].
+//
+// The Messages API is also what GitHub Copilot CLI calls with
+// COPILOT_PROVIDER_TYPE=anthropic and COPILOT_PROVIDER_BASE_URL set to the
+// server's URL (no "/v1": the client appends "/v1/messages"), so the
+// Anthropic error bodies can be checked through Copilot's BYOK mode too.
 //
 // A request that hangs ([ScenarioHang]), or a slow stream interrupted by
 // the client or by Close, ends by aborting the connection
@@ -145,8 +155,11 @@
 // Errors are {"error":{"message","type","param","code"}}: rate_limit →
 // 429 rate_limit_exceeded; quota → 429 usage_limit_reached with resets_at,
 // resets_in_seconds, plan_type and x-codex-primary-* headers (Codex says
-// "You've hit your usage limit. … try again at <time>."); credits and
-// spend_limit → 429 insufficient_quota; overloaded → 503
+// "You've hit your usage limit. … try again at <time>."); credits,
+// spend_limit and insufficient_quota → 429 insufficient_quota
+// ([InsufficientQuotaText]); org_rate_limit → 429 type tokens, code
+// rate_limit_exceeded, "Rate limit reached for <model> in organization … on
+// tokens per min (TPM): …"; overloaded → 503
 // server_is_overloaded; unavailable → 503; server_error → 500;
 // unauthorized → 401 invalid_api_key.
 //
@@ -163,8 +176,10 @@
 // "rate limit exceeded" (code rate_limited; Copilot retries it 5 times);
 // quota → 429 "Sorry, you've hit a rate limit … Please try again in N
 // hours M minutes." ([CopilotRateLimitText]; not retried); credits and
-// spend_limit → 402 quota_exceeded "You have no quota"; overloaded → 503;
-// unavailable → 503; server_error → 500; unauthorized → 401.
+// spend_limit → 402 quota_exceeded "You have no quota"; OpenAI's own bodies
+// for insufficient_quota (429 insufficient_quota, [InsufficientQuotaText])
+// and org_rate_limit (as for Responses); overloaded → 503; unavailable →
+// 503; server_error → 500; unauthorized → 401.
 //
 // # Request log
 //

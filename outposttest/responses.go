@@ -219,6 +219,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	req, msgs, tools, err := decodeResponses(body)
 	conv := responsesConversation(msgs)
+	conv.model = req.Model
 	directive, derr := conv.directive()
 	aux := !req.Stream && len(tools) == 0
 	s.annotate(r.Context(), func(e *Request) {
@@ -539,14 +540,31 @@ func (s *Server) responsesFailure(p plan) responsesError {
 		e.typ = "server_error"
 		e.message = "The server had an error while processing your request. Sorry about that!"
 	default:
-		e.openAICommon(p.scenario)
+		e.openAICommon(p)
 	}
 	return e
 }
 
+// InsufficientQuotaText is the OpenAI APIs' refusal of a project without
+// quota (429 insufficient_quota), which [ScenarioInsufficientQuota] sends.
+const InsufficientQuotaText = "You exceeded your current quota, please check your plan and billing details. " +
+	"For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+
 // openAICommon fills the error bodies both OpenAI wire APIs share.
-func (e *responsesError) openAICommon(sc Scenario) {
-	switch sc {
+func (e *responsesError) openAICommon(p plan) {
+	switch p.scenario {
+	case ScenarioInsufficientQuota:
+		e.status = http.StatusTooManyRequests
+		e.typ, e.code = "insufficient_quota", "insufficient_quota"
+		e.message = InsufficientQuotaText
+	case ScenarioOrgRateLimit:
+		e.typ, e.code = "tokens", "rate_limit_exceeded"
+		e.message = fmt.Sprintf("Rate limit reached for %s in organization org-outposttest on tokens per min (TPM): "+
+			"Limit %d, Used %d, Requested 1200. Please try again in %ss. "+
+			"Visit https://platform.openai.com/account/rate-limits to learn more.",
+			p.model, orgInputTokensPerMinute, orgInputTokensPerMinute-400, e.header["retry-after"])
+		e.header["x-ratelimit-limit-tokens"] = fmt.Sprint(orgInputTokensPerMinute)
+		e.header["x-ratelimit-remaining-tokens"] = "400"
 	case ScenarioOverloaded:
 		e.status = http.StatusServiceUnavailable
 		e.typ, e.code = "server_error", "server_is_overloaded"

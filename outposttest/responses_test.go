@@ -190,6 +190,16 @@ func TestResponsesErrors(t *testing.T) {
 		{outposttest.ScenarioUnauthorized, 401, "invalid_request_error", func(t *testing.T, _ *http.Response, e map[string]any) {
 			assert.Equal(t, "invalid_api_key", e["code"])
 		}},
+		{outposttest.ScenarioInsufficientQuota, 429, "insufficient_quota", func(t *testing.T, _ *http.Response, e map[string]any) {
+			assert.Equal(t, "insufficient_quota", e["code"])
+			assert.Equal(t, outposttest.InsufficientQuotaText, e["message"])
+		}},
+		{outposttest.ScenarioOrgRateLimit, 429, "tokens", func(t *testing.T, resp *http.Response, e map[string]any) {
+			assert.Equal(t, "rate_limit_exceeded", e["code"])
+			assert.Equal(t, "2", resp.Header.Get("retry-after"))
+			assert.Contains(t, e["message"], "Rate limit reached for m in organization org-outposttest on tokens per min (TPM)")
+			assert.Contains(t, e["message"], "Please try again in 2s.")
+		}},
 	} {
 		t.Run(string(tc.sc), func(t *testing.T) {
 			resp, _, body := postResponses(t, srv, map[string]any{"model": "m", "stream": true, "tools": codexTools(),

@@ -39,6 +39,19 @@ const (
 	// ScenarioCredits answers 400 invalid_request_error "Your credit balance
 	// is too low to access the Anthropic API. ..."
 	ScenarioCredits Scenario = "credits"
+	// ScenarioOrgRateLimit answers an organization's per-minute token limit,
+	// with a retry-after header: on the Messages API 429 rate_limit_error
+	// worded as Anthropic words it ([OrgRateLimitText]: "This request would
+	// exceed your organization's rate limit of 30,000 input tokens per minute
+	// (org: …, model: …). …"), on the OpenAI APIs 429 type tokens, code
+	// rate_limit_exceeded ("Rate limit reached for <model> in organization
+	// … on tokens per min (TPM): …").
+	ScenarioOrgRateLimit Scenario = "org_rate_limit"
+	// ScenarioInsufficientQuota answers OpenAI's exhausted quota on the
+	// OpenAI APIs: 429 type and code insufficient_quota, "You exceeded your
+	// current quota, please check your plan and billing details. …". The
+	// Messages API has no such error; there it answers like [ScenarioCredits].
+	ScenarioInsufficientQuota Scenario = "insufficient_quota"
 	// ScenarioOverloaded answers 529 overloaded_error.
 	ScenarioOverloaded Scenario = "overloaded"
 	// ScenarioUnavailable answers 503 api_error (an outage).
@@ -57,8 +70,8 @@ const (
 
 // Scenarios lists every scenario.
 var Scenarios = []Scenario{ScenarioOK, ScenarioTool, ScenarioRateLimit, ScenarioQuota, ScenarioQuotaWarning,
-	ScenarioSpendLimit, ScenarioCredits, ScenarioOverloaded, ScenarioUnavailable,
-	ScenarioServerError, ScenarioUnauthorized, ScenarioHang, ScenarioSlow}
+	ScenarioSpendLimit, ScenarioCredits, ScenarioOrgRateLimit, ScenarioInsufficientQuota, ScenarioOverloaded,
+	ScenarioUnavailable, ScenarioServerError, ScenarioUnauthorized, ScenarioHang, ScenarioSlow}
 
 // Valid reports whether s is one of [Scenarios].
 func (s Scenario) Valid() bool {
@@ -178,6 +191,8 @@ type conversation struct {
 	// structured answer (Claude Code's StructuredOutput, --json-schema),
 	// when the request offers it.
 	structuredTool string
+	// model is the model the request names.
+	model string
 }
 
 // directive returns the scenario named by a directive in the current turn,
@@ -237,9 +252,11 @@ func (c conversation) marker() string {
 // hang or a message (text and/or tool call) is set.
 type plan struct {
 	scenario Scenario
-	failure  *failure
-	hang     bool
-	delay    time.Duration
+	// model is the model the request names (some error texts quote it).
+	model   string
+	failure *failure
+	hang    bool
+	delay   time.Duration
 	// preamble is text sent before a tool call.
 	preamble string
 	text     string
@@ -284,7 +301,7 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 			sc = ScenarioOK // the scripted failure has run its course
 		}
 	}
-	p := plan{scenario: sc}
+	p := plan{scenario: sc, model: c.model}
 	now := s.cfg.now()
 	switch sc {
 	case ScenarioTool:
@@ -319,9 +336,15 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 		p.failure = &failure{status: 400, kind: "invalid_request_error",
 			message: "You have reached your specified API usage limits. You will regain access on " +
 				reset.Format("2006-01-02") + " at " + reset.Format("15:04") + " UTC."}
-	case ScenarioCredits:
-		p.failure = &failure{status: 400, kind: "invalid_request_error",
-			message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}
+	case ScenarioCredits, ScenarioInsufficientQuota:
+		p.failure = &failure{status: 400, kind: "invalid_request_error", message: CreditBalanceText}
+	case ScenarioOrgRateLimit:
+		secs := int((s.cfg.retryAfter + time.Second - 1) / time.Second)
+		p.failure = &failure{status: 429, kind: "rate_limit_error", message: OrgRateLimitText(c.model),
+			header: map[string]string{"retry-after": fmt.Sprint(secs),
+				"anthropic-ratelimit-input-tokens-limit":     fmt.Sprint(orgInputTokensPerMinute),
+				"anthropic-ratelimit-input-tokens-remaining": "0",
+				"anthropic-ratelimit-input-tokens-reset":     now.Add(time.Duration(secs) * time.Second).UTC().Format(time.RFC3339)}}
 	case ScenarioOverloaded:
 		p.failure = &failure{status: 529, kind: "overloaded_error", message: "Overloaded"}
 	case ScenarioUnavailable:
@@ -376,6 +399,26 @@ func (s *Server) answer(c conversation) string {
 		return text
 	}
 	return c.okText()
+}
+
+// CreditBalanceText is the Messages API's refusal of an organization without
+// credits (400 invalid_request_error), which [ScenarioCredits] sends.
+const CreditBalanceText = "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."
+
+// orgID is the organization [OrgRateLimitText] names.
+const orgID = "5d0c4b8e-7a43-4f1e-9d6b-2f8a1c3e0b71"
+
+// orgInputTokensPerMinute is the limit [ScenarioOrgRateLimit] says was hit.
+const orgInputTokensPerMinute = 30000
+
+// OrgRateLimitText is the Messages API's refusal of a request over the
+// organization's input-token rate limit (429 rate_limit_error), as the API
+// words it today, for model; [ScenarioOrgRateLimit] sends it.
+func OrgRateLimitText(model string) string {
+	return "This request would exceed your organization's rate limit of 30,000 input tokens per minute " +
+		"(org: " + orgID + ", model: " + model + "). For details, refer to: https://docs.claude.com/en/api/rate-limits. " +
+		"You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, " +
+		"or try again later. You may also contact sales at https://claude.com/contact-sales to discuss your options for a rate limit increase."
 }
 
 // unifiedHeaders are the subscription rate-limit headers the Anthropic API

@@ -34,7 +34,6 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
 	"github.com/outpost-dev/outpost/credentials"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/usage"
 )
@@ -71,9 +70,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageEvents}
 }
 
-func configErr(format string, args ...any) error {
-	return outposterr.New(outposterr.Configuration, "antigravity: "+format, args...).With(outposterr.Details{Agent: Name})
-}
+func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
 // Request implements adapters.Adapter.
 func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {

@@ -72,6 +72,7 @@ var captureCases = []captureCase{
 	{name: "quota_warning", scenario: outposttest.ScenarioQuotaWarning, oauth: true, prompt: "MARK-warn1"},
 	{name: "spend_limit", scenario: outposttest.ScenarioSpendLimit, prompt: "MARK-spend1", retries: 1},
 	{name: "credits", scenario: outposttest.ScenarioCredits, prompt: "MARK-credits1", retries: 1},
+	{name: "org_rate_limit", scenario: outposttest.ScenarioOrgRateLimit, prompt: "MARK-orgrl1", retries: 1},
 	{name: "overloaded", scenario: outposttest.ScenarioOverloaded, prompt: "MARK-over1", retries: 1},
 	{name: "unavailable", scenario: outposttest.ScenarioUnavailable, prompt: "MARK-503", retries: 1},
 	{name: "unauthorized", scenario: outposttest.ScenarioUnauthorized, prompt: "MARK-auth1", retries: 1},

@@ -65,15 +65,30 @@
 //
 // # Recognizers
 //
+// Structured fields come first ([adapters.FailureRecognizer]): a failure's
+// class is decided by Claude's error word (billing_error and rate_limit are
+// quota, authentication_failed auth, overloaded and server_error outages),
+// then by api_error_type and api_error_status as package provider reads
+// them (a 429 rate_limit_error is quota whatever its wording); the words
+// below decide only when the fields say nothing (invalid_request_error:
+// credit balance, spend cap), and otherwise name the outage or
+// authentication failure and give a quota's reset. The server throttle is a
+// 429 rate_limit as well: its words ("not your usage limit") veto the quota.
+//
 // [Adapter.Quota] matches account limits: the plan/session/weekly/5-hour/Opus/
 // Sonnet "You've hit your … limit · resets …" family, "… limit reached ∙
 // resets …", "Claude AI usage limit reached|<epoch>", "usage limit reached …
 // reset at …", the API spend cap ("You have reached your specified API usage
 // limits … regain access on …"), credit balance too low, and the API-key
-// organization rate limit (429 rate_limit_error "would exceed your account's
-// rate limit"). The last is quota by decision: it is the account's own limit,
-// the turn only fails after Claude already retried it with backoff, and the
-// caller must wait rather than retry at once (its reset time is unknown).
+// organization rate limit (429 rate_limit_error "would exceed your
+// organization's rate limit of N input tokens per minute", older wordings
+// included). The API's own bodies (credit balance, spend cap, organization
+// rate limit, error types) are read by package provider's Anthropic
+// wordings, the same ones Copilot's anthropic provider type uses. The
+// organization rate limit is quota by decision: it is the account's own
+// limit, the turn only fails after Claude already retried it with backoff,
+// and the caller must wait rather than retry at once (its reset time is
+// unknown).
 // Not quota: the server throttle ("… (not your usage limit)", an outage, see
 // Unavailable), "Approaching usage limit" (a warning), context limits
 // (prompt too long), and CLI retry chatter ("… · Retrying in N seconds…").
@@ -96,12 +111,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -119,18 +134,19 @@ var PermissionModes = []string{"acceptEdits", "auto", "bypassPermissions", "defa
 var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
 
 // Adapter is the Claude Code adapter. Build it with [New]; the zero value is
-// not ready. It is immutable and safe for concurrent use.
+// not ready. It is immutable and safe for concurrent use. Name, Binary and
+// the recognizers Quota, Unavailable and Auth (see Recognizers in the package
+// doc) come from the embedded [adapters.CLI].
 type Adapter struct {
-	binary  string
+	adapters.CLI
 	partial bool
-	extra   []string
 }
 
 // Option configures an [Adapter].
-type Option func(*Adapter)
+type Option = adapters.Option[Adapter]
 
 // WithBinary sets the program name or path argv[0] uses (default "claude").
-func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+func WithBinary(name string) Option { return adapters.WithBinary[Adapter](name) }
 
 // WithPartialMessages adds --include-partial-messages, so text and thinking
 // stream as text-delta and reasoning events before each complete message.
@@ -139,27 +155,12 @@ func WithPartialMessages() Option { return func(a *Adapter) { a.partial = true }
 // WithArgs appends extra arguments to every command (after Outpost's own).
 // They are the caller's responsibility; use the "--flag=value" form for
 // variadic flags such as --mcp-config.
-func WithArgs(args ...string) Option {
-	return func(a *Adapter) { a.extra = append(a.extra, args...) }
-}
+func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
 // New returns a Claude Code adapter.
-func New(opts ...Option) *Adapter {
-	a := &Adapter{binary: "claude"}
-	for _, o := range opts {
-		o(a)
-	}
-	a.extra = append([]string(nil), a.extra...)
-	return a
-}
+func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
 
 var _ adapters.Adapter = (*Adapter)(nil)
-
-// Name returns "claude".
-func (a *Adapter) Name() string { return Name }
-
-// Binary returns the program name ("claude" unless [WithBinary] changed it).
-func (a *Adapter) Binary() string { return a.binary }
 
 // Capabilities: resumable, forkable, a result event is required, usage from events.
 func (a *Adapter) Capabilities() adapters.Capabilities {
@@ -172,25 +173,7 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	}
 }
 
-// ValidID reports whether id may be passed to --resume: 1 to 128 letters,
-// digits, '-' or '_', not starting with '-'.
-func ValidID(id string) bool { return adapters.ValidID(id) }
-
-func validModel(m string) bool { return adapters.ValidModel(m) }
-
-func configErr(format string, args ...any) error {
-	return outposterr.New(outposterr.Configuration, "claude: "+format, args...).
-		With(outposterr.Details{Agent: Name})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
 // Request builds the command of one turn. It is pure; invalid input is an
 // outposterr configuration error.
@@ -198,14 +181,14 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if strings.TrimSpace(in.Prompt) == "" {
 		return sandbox.Command{}, configErr("empty prompt")
 	}
-	args := []string{a.binary, "--print", "--verbose", "--output-format", "stream-json"}
+	args := []string{a.Binary(), "--print", "--verbose", "--output-format", "stream-json"}
 	bypass := false
 	switch in.Permission {
 	case "":
 		bypass = true
 		args = append(args, "--dangerously-skip-permissions")
 	default:
-		if !contains(PermissionModes, in.Permission) {
+		if !slices.Contains(PermissionModes, in.Permission) {
 			return sandbox.Command{}, configErr("unknown permission mode %q (want one of %s)",
 				in.Permission, strings.Join(PermissionModes, ", "))
 		}
@@ -213,13 +196,13 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		args = append(args, "--permission-mode", in.Permission)
 	}
 	if in.Model != "" {
-		if !validModel(in.Model) {
+		if !adapters.ValidModel(in.Model) {
 			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
 		}
 		args = append(args, "--model", in.Model)
 	}
 	if in.Effort != "" {
-		if !contains(Efforts, in.Effort) {
+		if !slices.Contains(Efforts, in.Effort) {
 			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 		}
 		args = append(args, "--effort", in.Effort)
@@ -242,7 +225,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	case in.Fork && in.Continue == "":
 		return sandbox.Command{}, configErr("fork needs a conversation to continue")
 	case in.Continue != "":
-		if !ValidID(in.Continue) {
+		if !adapters.ValidID(in.Continue) {
 			return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
 		}
 		args = append(args, "--resume", in.Continue)
@@ -253,7 +236,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if a.partial {
 		args = append(args, "--include-partial-messages")
 	}
-	args = append(args, a.extra...)
+	args = a.AppendExtra(args)
 
 	env := map[string]string{
 		"DISABLE_AUTOUPDATER":                      "1",

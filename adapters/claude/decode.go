@@ -41,6 +41,9 @@ const toolCacheSize = 1024
 //	                       then finished
 //	anything else          raw (invalid JSON travels as a JSON string)
 //
+// A failure event's detail carries api_error_status as Status and
+// api_error_type (the API body's error type) as ProviderType.
+//
 // Events of a sub-agent carry Subagent = parent_tool_use_id.
 type Decoder struct {
 	names map[string]string
@@ -96,6 +99,7 @@ type line struct {
 	ModelUsageSinceLastResult map[string]modelUsage `json:"model_usage_since_last_result"`
 	TerminalReason            string                `json:"terminal_reason"`
 	APIErrorStatus            *int                  `json:"api_error_status"`
+	APIErrorType              string                `json:"api_error_type"`
 	APIError                  json.RawMessage       `json:"api_error"`
 	Errors                    json.RawMessage       `json:"errors"`
 }
@@ -274,11 +278,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 			}
 			return []adapters.Event{{Kind: adapters.KindWarning, Text: strings.Join(text, "\n")}}
 		}
-		f := &adapters.FailureDetail{Code: code}
-		if l.APIErrorStatus != nil {
-			f.Status = *l.APIErrorStatus
-		}
-		return []adapters.Event{{Kind: adapters.KindFailure, Text: strings.Join(text, "\n"), Failure: f}}
+		return []adapters.Event{{Kind: adapters.KindFailure, Text: strings.Join(text, "\n"), Failure: failure(l, code)}}
 	}
 	var evs []adapters.Event
 	for _, b := range bs {
@@ -463,14 +463,20 @@ func (d *Decoder) result(l *line) []adapters.Event {
 		if code == "" {
 			code = str(l.APIError)
 		}
-		f := &adapters.FailureDetail{Code: code}
-		if l.APIErrorStatus != nil {
-			f.Status = *l.APIErrorStatus
-		}
-		evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: strings.Join(parts, "\n"), Failure: f})
+		evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: strings.Join(parts, "\n"), Failure: failure(l, code)})
 	}
 	evs = append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: ok, Reason: reason}})
 	return evs
+}
+
+// failure is the structured detail of a failure line: code, the API error's
+// status and the type of its body.
+func failure(l *line, code string) *adapters.FailureDetail {
+	f := &adapters.FailureDetail{Code: code, ProviderType: l.APIErrorType}
+	if l.APIErrorStatus != nil {
+		f.Status = *l.APIErrorStatus
+	}
+	return f
 }
 
 // errorTexts reads result.errors[]: strings, or objects with a message.

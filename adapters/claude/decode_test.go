@@ -71,11 +71,11 @@ func TestDecodeRealLines(t *testing.T) {
 		{"rate_limit_event allowed_warning", lineAllowedWarning, []adapters.Event{{Kind: adapters.KindQuota,
 			Quota: &adapters.QuotaSignal{Status: "allowed_warning", Limit: "five_hour", ResetAt: time.Unix(1796209200, 0).UTC()}}}},
 		{"synthetic quota message", lineSyntheticQuota, []adapters.Event{{Kind: adapters.KindFailure,
-			Text: "You've hit your 5-hour limit · resets 11am (UTC)", Failure: &adapters.FailureDetail{Status: 429, Code: "rate_limit"}}}},
+			Text: "You've hit your 5-hour limit · resets 11am (UTC)", Failure: &adapters.FailureDetail{Status: 429, Code: "rate_limit", ProviderType: "rate_limit_error"}}}},
 		{"quota result", lineResultQuota, []adapters.Event{
 			{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn, Usage: usage.Usage{Complete: true}, HasCost: true}},
 			{Kind: adapters.KindFailure, Text: "You've hit your 5-hour limit · resets 11am (UTC)",
-				Failure: &adapters.FailureDetail{Status: 429, Code: "api_error"}},
+				Failure: &adapters.FailureDetail{Status: 429, Code: "api_error", ProviderType: "rate_limit_error"}},
 			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "api_error"}},
 		}},
 		{"api_retry 429", lineRetry429, []adapters.Event{{Kind: adapters.KindRetry,
@@ -86,7 +86,7 @@ func TestDecodeRealLines(t *testing.T) {
 			Text:    "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",
 			Failure: &adapters.FailureDetail{Code: "server_error"}}}},
 		{"synthetic auth failure", lineSyntheticAuth, []adapters.Event{{Kind: adapters.KindFailure,
-			Text: "Failed to authenticate. API Error: 401 Invalid bearer token", Failure: &adapters.FailureDetail{Status: 401, Code: "authentication_failed"}}}},
+			Text: "Failed to authenticate. API Error: 401 Invalid bearer token", Failure: &adapters.FailureDetail{Status: 401, Code: "authentication_failed", ProviderType: "authentication_error"}}}},
 		{"text delta", lineTextDelta, []adapters.Event{{Kind: adapters.KindTextDelta, Text: "outpost ok: MARK-partial"}}},
 		{"message_delta usage", lineMessageDelta, []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{
 			Scope: usage.ScopeMessage, MessageID: "msg_01faKHxr3YsAHMy3Z6WGUnHA",
@@ -360,7 +360,7 @@ func TestDecodeFixtures(t *testing.T) {
 			if c.Name == "resume_missing" {
 				assert.Empty(t, conv, "a failed resume prints no init line")
 			} else {
-				assert.True(t, claude.ValidID(conv), "conversation id %q", conv)
+				assert.True(t, adapters.ValidID(conv), "conversation id %q", conv)
 			}
 			require.NotNil(t, fin)
 			assert.Equal(t, wantOK[c.Name], fin.OK)

@@ -3,39 +3,60 @@ package claude
 import (
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/provider"
 	"github.com/outpost-dev/outpost/adapters/reset"
 )
 
-// normalize folds the typographic variants Claude prints (’ and ', ∙ and ·)
-// and lower-cases, so one pattern matches every wording of a family.
-var normalizer = strings.NewReplacer("’", "'", "‘", "'", "∙", "·", "•", "·")
+// recognizer reads Claude Code's failure texts: its own wordings, then the
+// Anthropic API's bodies it relays (package provider), then its generic
+// authentication words. See the package doc for the families matched and
+// the exclusions.
+var recognizer = adapters.NewRecognizer(adapters.Recognition{
+	// The CLI's own "retrying" line; it is never the verdict.
+	Chatter:    regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`),
+	Wordings:   []adapters.Wordings{wordings, provider.Anthropic, lastWordings},
+	Reset:      reset.Parse,
+	Structured: structured,
+})
 
-// maxScan bounds the text a recognizer looks at.
-const maxScan = 64 << 10
-
-func normalize(s string) string {
-	if len(s) > maxScan {
-		s = s[:maxScan]
+// structured classifies a failure by Claude's own error word (the "error"
+// of its synthetic message: billing_error, rate_limit,
+// authentication_failed, overloaded, server_error), then by the API
+// error's type and status (package provider). A quota verdict gives way to
+// the words when they name the server throttle ("not your usage limit"),
+// which 2.1.328 reports as a 429 rate_limit too, or a model at capacity
+// ("Opus is experiencing high load, …", also error rate_limit).
+func structured(f adapters.FailureDetail) adapters.Verdict {
+	switch f.Code {
+	case "billing_error", "rate_limit":
+		return adapters.Verdict{Class: adapters.ClassQuota}
+	case "authentication_failed", "oauth_org_not_allowed":
+		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "authentication failed"}
+	case "cloud_credential_error":
+		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "cloud credentials unavailable"}
+	case "overloaded":
+		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "overloaded"}
+	case "server_error":
+		if v := provider.ByStatus(f.Status); v.Class == adapters.ClassUnavailable {
+			return v
+		}
+		return adapters.Verdict{Class: adapters.ClassUnavailable, Reason: "server error"}
 	}
-	return strings.ToLower(normalizer.Replace(s))
+	return provider.Classify(f.Status, f.ProviderType, f.ProviderCode)
 }
 
-var (
-	// retryChatter is the CLI's own "retrying" line; it is never the verdict.
-	retryChatter = regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`)
-
-	// notQuota are texts that look like limits but are not the account's quota.
-	notQuota = []*regexp.Regexp{
+var wordings = adapters.Wordings{
+	// Texts that look like limits but are not the account's quota.
+	NotQuota: []*regexp.Regexp{
 		regexp.MustCompile(`not your usage limit`),            // server throttle: an outage
+		regexp.MustCompile(`experiencing high load`),          // a model at capacity: an outage
 		regexp.MustCompile(`^\W*approaching\b`),               // a warning
 		regexp.MustCompile(`prompt (?:is )?too long`),         // context limit
 		regexp.MustCompile(`context (?:window|length|limit)`), // context limit
-	}
-
-	quotaFamilies = []*regexp.Regexp{
+	},
+	Quota: []*regexp.Regexp{
 		// "You've hit your session limit · resets …", "You've hit your limit",
 		// weekly, Opus, Sonnet, usage-credit members.
 		regexp.MustCompile(`\byou(?:'ve| have) hit your\b[^·\n]{0,60}?\blimits?\b`),
@@ -47,100 +68,36 @@ var (
 		regexp.MustCompile(`\b(?:weekly|daily|monthly|session|\d+-hour|five-hour|opus|sonnet|haiku|usage|plan|spend|spending)(?: [a-z]+)? limits? (?:reached|exceeded|hit)\b`),
 		// "Your limit will reset at 9am (America/Chicago)."
 		regexp.MustCompile(`\byour (?:usage )?limit will reset\b`),
-		// Spend cap tail, on its own.
-		regexp.MustCompile(`\bwill regain access on\b`),
-		// Credits: API and TUI wordings.
-		regexp.MustCompile(`\bcredit balance (?:is )?too low\b`),
 		// Out of extra usage credits.
 		regexp.MustCompile(`\bout of (?:extra )?usage\b`),
-		// API-key organization rate limit (quota by decision, see package doc).
-		regexp.MustCompile(`would exceed your (?:account's|organization's) rate limit`),
-		regexp.MustCompile(`"type"\s*:\s*"rate_limit_error"`),
-	}
-)
-
-// Quota reports whether text is a quota or usage-limit failure and, when the
-// text says so, when it resets (resolved against at, the instant the text was
-// seen). See the package doc for the families matched and the exclusions.
-func (a *Adapter) Quota(text string, at time.Time) (bool, time.Time) {
-	return Quota(text, at)
+		// The API's credit balance, spend cap and organization rate limit
+		// are provider.Anthropic's.
+	},
+	Unavailable: []adapters.Reason{
+		{RE: regexp.MustCompile(`not your usage limit|temporarily limiting requests`), Name: "server throttle"},
+		{RE: regexp.MustCompile(`\b529\b|overloaded|experiencing high load`), Name: "overloaded"},
+		{RE: regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), Name: "http $1"},
+		{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
+		{RE: regexp.MustCompile(`internal server error`), Name: "http 500"},
+		{RE: regexp.MustCompile(`bad gateway`), Name: "http 502"},
+		{RE: regexp.MustCompile(`service unavailable`), Name: "http 503"},
+		{RE: regexp.MustCompile(`gateway time-?out`), Name: "http 504"},
+		{RE: regexp.MustCompile(`connection (?:error|refused|reset|closed|failed)|econnrefused|econnreset|enotfound|eai_again|ehostunreach|enetunreach|socket hang up|fetch failed|network error|unable to connect`), Name: "connection error"},
+		{RE: regexp.MustCompile(`request timed out|etimedout|timed out waiting|timeout error`), Name: "timeout"},
+	},
+	Auth: []adapters.Reason{
+		{RE: regexp.MustCompile(`\bnot logged in\b|please run /login`), Name: "not logged in"},
+		{RE: regexp.MustCompile(`oauth token (?:has )?expired|token has expired`), Name: "oauth token expired"},
+		{RE: regexp.MustCompile(`invalid oauth token|oauth token was not found`), Name: "invalid oauth token"},
+		{RE: regexp.MustCompile(`invalid bearer token`), Name: "invalid bearer token"},
+	},
 }
 
-// Quota is [Adapter.Quota] as a function.
-func Quota(text string, at time.Time) (bool, time.Time) {
-	if text == "" {
-		return false, time.Time{}
-	}
-	n := normalize(text)
-	if retryChatter.MatchString(n) {
-		return false, time.Time{}
-	}
-	for _, re := range notQuota {
-		if re.MatchString(n) {
-			return false, time.Time{}
-		}
-	}
-	for _, re := range quotaFamilies {
-		if re.MatchString(n) {
-			if len(text) > maxScan {
-				text = text[:maxScan]
-			}
-			t, _ := reset.Parse(text, at)
-			return true, t
-		}
-	}
-	return false, time.Time{}
-}
-
-var unavailable = []adapters.Reason{
-	{RE: regexp.MustCompile(`not your usage limit|temporarily limiting requests`), Name: "server throttle"},
-	{RE: regexp.MustCompile(`\b529\b|overloaded`), Name: "overloaded"},
-	{RE: regexp.MustCompile(`(?:api error|status|http)[:( ]*(5\d\d)\b`), Name: "http $1"},
-	{RE: regexp.MustCompile(`\b(5\d\d) (?:internal server error|bad gateway|service unavailable|gateway time-?out)`), Name: "http $1"},
-	{RE: regexp.MustCompile(`internal server error|"type"\s*:\s*"api_error"`), Name: "http 500"},
-	{RE: regexp.MustCompile(`bad gateway`), Name: "http 502"},
-	{RE: regexp.MustCompile(`service unavailable`), Name: "http 503"},
-	{RE: regexp.MustCompile(`gateway time-?out`), Name: "http 504"},
-	{RE: regexp.MustCompile(`connection (?:error|refused|reset|closed|failed)|econnrefused|econnreset|enotfound|eai_again|ehostunreach|enetunreach|socket hang up|fetch failed|network error|unable to connect`), Name: "connection error"},
-	{RE: regexp.MustCompile(`request timed out|etimedout|timed out waiting|timeout error`), Name: "timeout"},
-}
-
-// Unavailable reports whether text is an outage of the model service and
-// names the reason: "server throttle", "overloaded", "http 5xx",
-// "connection error" or "timeout". Retry chatter is not a verdict.
-func (a *Adapter) Unavailable(text string) (string, bool) { return Unavailable(text) }
-
-// Unavailable is [Adapter.Unavailable] as a function.
-func Unavailable(text string) (string, bool) {
-	if text == "" {
-		return "", false
-	}
-	n := normalize(text)
-	if retryChatter.MatchString(n) {
-		return "", false
-	}
-	return adapters.MatchReason(unavailable, n)
-}
-
-var auth = []adapters.Reason{
-	{RE: regexp.MustCompile(`\bnot logged in\b|please run /login`), Name: "not logged in"},
-	{RE: regexp.MustCompile(`oauth token (?:has )?expired|token has expired`), Name: "oauth token expired"},
-	{RE: regexp.MustCompile(`invalid oauth token|oauth token was not found`), Name: "invalid oauth token"},
-	{RE: regexp.MustCompile(`invalid bearer token`), Name: "invalid bearer token"},
-	{RE: regexp.MustCompile(`invalid (?:x-)?api[ -]?key`), Name: "invalid api key"},
-	{RE: regexp.MustCompile(`"type"\s*:\s*"permission_error"`), Name: "permission denied"},
-	{RE: regexp.MustCompile(`authentication_error|authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), Name: "authentication failed"},
-}
-
-// Auth reports whether text is an authentication failure and names it.
-func (a *Adapter) Auth(text string) (string, bool) { return Auth(text) }
-
-// Auth is [Adapter.Auth] as a function.
-func Auth(text string) (string, bool) {
-	if text == "" {
-		return "", false
-	}
-	return adapters.MatchReason(auth, normalize(text))
+// lastWordings name what the more specific words did not.
+var lastWordings = adapters.Wordings{
+	Auth: []adapters.Reason{
+		{RE: regexp.MustCompile(`authentication_failed|failed to authenticate|\b401\b.{0,20}unauthori[sz]ed|(?:api error|status|http)[:( ]*401\b`), Name: "authentication failed"},
+	},
 }
 
 // SessionMissing implements [adapters.SessionRecognizer]: the conversation

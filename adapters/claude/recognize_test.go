@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
 )
 
@@ -94,7 +95,7 @@ func TestQuotaNegatives(t *testing.T) {
 		"Reached max turns limit",
 		"",
 	} {
-		ok, reset := claude.Quota(text, at)
+		ok, reset := claude.New().Quota(text, at)
 		assert.False(t, ok, text)
 		assert.True(t, reset.IsZero())
 	}
@@ -177,8 +178,79 @@ func TestAuth(t *testing.T) {
 
 func TestRecognizersHugeText(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20) + " Credit balance too low"
-	ok, _ := claude.Quota(huge, at)
+	ok, _ := claude.New().Quota(huge, at)
 	assert.False(t, ok, "only the first 64 KiB are scanned")
-	ok, _ = claude.Quota("Credit balance too low "+huge, at)
+	ok, _ = claude.New().Quota("Credit balance too low "+huge, at)
 	assert.True(t, ok)
+}
+
+// apiFailure is a failure event as the decoder makes it of a synthetic
+// message: Claude's error word, api_error_status and api_error_type.
+func apiFailure(text, word string, status int, typ string) adapters.Event {
+	return adapters.Event{Kind: adapters.KindFailure, Text: text, Time: at,
+		Failure: &adapters.FailureDetail{Code: word, Status: status, ProviderType: typ}}
+}
+
+func TestStructuredFieldsFirst(t *testing.T) {
+	a := claude.New()
+	// An organization rate limit in words no pattern knows is still quota:
+	// the 429 rate_limit_error decides.
+	for _, ev := range []adapters.Event{
+		apiFailure("API Error: Request rejected (429) · Your organization is over its per-minute budget.", "rate_limit", 429, "rate_limit_error"),
+		apiFailure("API Error: Request rejected (429) · Your organization is over its per-minute budget.", "api_error", 429, "rate_limit_error"),
+		apiFailure("Something about billing", "billing_error", 400, "invalid_request_error"),
+	} {
+		ok, reset := adapters.FailureQuota(a, ev)
+		assert.True(t, ok, ev.Text)
+		assert.True(t, reset.IsZero())
+		_, ok = adapters.FailureUnavailable(a, ev)
+		assert.False(t, ok, ev.Text)
+	}
+	// The reset still comes from the words.
+	ok, reset := adapters.FailureQuota(a, apiFailure("You've hit your 5-hour limit · resets 11am (UTC)", "rate_limit", 429, ""))
+	assert.True(t, ok)
+	assert.Equal(t, time.Date(2026, 6, 10, 11, 0, 0, 0, time.UTC).Add(24*time.Hour), reset)
+
+	// The server throttle is a 429 rate_limit too; its words say it is none.
+	throttle := apiFailure("API Error: Server is temporarily limiting requests (not your usage limit) · Rate limited", "rate_limit", 429, "rate_limit_error")
+	ok, _ = adapters.FailureQuota(a, throttle)
+	assert.False(t, ok)
+	name, ok := adapters.FailureUnavailable(a, throttle)
+	assert.True(t, ok)
+	assert.Equal(t, "server throttle", name)
+
+	// So is a model at capacity (2.1.328 words it with error rate_limit).
+	highLoad := apiFailure("Opus is experiencing high load, please use /model to switch to Sonnet", "rate_limit", 0, "")
+	ok, _ = adapters.FailureQuota(a, highLoad)
+	assert.False(t, ok)
+	name, _ = adapters.FailureUnavailable(a, highLoad)
+	assert.Equal(t, "overloaded", name)
+
+	// Outages and authentication failures: fields decide, words name.
+	for _, c := range []struct {
+		ev          adapters.Event
+		unavailable string
+		auth        string
+	}{
+		{apiFailure("API Error: 529 Overloaded.", "overloaded", 529, "overloaded_error"), "overloaded", ""},
+		{apiFailure("API Error: something new", "server_error", 503, "api_error"), "http 503", ""},
+		{apiFailure("API Error: Connection refused (ECONNREFUSED)", "server_error", 0, ""), "connection error", ""},
+		{apiFailure("Failed to authenticate. API Error: 401 Invalid bearer token", "authentication_failed", 401, "authentication_error"), "", "invalid bearer token"},
+		{apiFailure("API Error: 401 nothing known", "unknown", 401, "authentication_error"), "", "authentication failed"},
+		{apiFailure("API Error: 403 nothing known", "unknown", 403, "permission_error"), "", "permission denied"},
+	} {
+		ok, _ := adapters.FailureQuota(a, c.ev)
+		assert.False(t, ok, c.ev.Text)
+		name, _ := adapters.FailureUnavailable(a, c.ev)
+		assert.Equal(t, c.unavailable, name, c.ev.Text)
+		name, _ = adapters.FailureAuth(a, c.ev)
+		assert.Equal(t, c.auth, name, c.ev.Text)
+	}
+
+	// invalid_request_error decides nothing: the words do (spend cap: quota;
+	// a malformed request: nothing).
+	ok, _ = adapters.FailureQuota(a, apiFailure("API Error: 400 You have reached your specified API usage limits.", "unknown", 400, "invalid_request_error"))
+	assert.True(t, ok)
+	ok, _ = adapters.FailureQuota(a, apiFailure("API Error: 400 prompt is too long", "invalid_request", 400, "invalid_request_error"))
+	assert.False(t, ok)
 }

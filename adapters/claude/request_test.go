@@ -155,10 +155,10 @@ func TestRequestErrors(t *testing.T) {
 }
 
 func TestValidID(t *testing.T) {
-	assert.True(t, claude.ValidID("27950ff7-9e32-4d39-8649-e4bc7e8247d2"))
-	assert.True(t, claude.ValidID("abc_DEF-123"))
+	assert.True(t, adapters.ValidID("27950ff7-9e32-4d39-8649-e4bc7e8247d2"))
+	assert.True(t, adapters.ValidID("abc_DEF-123"))
 	for _, id := range []string{"", "-x", "a b", "a/b", "a.b", "a\x00", "ü", "a\nb"} {
-		assert.False(t, claude.ValidID(id), "%q", id)
+		assert.False(t, adapters.ValidID(id), "%q", id)
 	}
 }
 

@@ -61,7 +61,7 @@ func (a *Adapter) AppServerRequest(in adapters.Input) (sandbox.Command, *AppSess
 	if len(in.Schema) > 0 {
 		return sandbox.Command{}, nil, configErr("a typed response is not available with live input")
 	}
-	args := []string{a.binary}
+	args := []string{a.Binary()}
 	for _, kv := range c.cfg {
 		args = append(args, "-c", kv)
 	}
@@ -192,8 +192,40 @@ type appParams struct {
 }
 
 type appError struct {
-	Message        string          `json:"message"`
-	CodexErrorInfo json.RawMessage `json:"codexErrorInfo"`
+	Message           string          `json:"message"`
+	CodexErrorInfo    json.RawMessage `json:"codexErrorInfo"`
+	AdditionalDetails string          `json:"additionalDetails"`
+}
+
+// detail is the structured detail of an app-server error: Code is the
+// codexErrorInfo variant ("usageLimitExceeded", "serverOverloaded",
+// "internalServerError", "unauthorized", "httpConnectionFailed",
+// "responseTooManyFailedAttempts", …; Codex words it as a bare string, or as
+// an object naming the variant with an httpStatusCode), else fallback; Status
+// is its httpStatusCode, else a status stated in text.
+func (e *appError) detail(fallback, text string) *adapters.FailureDetail {
+	f := &adapters.FailureDetail{Code: fallback}
+	if len(e.CodexErrorInfo) > 0 {
+		var name string
+		var obj map[string]struct {
+			HTTPStatusCode *int `json:"httpStatusCode"`
+		}
+		switch {
+		case json.Unmarshal(e.CodexErrorInfo, &name) == nil && name != "":
+			f.Code = name
+		case json.Unmarshal(e.CodexErrorInfo, &obj) == nil && len(obj) == 1:
+			for k, v := range obj {
+				f.Code = k
+				if v.HTTPStatusCode != nil {
+					f.Status = *v.HTTPStatusCode
+				}
+			}
+		}
+	}
+	if f.Status == 0 {
+		f.Status = status(text)
+	}
+	return f
 }
 
 type appItem struct {
@@ -231,10 +263,12 @@ var _ adapters.Decoder = (*AppSession)(nil)
 //	item/started|completed mcpToolCall     tool "mcp:<server>/<tool>" / tool-result
 //	item/completed fileChange              file-change per change
 //	item/agentMessage/delta                text-delta
-//	error                                  retry when willRetry, else warning
+//	error                                  retry when willRetry (reason: additionalDetails,
+//	                                       status: codexErrorInfo's httpStatusCode), else warning
 //	warning, configWarning                 warning
 //	thread/tokenUsage/updated              usage (cumulative: the thread's total)
-//	turn/completed                         result + finished ok; failed: failure
+//	turn/completed                         result + finished ok; failed: failure (Code: the
+//	                                       codexErrorInfo variant, Status: its httpStatusCode)
 //	                                       + finished not ok; interrupted: finished not ok
 //	anything else                          raw
 func (s *AppSession) Decode(b []byte) []adapters.Event {
@@ -322,8 +356,13 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 			return nil
 		}
 		if p.WillRetry {
+			// The message is "Reconnecting... 1/5"; the cause is in the details.
+			reason := p.Error.Message
+			if p.Error.AdditionalDetails != "" {
+				reason = p.Error.AdditionalDetails
+			}
 			return []adapters.Event{{Kind: adapters.KindRetry, Retry: &adapters.RetryNotice{
-				Reason: p.Error.Message, Status: status(p.Error.Message)}}}
+				Reason: reason, Status: p.Error.detail("", reason).Status}}}
 		}
 		return []adapters.Event{{Kind: adapters.KindWarning, Text: p.Error.Message}}
 	case "warning", "configWarning", "deprecationNotice":
@@ -359,7 +398,7 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 			var evs []adapters.Event
 			if e := p.Turn.Error; e != nil && e.Message != "" {
 				evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: e.Message,
-					Failure: &adapters.FailureDetail{Code: p.Turn.Status, Status: status(e.Message)}})
+					Failure: e.detail(p.Turn.Status, e.Message)})
 			}
 			return append(evs, adapters.Event{Kind: adapters.KindFinished,
 				Finished: &adapters.FinishedDetail{OK: false, Reason: p.Turn.Status}})

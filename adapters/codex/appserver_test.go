@@ -20,6 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 func TestAppServerRequest(t *testing.T) {
@@ -80,7 +81,54 @@ func TestAppServerLiveInput(t *testing.T) {
 		Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}})
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	steered := false
+	lines, evs := runAppServer(t, cmd, s, func(ev adapters.Event, stdin io.Writer) {
+		if ev.Kind == adapters.KindTextDelta && !steered {
+			// The model is streaming its first answer: steer.
+			b, err := s.EncodeInput("also MARK-live2")
+			require.NoError(t, err)
+			_, err = stdin.Write(b)
+			require.NoError(t, err)
+			steered = true
+		}
+	})
+	require.True(t, steered, "no text delta seen:\n%s", lines)
+
+	var result, conv string
+	var finished *adapters.FinishedDetail
+	for _, ev := range evs {
+		switch ev.Kind {
+		case adapters.KindResult:
+			result = ev.Text
+		case adapters.KindConversation:
+			conv = ev.Conversation
+		case adapters.KindFinished:
+			finished = ev.Finished
+		}
+	}
+	require.NotNil(t, finished, "turn/completed seen:\n%s", lines)
+	assert.True(t, finished.OK)
+	assert.Equal(t, s.Thread(), conv)
+	assert.Equal(t, "outpost ok: MARK-live2. remembered: MARK-live1", result,
+		"the steered message reached the model in the same turn")
+	reqs := srv.ModelRequests()
+	require.GreaterOrEqual(t, len(reqs), 2)
+	assert.Contains(t, reqs[len(reqs)-1].UserText(), "MARK-live2")
+
+	// Keep a real transcript for the decoder tests.
+	if *capture {
+		require.NoError(t, os.WriteFile("testdata/appserver_live.jsonl", lines, 0o644))
+	}
+}
+
+// runAppServer runs one turn of the real app-server the way the harness
+// would: every stdout line goes to s, each event to each (which may write to
+// stdin), s's pending replies to stdin, and stdin closes once s is done. It
+// returns the transcript (loopback ports and request ids made stable) and
+// the events.
+func runAppServer(t *testing.T, cmd sandbox.Command, s *codex.AppSession, each func(ev adapters.Event, stdin io.Writer)) ([]byte, []adapters.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	p := exec.CommandContext(ctx, cmd.Args[0], cmd.Args[1:]...)
 	p.Dir = cmd.Dir
@@ -100,7 +148,6 @@ func TestAppServerLiveInput(t *testing.T) {
 
 	var evs []adapters.Event
 	var lines bytes.Buffer
-	steered := false
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -109,13 +156,8 @@ func TestAppServerLiveInput(t *testing.T) {
 		for _, ev := range s.Decode(sc.Bytes()) {
 			adaptertest.CheckEvent(t, ev)
 			evs = append(evs, ev)
-			if ev.Kind == adapters.KindTextDelta && !steered {
-				// The model is streaming its first answer: steer.
-				b, err := s.EncodeInput("also MARK-live2")
-				require.NoError(t, err)
-				_, err = stdin.Write(b)
-				require.NoError(t, err)
-				steered = true
+			if each != nil {
+				each(ev, stdin)
 			}
 		}
 		if b := s.Pending(); len(b) > 0 {
@@ -128,32 +170,97 @@ func TestAppServerLiveInput(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, stdout)
 	require.NoError(t, p.Wait(), "stderr: %s", stderr.String())
-	require.True(t, steered, "no text delta seen:\n%s", lines.String())
+	return stable(lines.Bytes()), evs
+}
 
-	var result, conv string
-	var finished *adapters.FinishedDetail
-	for _, ev := range evs {
-		switch ev.Kind {
-		case adapters.KindResult:
-			result = ev.Text
-		case adapters.KindConversation:
-			conv = ev.Conversation
-		case adapters.KindFinished:
-			finished = ev.Finished
-		}
+// appServerErrors are app-server turns captured against failing scenarios
+// (TestAppServerCaptureErrors -capture), with what their structured fields
+// say: codexErrorInfo's variant and status, and the class.
+var appServerErrors = []struct {
+	scenario outposttest.Scenario
+	code     string
+	status   int
+	quota    bool
+	outage   string
+	auth     string
+}{
+	{outposttest.ScenarioInsufficientQuota, "usageLimitExceeded", 0, true, "", ""},
+	{outposttest.ScenarioRateLimit, "responseTooManyFailedAttempts", 429, true, "", ""},
+	{outposttest.ScenarioUnauthorized, "httpConnectionFailed", 401, false, "", "invalid api key"},
+	{outposttest.ScenarioUnavailable, "httpConnectionFailed", 503, false, "http 503", ""},
+	{outposttest.ScenarioOverloaded, "serverOverloaded", 0, false, "overloaded", ""},
+}
+
+func appServerTranscript(sc outposttest.Scenario) string {
+	return "testdata/appserver_" + string(sc) + ".jsonl"
+}
+
+// TestAppServerCaptureErrors records app-server turns of the real codex
+// against failing scenarios, for TestAppServerErrorsCaptured:
+//
+//	go test -run TestAppServerCaptureErrors ./adapters/codex/ -capture -v
+func TestAppServerCaptureErrors(t *testing.T) {
+	if !*capture {
+		t.Skip("run with -capture to re-record app-server transcripts from the real codex CLI")
 	}
-	require.NotNil(t, finished, "turn/completed seen:\n%s", lines.String())
-	assert.True(t, finished.OK)
-	assert.Equal(t, s.Thread(), conv)
-	assert.Equal(t, "outpost ok: MARK-live2. remembered: MARK-live1", result,
-		"the steered message reached the model in the same turn")
-	reqs := srv.ModelRequests()
-	require.GreaterOrEqual(t, len(reqs), 2)
-	assert.Contains(t, reqs[len(reqs)-1].UserText(), "MARK-live2")
+	bin := testenv.CLI(t, "codex")
+	for _, c := range appServerErrors {
+		t.Run(string(c.scenario), func(t *testing.T) {
+			srv, err := outposttest.NewServer(outposttest.WithScenario(c.scenario), outposttest.WithRetryAfter(time.Second))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = srv.Close() })
+			home, err := os.MkdirTemp("/var/tmp", "outpost-codex-appserver-")
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = os.RemoveAll(home) })
+			one := 1
+			cmd, s, err := codex.New(codex.WithBinary(bin)).AppServerRequest(adapters.Input{
+				Prompt: "MARK-app1", Workdir: t.TempDir(), Home: home, MaxRetries: &one, Env: map[string]string{"TZ": "UTC"},
+				Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: outposttest.PlaceholderKey}})
+			require.NoError(t, err)
+			lines, _ := runAppServer(t, cmd, s, nil)
+			require.NoError(t, os.WriteFile(appServerTranscript(c.scenario), lines, 0o644))
+		})
+	}
+}
 
-	// Keep a real transcript for the decoder tests.
-	if *capture {
-		require.NoError(t, os.WriteFile("testdata/appserver_live.jsonl", lines.Bytes(), 0o644))
+// TestAppServerErrorsCaptured decodes the app-server transcripts captured
+// from codex 0.169.0: the failure carries codexErrorInfo, and the structured
+// fields decide its class before its words.
+func TestAppServerErrorsCaptured(t *testing.T) {
+	a := codex.New()
+	for _, c := range appServerErrors {
+		t.Run(string(c.scenario), func(t *testing.T) {
+			data, err := os.ReadFile(appServerTranscript(c.scenario))
+			require.NoError(t, err)
+			_, s, err := a.AppServerRequest(adapters.Input{Prompt: "MARK-app1"})
+			require.NoError(t, err)
+			var failures []adapters.Event
+			for _, l := range bytes.Split(data, []byte("\n")) {
+				if len(l) == 0 {
+					continue
+				}
+				for _, ev := range s.Decode(l) {
+					adaptertest.CheckEvent(t, ev)
+					if ev.Kind == adapters.KindFailure {
+						failures = append(failures, ev)
+					}
+					if ev.Kind == adapters.KindRetry {
+						assert.NotContains(t, ev.Retry.Reason, "Reconnecting", "the cause, not the notice")
+					}
+				}
+			}
+			require.Len(t, failures, 1)
+			f := failures[0]
+			assert.Equal(t, c.code, f.Failure.Code)
+			assert.Equal(t, c.status, f.Failure.Status)
+			ok, _ := adapters.FailureQuota(a, f)
+			assert.Equal(t, c.quota, ok)
+			outage, _ := adapters.FailureUnavailable(a, f)
+			assert.Equal(t, c.outage, outage)
+			auth, _ := adapters.FailureAuth(a, f)
+			assert.Equal(t, c.auth, auth)
+			assert.True(t, s.Done())
+		})
 	}
 }
 

@@ -66,6 +66,7 @@ var captureCases = []captureCase{
 	{name: "quota", scenario: outposttest.ScenarioQuota, prompt: "MARK-quota1", retries: 1},
 	{name: "quota_tomorrow", scenario: outposttest.ScenarioQuota, prompt: "MARK-quota3", retries: 1, resetIn: 27 * time.Hour},
 	{name: "quota_insufficient", scenario: outposttest.ScenarioCredits, prompt: "MARK-quota2", retries: 1},
+	{name: "insufficient_quota", scenario: outposttest.ScenarioInsufficientQuota, prompt: "MARK-quota4", retries: 1},
 	{name: "overloaded", scenario: outposttest.ScenarioOverloaded, prompt: "MARK-over1", retries: 1},
 	{name: "unavailable", scenario: outposttest.ScenarioUnavailable, prompt: "MARK-503", retries: 1},
 	{name: "unauthorized", scenario: outposttest.ScenarioUnauthorized, prompt: "MARK-auth1", retries: 1},

@@ -66,10 +66,21 @@
 //
 // # Recognizers
 //
+// An exec turn reports its failure in words only ("turn.failed" with a
+// message), so the words decide. An app-server turn also reports
+// codexErrorInfo, read first ([adapters.FailureRecognizer]; verified on
+// 0.169.0): usageLimitExceeded (a plan usage limit, and insufficient_quota,
+// which Codex words "Quota exceeded. Check your plan and billing details.")
+// is quota, serverOverloaded and internalServerError outages,
+// httpConnectionFailed and responseTooManyFailedAttempts classified by their
+// httpStatusCode (429 quota, 401 auth, 5xx outage).
+//
 // [Adapter.Quota] matches the usage-limit family ("You've hit your usage
 // limit … try again at Dec 3rd, 2026 12:00 AM." / "… try again in 2 days 17
 // hours 14 minutes."), "Quota exceeded. Check your plan and billing
-// details." (insufficient_quota), "out of credits", "spend cap", and the
+// details." (Codex's words for insufficient_quota; the OpenAI body itself,
+// "You exceeded your current quota", is read by package provider's OpenAI
+// wordings, as for Copilot), "out of credits", "spend cap", and the
 // retries-exhausted 429 ("exceeded retry limit, last status: 429") — the last
 // is quota by decision, as for Claude's organization rate limit: the CLI
 // already retried it and the caller must wait. Retry chatter ("Reconnecting…")
@@ -121,14 +132,13 @@ package codex
 
 import (
 	"fmt"
-	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -166,24 +176,23 @@ var quiet = []string{
 }
 
 // Adapter is the Codex CLI adapter. Build it with [New]; the zero value is
-// not ready. It is immutable and safe for concurrent use.
+// not ready. It is immutable and safe for concurrent use. Name, Binary and
+// the recognizers Quota, Unavailable and Auth (see Recognizers in the package
+// doc) come from the embedded [adapters.CLI].
 type Adapter struct {
-	binary string
-	extra  []string
+	adapters.CLI
 	config []string
 }
 
 // Option configures an [Adapter].
-type Option func(*Adapter)
+type Option = adapters.Option[Adapter]
 
 // WithBinary sets the program name or path argv[0] uses (default "codex").
-func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+func WithBinary(name string) Option { return adapters.WithBinary[Adapter](name) }
 
 // WithArgs appends extra exec arguments to every command (after Outpost's
 // own, before the final "-"). They are the caller's responsibility.
-func WithArgs(args ...string) Option {
-	return func(a *Adapter) { a.extra = append(a.extra, args...) }
-}
+func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
 // WithConfig adds -c key=value overrides (before `exec`, after Outpost's own,
 // so they win). Values are TOML; strings need their quotes.
@@ -192,26 +201,12 @@ func WithConfig(pairs ...string) Option {
 }
 
 // New returns a Codex adapter.
-func New(opts ...Option) *Adapter {
-	a := &Adapter{binary: "codex"}
-	for _, o := range opts {
-		o(a)
-	}
-	a.extra = append([]string(nil), a.extra...)
-	a.config = append([]string(nil), a.config...)
-	return a
-}
+func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
 
 var (
 	_ adapters.Adapter           = (*Adapter)(nil)
 	_ adapters.SessionRecognizer = (*Adapter)(nil)
 )
-
-// Name returns "codex".
-func (a *Adapter) Name() string { return Name }
-
-// Binary returns the program name ("codex" unless [WithBinary] changed it).
-func (a *Adapter) Binary() string { return a.binary }
 
 // Capabilities: resumable, forkable, a terminal turn event is required,
 // usage from events (thread-cumulative, see the package doc).
@@ -240,29 +235,13 @@ func (a *Adapter) TurnFiles(in adapters.Input) []adapters.TurnFile {
 	return []adapters.TurnFile{{Name: OutputSchemaFile, Data: append([]byte(nil), in.Schema...)}}
 }
 
-// ValidID reports whether id may be passed to resume/fork: 1 to 128 letters,
-// digits, '-' or '_', not starting with '-'.
-func ValidID(id string) bool { return adapters.ValidID(id) }
-
 // validModel also refuses quotes and backslashes: the model may reach a
 // TOML string in a -c override.
 func validModel(m string) bool {
 	return adapters.ValidModel(m) && !strings.ContainsAny(m, `"\`)
 }
 
-func configErr(format string, args ...any) error {
-	return outposterr.New(outposterr.Configuration, "codex: "+format, args...).
-		With(outposterr.Details{Agent: Name})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
 // tomlString quotes s as a TOML basic string.
 func tomlString(s string) string {
@@ -286,13 +265,9 @@ func tomlString(s string) string {
 // BaseURL returns the Responses base URL Codex is given for an endpoint base
 // URL: "/v1" is appended when the URL has no path.
 func BaseURL(base string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	out, ok := adapters.V1BaseURL(base)
+	if !ok {
 		return "", configErr("invalid endpoint base URL %q", base)
-	}
-	out := strings.TrimRight(base, "/")
-	if strings.Trim(u.Path, "/") == "" {
-		out += "/v1"
 	}
 	return out, nil
 }
@@ -307,7 +282,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if len(in.Schema) > 0 && !path.IsAbs(in.Scratch) {
 		return sandbox.Command{}, configErr("a typed response needs the turn's scratch directory for its schema file")
 	}
-	args := []string{a.binary}
+	args := []string{a.Binary()}
 	for _, kv := range c.cfg {
 		args = append(args, "-c", kv)
 	}
@@ -328,7 +303,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if len(in.Schema) > 0 {
 		args = append(args, "--output-schema", path.Join(in.Scratch, OutputSchemaFile))
 	}
-	args = append(args, a.extra...)
+	args = a.AppendExtra(args)
 	args = append(args, "-")
 	return sandbox.Command{
 		Args:  args,
@@ -354,16 +329,16 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 	c.cfg = append(c.cfg, quiet...)
 	c.env = map[string]string{}
 	switch {
-	case contains(bypassModes, in.Permission):
+	case slices.Contains(bypassModes, in.Permission):
 		c.bypass = true
-	case contains(SandboxModes, in.Permission):
+	case slices.Contains(SandboxModes, in.Permission):
 		c.cfg = append(c.cfg, "sandbox_mode="+tomlString(in.Permission), `approval_policy="never"`)
 	default:
 		return c, configErr("unknown permission mode %q (want bypass or one of %s)",
 			in.Permission, strings.Join(SandboxModes, ", "))
 	}
 	if in.Effort != "" {
-		if !contains(Efforts, in.Effort) {
+		if !slices.Contains(Efforts, in.Effort) {
 			return c, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 		}
 		c.cfg = append(c.cfg, "model_reasoning_effort="+tomlString(in.Effort))
@@ -412,7 +387,7 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 	switch {
 	case in.Fork && in.Continue == "":
 		return c, configErr("fork needs a conversation to continue")
-	case in.Continue != "" && !ValidID(in.Continue):
+	case in.Continue != "" && !adapters.ValidID(in.Continue):
 		return c, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
 	}
 	if in.Model != "" && !validModel(in.Model) {

@@ -30,14 +30,14 @@ func TestQuota(t *testing.T) {
 		{"ERROR: Quota exceeded. Check your plan and billing details.", time.Time{}},
 	}
 	for _, c := range cases {
-		ok, reset := codex.Quota(c.text, at)
+		ok, reset := codex.New().Quota(c.text, at)
 		assert.True(t, ok, c.text)
 		assert.True(t, c.reset.Equal(reset), "%s: want %v, got %v", c.text, c.reset, reset)
 	}
 	// A zone-less clock time is UTC whatever the zone of at (Codex runs with TZ=UTC).
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err == nil {
-		ok, reset := codex.Quota("You've hit your usage limit. Try again at 12:00 PM.", at.In(berlin))
+		ok, reset := codex.New().Quota("You've hit your usage limit. Try again at 12:00 PM.", at.In(berlin))
 		assert.True(t, ok)
 		assert.True(t, time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).Equal(reset), "got %v", reset)
 	}
@@ -48,7 +48,7 @@ func TestQuota(t *testing.T) {
 		"unexpected status 503 Service Unavailable: Service Unavailable",
 		"",
 	} {
-		ok, _ := codex.Quota(text, at)
+		ok, _ := codex.New().Quota(text, at)
 		assert.False(t, ok, text)
 	}
 }
@@ -63,11 +63,11 @@ func TestUnavailableAndAuth(t *testing.T) {
 		"stream disconnected before completion: An error occurred while processing your request.":                 "stream disconnected",
 		"Connection failed: error sending request":                                                                "connection error",
 	} {
-		got, ok := codex.Unavailable(text)
+		got, ok := codex.New().Unavailable(text)
 		assert.True(t, ok, text)
 		assert.Equal(t, want, got, text)
 	}
-	_, ok := codex.Unavailable("Reconnecting... waiting for network (Connection failed: error sending request)")
+	_, ok := codex.New().Unavailable("Reconnecting... waiting for network (Connection failed: error sending request)")
 	assert.False(t, ok, "retry chatter is no verdict")
 
 	for text, want := range map[string]string{
@@ -78,11 +78,11 @@ func TestUnavailableAndAuth(t *testing.T) {
 		"Your access token could not be refreshed because your refresh token has expired. Please log out and sign in again.":      "refresh token expired",
 		"ChatGPT login is required, but an API key is currently being used. Logging out.":                                         "login required",
 	} {
-		got, ok := codex.Auth(text)
+		got, ok := codex.New().Auth(text)
 		assert.True(t, ok, text)
 		assert.Equal(t, want, got, text)
 	}
-	_, ok = codex.Auth("Quota exceeded. Check your plan and billing details.")
+	_, ok = codex.New().Auth("Quota exceeded. Check your plan and billing details.")
 	assert.False(t, ok)
 }
 

@@ -24,7 +24,8 @@ import (
 )
 
 // capture re-records the golden fixtures under testdata/ from the real
-// copilot binary against the outposttest scripted server (Chat Completions):
+// copilot binary against the outposttest scripted server (Chat Completions,
+// or the Messages API for the cases with provider type anthropic):
 //
 //	go test -run TestCapture ./adapters/copilot/ -capture -v
 //
@@ -47,7 +48,13 @@ type captureCase struct {
 	missing    bool
 	noProvider bool
 	resetIn    time.Duration
+	// anthropic selects the BYOK provider type anthropic (Messages API)
+	// instead of openai (Chat Completions).
+	anthropic bool
 }
+
+// anthropicModel is a model Copilot's catalog knows for provider type anthropic.
+const anthropicModel = "claude-sonnet-4.5"
 
 var captureCases = []captureCase{
 	{name: "ok", scenario: outposttest.ScenarioOK, prompt: "Say the marker MARK-ok1 back."},
@@ -56,6 +63,9 @@ var captureCases = []captureCase{
 	{name: "rate_limit", scenario: outposttest.ScenarioRateLimit, prompt: "MARK-rl1"},
 	{name: "quota", scenario: outposttest.ScenarioQuota, prompt: "MARK-quota1", resetIn: 14*time.Hour + 23*time.Minute},
 	{name: "quota_no_quota", scenario: outposttest.ScenarioCredits, prompt: "MARK-quota2"},
+	{name: "insufficient_quota", scenario: outposttest.ScenarioInsufficientQuota, prompt: "MARK-quota4"},
+	{name: "credits_anthropic", scenario: outposttest.ScenarioCredits, anthropic: true, prompt: "MARK-credits1"},
+	{name: "org_rate_limit_anthropic", scenario: outposttest.ScenarioOrgRateLimit, anthropic: true, prompt: "MARK-orgrl1"},
 	{name: "unavailable", scenario: outposttest.ScenarioUnavailable, prompt: "MARK-503"},
 	{name: "server_error", scenario: outposttest.ScenarioServerError, prompt: "MARK-500"},
 	{name: "unauthorized", scenario: outposttest.ScenarioUnauthorized, prompt: "MARK-auth1"},
@@ -120,6 +130,13 @@ func captureOne(t *testing.T, c captureCase) {
 	} else {
 		in.Env["COPILOT_OFFLINE"] = "true"
 	}
+	if c.anthropic {
+		// Input.Env wins over the adapter's openai defaults; the Anthropic
+		// client appends /v1/messages to the bare base URL.
+		in.Model = anthropicModel
+		in.Env[copilot.TypeVar] = "anthropic"
+		in.Env[copilot.BaseURLVar] = baseURL
+	}
 	if c.missing {
 		in.Continue = "01a23600-0000-4000-8000-000000000000"
 	}
@@ -148,6 +165,10 @@ func captureOne(t *testing.T, c captureCase) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "stdout.jsonl"), stdout, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "stderr.txt"), stderr, 0o644))
 	source := "captured from copilot " + copilot.Version + " (BYOK, Chat Completions) against outposttest scenario " + string(c.scenario)
+	if c.anthropic {
+		source = "captured from copilot " + copilot.Version + " (BYOK, COPILOT_PROVIDER_TYPE=anthropic, Messages API, model " +
+			anthropicModel + ") against outposttest scenario " + string(c.scenario)
+	}
 	switch {
 	case c.refused:
 		source = "captured from copilot " + copilot.Version + " with COPILOT_PROVIDER_BASE_URL pointing at a closed loopback port"

@@ -69,12 +69,25 @@
 //
 // # Recognizers
 //
+// Structured fields come first ([adapters.FailureRecognizer]): session.error's
+// errorType (rate_limit: quota; authentication: auth), its statusCode (402:
+// quota), and the provider's error type and code that the last
+// model.call_failure with the same status reported (package provider:
+// insufficient_quota and 429s are quota, 5xx outages, invalid_api_key auth).
+// The words decide when the fields say nothing (an Anthropic 400
+// invalid_request_error: credit balance or a bad request).
+//
 // [Adapter.Quota]: the Copilot rate-limit family ("Sorry, you've hit a rate
 // limit … Please try again in 14 hours 23 minutes." — reset from the relative
 // duration), "exceeded your Copilot token usage", 402 / quota_exceeded /
 // "You have no quota", and retries exhausted on 429 ("Failed to get response
 // from the AI model; retried 5 times … Last error: 429 …", session.error
-// errorType rate_limit) — quota by decision, as for Codex. The premium
+// errorType rate_limit) — quota by decision, as for Codex. A BYOK provider's
+// own error body reaches the session.error text unchanged, so the
+// recognizers also read package provider's Anthropic and OpenAI wordings, the
+// ones Claude Code and Codex use: "Your credit balance is too low" and the
+// organization rate limit through provider type anthropic, insufficient_quota
+// ("You exceeded your current quota") through openai. The premium
 // allowance downgrade notice is not a failure. [Adapter.Unavailable]: 5xx
 // statuses, "server error", "overloaded", connection errors, timeouts and
 // the retries-exhausted text with a 5xx or unknown last error.
@@ -97,14 +110,12 @@ package copilot
 
 import (
 	"fmt"
-	"net/url"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -139,44 +150,30 @@ const (
 	HTTPTimeoutVar = "COPILOT_NATIVE_HTTP_TIMEOUT_MS"
 )
 
-// Adapter is the Copilot CLI adapter. Build it with [New]. It is immutable
-// and safe for concurrent use.
+// Adapter is the Copilot CLI adapter. Build it with [New]; the zero value is
+// not ready. It is immutable and safe for concurrent use. Name, Binary and
+// the recognizers Quota, Unavailable and Auth (see Recognizers in the package
+// doc) come from the embedded [adapters.CLI].
 type Adapter struct {
-	binary string
-	extra  []string
+	adapters.CLI
 }
 
 // Option configures an [Adapter].
-type Option func(*Adapter)
+type Option = adapters.Option[Adapter]
 
 // WithBinary sets the program name or path argv[0] uses (default "copilot").
-func WithBinary(name string) Option { return func(a *Adapter) { a.binary = name } }
+func WithBinary(name string) Option { return adapters.WithBinary[Adapter](name) }
 
 // WithArgs appends extra arguments to every command (after Outpost's own).
-func WithArgs(args ...string) Option {
-	return func(a *Adapter) { a.extra = append(a.extra, args...) }
-}
+func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
 // New returns a Copilot adapter.
-func New(opts ...Option) *Adapter {
-	a := &Adapter{binary: "copilot"}
-	for _, o := range opts {
-		o(a)
-	}
-	a.extra = append([]string(nil), a.extra...)
-	return a
-}
+func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
 
 var (
 	_ adapters.Adapter           = (*Adapter)(nil)
 	_ adapters.SessionRecognizer = (*Adapter)(nil)
 )
-
-// Name returns "copilot".
-func (a *Adapter) Name() string { return Name }
-
-// Binary returns the program name.
-func (a *Adapter) Binary() string { return a.binary }
 
 // Capabilities: resumable, not forkable, the final result is required,
 // usage from the session files (see the package doc).
@@ -188,39 +185,14 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 	}
 }
 
-func configErr(format string, args ...any) error {
-	return outposterr.New(outposterr.Configuration, "copilot: "+format, args...).
-		With(outposterr.Details{Agent: Name})
-}
-
-// idRE: session ids are UUIDs; names and prefixes are also accepted by
-// --resume, but never one that could be read as a flag.
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
-
-// ValidID reports whether id may be passed to --resume.
-func ValidID(id string) bool { return idRE.MatchString(id) }
-
-func validModel(m string) bool { return adapters.ValidModel(m) }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
 // BaseURL returns the provider base URL Copilot is given for an endpoint
 // base URL: "/v1" is appended when the URL has no path.
 func BaseURL(base string) (string, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	out, ok := adapters.V1BaseURL(base)
+	if !ok {
 		return "", configErr("invalid endpoint base URL %q", base)
-	}
-	out := strings.TrimRight(base, "/")
-	if strings.Trim(u.Path, "/") == "" {
-		out += "/v1"
 	}
 	return out, nil
 }
@@ -234,16 +206,16 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Fork {
 		return sandbox.Command{}, configErr("fork is not supported: Copilot CLI cannot branch a session (resume it instead)")
 	}
-	if !contains(permissions, in.Permission) {
+	if !slices.Contains(permissions, in.Permission) {
 		return sandbox.Command{}, configErr("unknown permission mode %q (Copilot runs with --allow-all: empty, bypass or allow-all)", in.Permission)
 	}
-	if in.Continue != "" && !ValidID(in.Continue) {
+	if in.Continue != "" && !adapters.ValidID(in.Continue) {
 		return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
 	}
-	if in.Model != "" && !validModel(in.Model) {
+	if in.Model != "" && !adapters.ValidModel(in.Model) {
 		return sandbox.Command{}, configErr("invalid model name %q", in.Model)
 	}
-	if in.Effort != "" && !contains(Efforts, in.Effort) {
+	if in.Effort != "" && !slices.Contains(Efforts, in.Effort) {
 		return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 	}
 	mcp, err := mcpArgs(in.MCP)
@@ -294,12 +266,12 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		if !sandbox.ValidEnvName(k) {
 			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
 		}
-		if contains(ambientTokens, k) {
+		if slices.Contains(ambientTokens, k) {
 			continue
 		}
 		env[k] = v
 	}
-	args := []string{a.binary, "--output-format", "json", "--allow-all", "--no-ask-user", "--no-auto-update"}
+	args := []string{a.Binary(), "--output-format", "json", "--allow-all", "--no-ask-user", "--no-auto-update"}
 	if in.Model != "" {
 		args = append(args, "--model", in.Model)
 	}
@@ -310,7 +282,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		args = append(args, "--resume", in.Continue)
 	}
 	args = append(args, mcp...)
-	args = append(args, a.extra...)
+	args = a.AppendExtra(args)
 	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
 }
 

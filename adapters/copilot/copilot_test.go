@@ -87,7 +87,7 @@ func TestQuota(t *testing.T) {
 		"Failed to get response from the AI model; retried 5 times (total retry wait time: 5.63 seconds) Last error: 429 rate limit exceeded": {},
 		`Model call failed: {"message":"rate limit exceeded","code":"rate_limited"}`:                                                          {},
 	} {
-		ok, reset := copilot.Quota(text, at)
+		ok, reset := copilot.New().Quota(text, at)
 		assert.True(t, ok, text)
 		assert.Equal(t, want, reset, text)
 	}
@@ -97,7 +97,7 @@ func TestQuota(t *testing.T) {
 		"Failed to get response from the AI model; retried 5 times (total retry wait time: 14.97 seconds) Last error: 503 Service Unavailable",
 		"",
 	} {
-		ok, _ := copilot.Quota(text, at)
+		ok, _ := copilot.New().Quota(text, at)
 		assert.False(t, ok, text)
 	}
 }
@@ -110,13 +110,13 @@ func TestUnavailableAuthSession(t *testing.T) {
 		"Execution failed: 499 499 status code (no body)":                        "http 499",
 		"Could not connect to local model provider at http://127.0.0.1:8080/v1.": "connection error",
 	} {
-		got, ok := copilot.Unavailable(text)
+		got, ok := copilot.New().Unavailable(text)
 		assert.True(t, ok, text)
 		assert.Equal(t, want, got, text)
 	}
-	_, ok := copilot.Unavailable("Response was interrupted due to a server error. Retrying...")
+	_, ok := copilot.New().Unavailable("Response was interrupted due to a server error. Retrying...")
 	assert.False(t, ok)
-	_, ok = copilot.Unavailable("429 Sorry, you've hit a rate limit")
+	_, ok = copilot.New().Unavailable("429 Sorry, you've hit a rate limit")
 	assert.False(t, ok)
 
 	for text, want := range map[string]string{
@@ -125,7 +125,7 @@ func TestUnavailableAuthSession(t *testing.T) {
 		"Authentication failed with provider at http://127.0.0.1:8080/v1 (HTTP 401).":                                                "authentication failed",
 		`400 "checking server-to-server token: bad request: GitHub App Server-To-Server Tokens are not supported for this endpoint"`: "unsupported token (Actions)",
 	} {
-		got, ok := copilot.Auth(text)
+		got, ok := copilot.New().Auth(text)
 		assert.True(t, ok, text)
 		assert.Equal(t, want, got, text)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -30,7 +31,11 @@ import (
 //	tool.execution_start       tool, unless assistant.message announced it
 //	tool.execution_complete    tool-result (success flag, result content or
 //	                           error message)
-//	session.error              failure (message, statusCode, errorType)
+//	model.call_failure         raw; its statusCode, errorType and errorCode
+//	                           (the provider's error body) are remembered
+//	session.error              failure (message; statusCode as Status,
+//	                           errorType as Code, and the provider's type and
+//	                           code of the last failed call with the same status)
 //	session.warning            warning
 //	session.shutdown           usage, cumulative scope (modelMetrics summed)
 //	abort                      failure (reason; SIGTERM prints it, reason
@@ -48,7 +53,9 @@ type Decoder struct {
 	haveLast   bool
 	retries    int
 	lastStatus int
-	aborted    bool
+	// lastCall is the provider error of the last failed model call.
+	lastCall adapters.FailureDetail
+	aborted  bool
 }
 
 // NewDecoder returns a decoder for one turn.
@@ -85,6 +92,7 @@ type data struct {
 	Result       json.RawMessage `json:"result"`
 	Error        json.RawMessage `json:"error"`
 	ErrorType    string          `json:"errorType"`
+	ErrorCode    string          `json:"errorCode"`
 	Message      string          `json:"message"`
 	StatusCode   int             `json:"statusCode"`
 	Reason       string          `json:"reason"`
@@ -185,6 +193,8 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		if dt.StatusCode != 0 {
 			d.lastStatus = dt.StatusCode
 		}
+		// The provider's own error body (BYOK), as Copilot parsed it.
+		d.lastCall = adapters.FailureDetail{Status: dt.StatusCode, ProviderType: dt.ErrorType, ProviderCode: dt.ErrorCode}
 	case "assistant.turn_retry":
 		d.retries++
 		evs = []adapters.Event{{Kind: adapters.KindRetry, Retry: &adapters.RetryNotice{
@@ -200,12 +210,14 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		if msg == "" {
 			msg = dt.ErrorType
 		}
-		st := dt.StatusCode
-		if st == 0 {
-			st = status(msg)
+		f := &adapters.FailureDetail{Status: dt.StatusCode, Code: dt.ErrorType}
+		if f.Status == 0 {
+			f.Status = status(msg)
 		}
-		evs = []adapters.Event{{Kind: adapters.KindFailure, Text: msg,
-			Failure: &adapters.FailureDetail{Status: st, Code: dt.ErrorType}}}
+		if c := d.lastCall; c.Status == f.Status {
+			f.ProviderType, f.ProviderCode = c.ProviderType, c.ProviderCode
+		}
+		evs = []adapters.Event{{Kind: adapters.KindFailure, Text: msg, Failure: f}}
 	case "session.warning":
 		if dt.Message != "" {
 			evs = []adapters.Event{{Kind: adapters.KindWarning, Text: dt.Message}}
@@ -401,10 +413,12 @@ func (d *Decoder) result(l *line) []adapters.Event {
 // character boundary.
 func Preview(s string, limit int) string { return adapters.Preview(s, limit) }
 
+var statusRE = regexp.MustCompile(`(?i)^\s*([1-5]\d\d)\b|last error:\s*([1-5]\d\d)\b|\(http ([1-5]\d\d)\)|status(?: code)?[: ]+([1-5]\d\d)\b`)
+
 // status finds an HTTP status at the start of a failure text ("429 …",
 // "Last error: 503 …", "(HTTP 401)").
 func status(text string) int {
-	for _, m := range statusRE.FindAllStringSubmatch(clip(text), -1) {
+	for _, m := range statusRE.FindAllStringSubmatch(adapters.Clip(text), -1) {
 		for _, g := range m[1:] {
 			if g != "" {
 				n, _ := strconv.Atoi(g)

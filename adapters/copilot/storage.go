@@ -94,7 +94,7 @@ const MaxSessionUsageBytes = 8 << 20
 // tail of session id's events.jsonl in a sandbox whose CLI home is home,
 // for [ParseSessionUsage] after the turn exits.
 func SessionUsageCommand(home, id string) (sandbox.Command, bool) {
-	if !ValidID(id) || home == "" {
+	if !adapters.ValidID(id) || home == "" {
 		return sandbox.Command{}, false
 	}
 	file := path.Join(home, SessionDir(id), "events.jsonl")

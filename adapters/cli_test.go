@@ -1,0 +1,73 @@
+package adapters_test
+
+import (
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// fake is an adapter type built the way the built-in ones are.
+type fake struct {
+	adapters.CLI
+	flag bool
+}
+
+func (f *fake) Capabilities() adapters.Capabilities { return adapters.Capabilities{} }
+func (f *fake) NewDecoder() adapters.Decoder        { return nil }
+func (f *fake) Request(adapters.Input) (sandbox.Command, error) {
+	return sandbox.Command{}, nil
+}
+
+var _ adapters.Adapter = (*fake)(nil)
+
+func withFlag() adapters.Option[fake] { return func(f *fake) { f.flag = true } }
+
+func TestBuild(t *testing.T) {
+	r := adapters.NewRecognizer(adapters.Recognition{Wordings: []adapters.Wordings{{
+		Quota: []*regexp.Regexp{regexp.MustCompile(`out of quota`)}}}})
+	args := []string{"--a"}
+	a := adapters.Build("fake", r, adapters.WithArgs[fake](args...), withFlag(), adapters.WithArgs[fake]("--b"))
+	args[0] = "--changed"
+	b := adapters.Build("fake", r, adapters.WithBinary[fake]("/opt/fake"))
+
+	assert.Equal(t, "fake", a.Name())
+	assert.Equal(t, "fake", a.Binary(), "the name is the default program")
+	assert.Equal(t, "/opt/fake", b.Binary())
+	assert.True(t, a.flag)
+	assert.False(t, b.flag)
+	assert.Equal(t, []string{"x", "--a", "--b"}, a.AppendExtra([]string{"x"}), "options apply in order; the caller's slice is copied")
+	assert.Equal(t, []string{"x"}, b.AppendExtra([]string{"x"}), "adapters share no arguments")
+	ok, _ := a.Quota("Out of quota", time.Now())
+	assert.True(t, ok, "the recognizer is embedded")
+}
+
+func TestConfigError(t *testing.T) {
+	err := adapters.ConfigError("fake", "bad %s", "thing")
+	assert.EqualError(t, err, "fake: bad thing")
+	var oe *outposterr.Error
+	if assert.ErrorAs(t, err, &oe) {
+		assert.Equal(t, outposterr.Configuration, oe.Class)
+		assert.Equal(t, "fake", oe.Details.Agent)
+	}
+}
+
+func TestV1BaseURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080":        "http://127.0.0.1:8080/v1",
+		"http://127.0.0.1:8080/":       "http://127.0.0.1:8080/v1",
+		"https://gw.example/openai/v1": "https://gw.example/openai/v1",
+		"ftp://x":                      "",
+		"http://h/?q=1":                "",
+		"/relative":                    "",
+	} {
+		got, ok := adapters.V1BaseURL(in)
+		assert.Equal(t, want, got, in)
+		assert.Equal(t, want != "", ok, in)
+	}
+}
