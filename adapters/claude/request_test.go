@@ -23,7 +23,7 @@ func TestIdentity(t *testing.T) {
 	a := claude.New()
 	assert.Equal(t, "claude", a.Name())
 	assert.Equal(t, "claude", a.Binary())
-	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, LiveInput: false,
+	assert.Equal(t, adapters.Capabilities{Resumable: true, Forkable: true, LiveInput: true,
 		RequiresFinished: true, StructuredOutput: true, Usage: adapters.UsageEvents}, a.Capabilities())
 	assert.Equal(t, "/opt/claude", claude.New(claude.WithBinary("/opt/claude")).Binary())
 }
