@@ -1,8 +1,14 @@
 package adaptertest
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // Live-input fixtures live one folder per case under testdata/live/ (kept
@@ -29,7 +36,11 @@ import (
 // LiveScript is what a live-input case did: the prompt and the messages the
 // capture sent into the running turn.
 type LiveScript struct {
-	Prompt   string        `json:"prompt"`
+	Prompt string `json:"prompt"`
+	// Workdir and Continue are the turn's input fields, for CLIs whose
+	// opening messages carry them.
+	Workdir  string        `json:"workdir,omitempty"`
+	Continue string        `json:"continue,omitempty"`
 	Messages []LiveMessage `json:"messages"`
 	// IDs are the message ids the session drew, in order, for CLIs whose
 	// input lines carry ids; the adapter under test must reuse them.
@@ -67,7 +78,7 @@ func RunLive(t *testing.T, dir string, adapter func(LiveScript) adapters.Adapter
 			a := adapter(script)
 			li, ok := a.(adapters.LiveInput)
 			require.True(t, ok, "%s has no live input", a.Name())
-			cmd, sess, err := li.LiveRequest(adapters.Input{Prompt: script.Prompt})
+			cmd, sess, err := li.LiveRequest(adapters.Input{Prompt: script.Prompt, Workdir: script.Workdir, Continue: script.Continue})
 			require.NoError(t, err)
 			assert.True(t, cmd.KeepStdinOpen)
 			dec := &scripted{t: t, sess: sess, script: script, stdin: append([]byte(nil), cmd.Stdin...)}
@@ -160,4 +171,154 @@ func (d *scripted) Decode(line []byte) []adapters.Event {
 		d.closed = true
 	}
 	return evs
+}
+
+// LiveSend is a message a live run sends once an event matches When (sends
+// are tried in order: one only after the previous fired).
+type LiveSend struct {
+	When func(adapters.Event) bool
+	Text string
+}
+
+// LiveRun is what a live-input turn of a real CLI did.
+type LiveRun struct {
+	Events   []adapters.Event
+	Stdout   []byte // every line after stable
+	Stdin    []byte // every byte written
+	Stderr   []byte
+	Messages []LiveMessage
+	Code     int
+	At       time.Time
+}
+
+// Count returns how many events of kind k the run had.
+func (r LiveRun) Count(k adapters.Kind) int {
+	n := 0
+	for _, ev := range r.Events {
+		if ev.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Last returns the text of the run's last event of kind k.
+func (r LiveRun) Last(k adapters.Kind) string {
+	text := ""
+	for _, ev := range r.Events {
+		if ev.Kind == k {
+			text = ev.Text
+		}
+	}
+	return text
+}
+
+// DriveLive runs cmd on this machine (its argv, env plus PATH, dir) and
+// speaks sess on it as the harness does: each stdout line through stable
+// (nil: unchanged) to Decode, then Pending, then the messages due, once
+// Ready; stdin is closed when Done. It fails the test if the CLI outlives
+// limit or the session never finishes.
+func DriveLive(t *testing.T, cmd sandbox.Command, sess adapters.LiveSession, sends []LiveSend,
+	stable func([]byte) []byte, limit time.Duration) LiveRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	p := exec.CommandContext(ctx, cmd.Args[0], cmd.Args[1:]...)
+	p.Dir = cmd.Dir
+	p.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range cmd.Env {
+		p.Env = append(p.Env, k+"="+v)
+	}
+	stdin, err := p.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := p.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	p.Stderr = &stderr
+	require.NoError(t, p.Start())
+	var run LiveRun
+	write := func(b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		run.Stdin = append(run.Stdin, b...)
+		_, err := stdin.Write(b)
+		require.NoError(t, err)
+	}
+	write(cmd.Stdin)
+
+	var lines bytes.Buffer
+	var waiting []string
+	fired, count, closed := 0, 0, false
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if stable != nil {
+			line = stable(line)
+		}
+		lines.Write(line)
+		lines.WriteByte('\n')
+		count++
+		evs := sess.Decode(line)
+		assert.NotEmpty(t, evs, "line decoded to nothing: %.200s", line)
+		for _, ev := range evs {
+			CheckEvent(t, ev)
+			run.Events = append(run.Events, ev)
+			if fired < len(sends) && sends[fired].When(ev) {
+				waiting = append(waiting, sends[fired].Text)
+				fired++
+			}
+		}
+		if closed {
+			continue
+		}
+		write(sess.Pending())
+		for len(waiting) > 0 && sess.Ready() {
+			b, err := sess.EncodeInput(waiting[0])
+			require.NoError(t, err)
+			write(b)
+			run.Messages = append(run.Messages, LiveMessage{After: count, Text: waiting[0]})
+			run.Events = append(run.Events, adapters.Event{Kind: adapters.KindInput, Text: waiting[0]})
+			waiting = waiting[1:]
+		}
+		if sess.Done() {
+			require.NoError(t, stdin.Close())
+			closed = true
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = p.Wait()
+	run.At = time.Now()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		run.Code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	run.Stdout, run.Stderr = lines.Bytes(), stderr.Bytes()
+	require.NoError(t, ctx.Err(), "the CLI did not finish:\n%s\n%s", run.Stdout, run.Stderr)
+	require.True(t, closed, "the session never finished:\n%s", run.Stdout)
+	assert.Empty(t, waiting, "every message was delivered")
+	assert.Len(t, run.Messages, len(sends), "every trigger fired:\n%s", run.Stdout)
+	return run
+}
+
+// WriteLiveCase records run as the live case dir: stdout.jsonl, stdin.jsonl,
+// stderr.txt, live.json (script with the run's messages) and meta.json.
+func WriteLiveCase(t *testing.T, dir string, script LiveScript, run LiveRun, source, version string) {
+	t.Helper()
+	script.Messages = run.Messages
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	files := map[string][]byte{"stdout.jsonl": run.Stdout, "stdin.jsonl": run.Stdin, "stderr.txt": run.Stderr}
+	b, err := json.MarshalIndent(script, "", "  ")
+	require.NoError(t, err)
+	files["live.json"] = append(b, '\n')
+	b, err = json.MarshalIndent(map[string]any{"exit_code": run.Code, "time": run.At.UTC().Format(time.RFC3339),
+		"source": source, "cli_version": version}, "", "  ")
+	require.NoError(t, err)
+	files["meta.json"] = append(b, '\n')
+	for name, data := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
 }

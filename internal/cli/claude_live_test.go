@@ -54,3 +54,17 @@ func TestRunLiveRealClaude(t *testing.T) {
 		check(t, code, out.String(), errOut.String())
 	})
 }
+
+// TestRunLiveRealCopilot: `outpost run --agent copilot --live` delivers a
+// line of standard input into the running Copilot turn (ACP).
+func TestRunLiveRealCopilot(t *testing.T) {
+	testenv.Short(t)
+	bin := testenv.CLI(t, "copilot")
+	env := map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin"}
+	r := execute(t, "also MARK-cplive2\n", env, "run", "--agent", "copilot", "--sandbox", "host", "--offline", "--no-store",
+		"--scenario", "slow", "--workspace", t.TempDir(), "--live", "--json", "first MARK-cplive1")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"kind":"input","text":"also MARK-cplive2"`)
+	assert.Contains(t, r.stdout, `"text":"outpost ok: MARK-cplive2. remembered: MARK-cplive1"`,
+		"the message replaced the prompt in the same session")
+}
