@@ -322,3 +322,36 @@ func WriteLiveCase(t *testing.T, dir string, script LiveScript, run LiveRun, sou
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 }
+
+// FuzzLiveDecode fuzzes a live session's Decode: it must never panic, must
+// turn every non-empty line into at least one valid event, and Ready and
+// Done must never both hold. newSession returns a fresh session; seeds are
+// the stdout lines of every live case under fixtures.
+func FuzzLiveDecode(f *testing.F, newSession func() adapters.LiveSession, fixtures string) {
+	f.Helper()
+	if cases, err := Load(fixtures); err == nil {
+		for _, c := range cases {
+			for _, l := range bytes.Split(c.Stdout, []byte("\n")) {
+				f.Add(l)
+			}
+		}
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"id":null,"result":null}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		s := newSession()
+		for range 2 { // a repeated line must not break the state either
+			evs := s.Decode(line)
+			if len(bytes.TrimSpace(line)) > 0 && len(evs) == 0 {
+				t.Fatalf("line decoded to nothing: %q", line)
+			}
+			for _, ev := range evs {
+				CheckEvent(t, ev)
+			}
+			if s.Ready() && s.Done() {
+				t.Fatalf("ready and done at once after %q", line)
+			}
+			_ = s.Pending()
+		}
+	})
+}

@@ -3,6 +3,7 @@ package claude_test
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -285,4 +286,23 @@ func TestLiveEncodeInput(t *testing.T) {
 	s.Decode([]byte(lifecycleLine("same", "started")))
 	_, err = s.EncodeInput("again")
 	assert.Error(t, err, "an id used twice is refused")
+}
+
+func FuzzLiveDecode(f *testing.F) {
+	adaptertest.FuzzLiveDecode(f, func() adapters.LiveSession {
+		_, s, _ := claude.New(claude.WithMessageIDs(seqIDs("m"))).LiveRequest(adapters.Input{Prompt: "p"})
+		return s
+	}, filepath.Join("testdata", "live"))
+}
+
+// TestLiveSecretsStayInTheEnvironment: the endpoint key of a live turn
+// reaches neither argv nor stdin.
+func TestLiveSecretsStayInTheEnvironment(t *testing.T) {
+	const secret = "sk-MARK-live-secret"
+	cmd, s, err := claude.New().LiveRequest(adapters.Input{Prompt: "p",
+		Endpoint: &adapters.Endpoint{BaseURL: "http://127.0.0.1:9", APIKey: secret}})
+	require.NoError(t, err)
+	assert.Equal(t, secret, cmd.Env["ANTHROPIC_API_KEY"])
+	s.Decode([]byte(lifecycleLine("x", "started")))
+	assert.NotContains(t, strings.Join(cmd.Args, " ")+string(cmd.Stdin)+cmd.Redacted(), secret)
 }

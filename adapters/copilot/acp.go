@@ -15,6 +15,10 @@ import (
 
 var _ adapters.LiveInput = (*Adapter)(nil)
 
+// maxMessage bounds the text kept of one agent message (its chunks still
+// stream as text-delta events).
+const maxMessage = 16 << 20
+
 // Request ids of the session's own requests; prompts count up from idPrompt.
 const (
 	idInitialize = 1
@@ -301,9 +305,11 @@ func (s *ACPSession) update(u *acpUpdate) []adapters.Event {
 				Attempt: s.retries, Reason: strings.TrimPrefix(text, "Info: ")}}}
 		}
 		if strings.HasPrefix(text, "Error: ") {
-			s.errText = text
+			s.errText = Preview(text, maxMessage)
 		}
-		s.msg.WriteString(text)
+		if room := maxMessage - s.msg.Len(); room > 0 {
+			s.msg.WriteString(Preview(text, room))
+		}
 		return []adapters.Event{{Kind: adapters.KindTextDelta, Text: text}}
 	case "agent_thought_chunk":
 		if text := contentText(u.Content); strings.TrimSpace(text) != "" {

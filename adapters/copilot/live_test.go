@@ -253,3 +253,29 @@ func TestLiveGolden(t *testing.T) {
 func TestLiveCapabilities(t *testing.T) {
 	assert.True(t, copilot.New().Capabilities().LiveInput)
 }
+
+// TestLiveHostileChunks: an endless agent message is kept bounded.
+func TestLiveHostileChunks(t *testing.T) {
+	_, s, err := copilot.New().LiveRequest(adapters.Input{Prompt: "p", Workdir: "/w"})
+	require.NoError(t, err)
+	s.Decode([]byte(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"S1"}}`))
+	chunk := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
+		strings.Repeat("x", 1<<20) + `"}}}}`
+	for range 20 {
+		s.Decode([]byte(chunk))
+	}
+	var result string
+	for _, ev := range s.Decode([]byte(`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":1}}}`)) {
+		if ev.Kind == adapters.KindResult {
+			result = ev.Text
+		}
+	}
+	assert.Equal(t, 16<<20, len(result), "the kept answer is bounded")
+}
+
+func FuzzLiveDecode(f *testing.F) {
+	adaptertest.FuzzLiveDecode(f, func() adapters.LiveSession {
+		_, s, _ := copilot.New().LiveRequest(adapters.Input{Prompt: "p", Workdir: "/w"})
+		return s
+	}, filepath.Join("testdata", "live"))
+}
