@@ -72,8 +72,9 @@ func RunLive(t *testing.T, dir string, adapter func(LiveScript) adapters.Adapter
 	require.NoError(t, err)
 	require.NotEmpty(t, cases, "no live fixtures under %s", dir)
 	for _, c := range cases {
+		cdir := filepath.Join(dir, c.Name)
 		t.Run(c.Name, func(t *testing.T) {
-			script, err := LoadLiveScript(c.Dir)
+			script, err := LoadLiveScript(cdir)
 			require.NoError(t, err)
 			a := adapter(script)
 			li, ok := a.(adapters.LiveInput)
@@ -86,7 +87,7 @@ func RunLive(t *testing.T, dir string, adapter func(LiveScript) adapters.Adapter
 			assert.Len(t, dec.script.Messages, dec.sent, "every scripted message was delivered")
 			assert.True(t, sess.Done(), "the session finished")
 			assert.False(t, sess.Ready(), "a finished session takes no input")
-			if want, err := os.ReadFile(filepath.Join(c.Dir, "stdin.jsonl")); assert.NoError(t, err) {
+			if want, err := os.ReadFile(filepath.Join(cdir, "stdin.jsonl")); assert.NoError(t, err) {
 				assert.Equal(t, string(want), string(dec.stdin), "the session wrote what the capture wrote")
 			}
 
@@ -94,7 +95,7 @@ func RunLive(t *testing.T, dir string, adapter func(LiveScript) adapters.Adapter
 			for i := range got.Events {
 				got.Events[i].Time = time.Time{}
 			}
-			path := filepath.Join(c.Dir, "expected.json")
+			path := filepath.Join(cdir, "expected.json")
 			if *update {
 				b, err := json.MarshalIndent(got, "", "  ")
 				require.NoError(t, err)
