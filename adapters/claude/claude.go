@@ -30,6 +30,27 @@
 //     local bridges) and CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS=1. Input.Env is
 //     merged last and wins, so a caller can override any default on purpose.
 //
+// # Live input
+//
+// [Adapter.LiveRequest] builds the same command with --input-format
+// stream-json added after --output-format stream-json, and keeps stdin open.
+// Every stdin line is then a user message, the prompt first:
+//
+//	{"type":"user","uuid":"<new uuid>","message":{"role":"user","content":[{"type":"text","text":"…"}]},"parent_tool_use_id":null}
+//
+// Verified against the real 2.1.328: Claude Code acknowledges each message
+// that carries a uuid with command_lifecycle lines (queued, started, then
+// completed, or cancelled when its turn failed). A message that arrives
+// while a turn runs is queued and runs as the next turn, with its own
+// system/init and result (several queued messages run merged, as one turn);
+// one that arrives while a tool runs is handed to the model within the
+// running turn, after the tool result. The process stays alive after a
+// result until stdin closes, then finishes what is queued and exits.
+// Claude Code skips a message whose uuid its conversation already holds, so
+// uuids are random ([WithMessageIDs] overrides them for tests). --json-schema
+// holds for every result of the turn. See [LiveSession] for when the turn
+// ends.
+//
 // # Decoding
 //
 // See [Decoder]. Every stream-json line becomes at least one event; lines the
@@ -140,6 +161,7 @@ var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
 type Adapter struct {
 	adapters.CLI
 	partial bool
+	ids     func() string // live-input message ids; nil: random UUIDs
 }
 
 // Option configures an [Adapter].
@@ -162,7 +184,8 @@ func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts
 
 var _ adapters.Adapter = (*Adapter)(nil)
 
-// Capabilities: resumable, forkable, a result event is required, usage from events.
+// Capabilities: resumable, forkable, a result event is required, usage from
+// events. It also takes live input ([Adapter.LiveRequest]).
 func (a *Adapter) Capabilities() adapters.Capabilities {
 	return adapters.Capabilities{
 		Resumable:        true,
@@ -178,10 +201,23 @@ func configErr(format string, args ...any) error { return adapters.ConfigError(N
 // Request builds the command of one turn. It is pure; invalid input is an
 // outposterr configuration error.
 func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
+	args, env, err := a.command(in, false)
+	if err != nil {
+		return sandbox.Command{}, err
+	}
+	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
+}
+
+// command validates in and builds the argv and environment of a turn; live
+// adds --input-format stream-json (see [Adapter.LiveRequest]).
+func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]string, error) {
 	if strings.TrimSpace(in.Prompt) == "" {
-		return sandbox.Command{}, configErr("empty prompt")
+		return nil, nil, configErr("empty prompt")
 	}
 	args := []string{a.Binary(), "--print", "--verbose", "--output-format", "stream-json"}
+	if live {
+		args = append(args, "--input-format", "stream-json")
+	}
 	bypass := false
 	switch in.Permission {
 	case "":
@@ -189,7 +225,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		args = append(args, "--dangerously-skip-permissions")
 	default:
 		if !slices.Contains(PermissionModes, in.Permission) {
-			return sandbox.Command{}, configErr("unknown permission mode %q (want one of %s)",
+			return nil, nil, configErr("unknown permission mode %q (want one of %s)",
 				in.Permission, strings.Join(PermissionModes, ", "))
 		}
 		bypass = in.Permission == "bypassPermissions"
@@ -197,13 +233,13 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	}
 	if in.Model != "" {
 		if !adapters.ValidModel(in.Model) {
-			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
+			return nil, nil, configErr("invalid model name %q", in.Model)
 		}
 		args = append(args, "--model", in.Model)
 	}
 	if in.Effort != "" {
 		if !slices.Contains(Efforts, in.Effort) {
-			return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
+			return nil, nil, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 		}
 		args = append(args, "--effort", in.Effort)
 	}
@@ -212,21 +248,21 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		// the model a StructuredOutput tool, validates its input against the
 		// schema (one retry of its own), and reports it as the result text.
 		if !json.Valid(in.Schema) {
-			return sandbox.Command{}, configErr("the output schema is not valid JSON")
+			return nil, nil, configErr("the output schema is not valid JSON")
 		}
 		args = append(args, "--json-schema", string(in.Schema))
 	}
 	mcpFlags, mcpEnv, err := mcpArgs(in.MCP)
 	if err != nil {
-		return sandbox.Command{}, err
+		return nil, nil, err
 	}
 	args = append(args, mcpFlags...)
 	switch {
 	case in.Fork && in.Continue == "":
-		return sandbox.Command{}, configErr("fork needs a conversation to continue")
+		return nil, nil, configErr("fork needs a conversation to continue")
 	case in.Continue != "":
 		if !adapters.ValidID(in.Continue) {
-			return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
+			return nil, nil, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
 		}
 		args = append(args, "--resume", in.Continue)
 		if in.Fork {
@@ -250,12 +286,12 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	}
 	if in.MaxRetries != nil {
 		if *in.MaxRetries < 0 {
-			return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
+			return nil, nil, configErr("negative max retries %d", *in.MaxRetries)
 		}
 		env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(*in.MaxRetries)
 	}
 	if in.RequestTimeout < 0 {
-		return sandbox.Command{}, configErr("negative request timeout %s", in.RequestTimeout)
+		return nil, nil, configErr("negative request timeout %s", in.RequestTimeout)
 	}
 	if in.RequestTimeout > 0 {
 		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
@@ -264,12 +300,12 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if ep := in.Endpoint; ep != nil {
 		u, err := url.Parse(ep.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return sandbox.Command{}, configErr("invalid endpoint base URL %q", ep.BaseURL)
+			return nil, nil, configErr("invalid endpoint base URL %q", ep.BaseURL)
 		}
 		env["ANTHROPIC_BASE_URL"] = ep.BaseURL
 		switch {
 		case ep.APIKey != "" && ep.OAuthToken != "":
-			return sandbox.Command{}, configErr("endpoint has both an API key and an OAuth token; choose one")
+			return nil, nil, configErr("endpoint has both an API key and an OAuth token; choose one")
 		case ep.APIKey != "":
 			env["ANTHROPIC_API_KEY"] = ep.APIKey
 		case ep.OAuthToken != "":
@@ -282,16 +318,11 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	}
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {
-			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
+			return nil, nil, configErr("invalid environment variable name %q", k)
 		}
 		env[k] = v
 	}
-	return sandbox.Command{
-		Args:  args,
-		Env:   env,
-		Dir:   in.Workdir,
-		Stdin: []byte(in.Prompt),
-	}, nil
+	return args, env, nil
 }
 
 // NewDecoder returns a decoder for one turn's stdout.

@@ -42,6 +42,26 @@
 //	    Actions token is picked up silently and rejected; the credential plan
 //	    strips them too).
 //
+// # Live input
+//
+// The JSON mode has no way to take a message into a running turn: stdin is
+// the prompt, read to its end. 1.0.102 also serves the Agent Client Protocol
+// (`copilot --acp`, JSON-RPC 2.0 over stdio: initialize, session/new or
+// session/load, session/prompt, session/update notifications), and
+// [Adapter.LiveRequest] uses it: the same flags and environment, the prompt
+// and each live message a session/prompt. Verified against the real CLI: a
+// session/prompt sent while one runs cancels the running one (stopReason
+// "cancelled"; its partly streamed answer is dropped, its user message
+// kept) and answers the new message in the same session, so a live message
+// interrupts and redirects the turn; session/load continues a session made
+// by the JSON mode and replays its history first; closing stdin ends the
+// process at once. What ACP loses against the JSON mode: failures arrive
+// only as agent text ("Info: … Retrying..." then "Error: <the text
+// session.error carries>") with stopReason "end_turn" and no usage, which
+// [ACPSession] turns back into retry and failure events; a missing session
+// is the error "Resource not found: Session <id> not found". See
+// [ACPSession] for the mapping.
+//
 // # Decoding
 //
 // See [Decoder]. The only line that names the session is the final
@@ -200,33 +220,62 @@ func BaseURL(base string) (string, error) {
 // Request builds the command of one turn. It is pure; invalid input is an
 // outposterr configuration error.
 func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
-	if strings.TrimSpace(in.Prompt) == "" {
-		return sandbox.Command{}, configErr("empty prompt")
-	}
-	if in.Fork {
-		return sandbox.Command{}, configErr("fork is not supported: Copilot CLI cannot branch a session (resume it instead)")
-	}
-	if !slices.Contains(permissions, in.Permission) {
-		return sandbox.Command{}, configErr("unknown permission mode %q (Copilot runs with --allow-all: empty, bypass or allow-all)", in.Permission)
-	}
-	if in.Continue != "" && !adapters.ValidID(in.Continue) {
-		return sandbox.Command{}, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
-	}
-	if in.Model != "" && !adapters.ValidModel(in.Model) {
-		return sandbox.Command{}, configErr("invalid model name %q", in.Model)
-	}
-	if in.Effort != "" && !slices.Contains(Efforts, in.Effort) {
-		return sandbox.Command{}, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
-	}
-	mcp, err := mcpArgs(in.MCP)
+	env, err := a.env(in)
 	if err != nil {
 		return sandbox.Command{}, err
 	}
+	args := []string{a.Binary(), "--output-format", "json", "--allow-all", "--no-ask-user", "--no-auto-update"}
+	args = append(args, a.flags(in)...)
+	if in.Continue != "" {
+		args = append(args, "--resume", in.Continue)
+	}
+	mcp, _ := mcpArgs(in.MCP) // validated by env
+	args = append(args, mcp...)
+	args = a.AppendExtra(args)
+	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
+}
+
+// flags are the model and effort flags of a turn.
+func (a *Adapter) flags(in adapters.Input) []string {
+	var args []string
+	if in.Model != "" {
+		args = append(args, "--model", in.Model)
+	}
+	if in.Effort != "" {
+		args = append(args, "--reasoning-effort", in.Effort)
+	}
+	return args
+}
+
+// env validates in and returns the environment of a turn; [Adapter.Request]
+// and [Adapter.LiveRequest] share it.
+func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
+	if strings.TrimSpace(in.Prompt) == "" {
+		return nil, configErr("empty prompt")
+	}
+	if in.Fork {
+		return nil, configErr("fork is not supported: Copilot CLI cannot branch a session (resume it instead)")
+	}
+	if !slices.Contains(permissions, in.Permission) {
+		return nil, configErr("unknown permission mode %q (Copilot runs with --allow-all: empty, bypass or allow-all)", in.Permission)
+	}
+	if in.Continue != "" && !adapters.ValidID(in.Continue) {
+		return nil, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
+	}
+	if in.Model != "" && !adapters.ValidModel(in.Model) {
+		return nil, configErr("invalid model name %q", in.Model)
+	}
+	if in.Effort != "" && !slices.Contains(Efforts, in.Effort) {
+		return nil, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
+	}
+	if _, err := mcpArgs(in.MCP); err != nil {
+		return nil, err
+	}
 	if in.MaxRetries != nil && *in.MaxRetries < 0 {
-		return sandbox.Command{}, configErr("negative max retries %d", *in.MaxRetries)
+		return nil, configErr("negative max retries %d", *in.MaxRetries)
 	}
 	if in.RequestTimeout < 0 {
-		return sandbox.Command{}, configErr("negative request timeout %s", in.RequestTimeout)
+		return nil, configErr("negative request timeout %s", in.RequestTimeout)
 	}
 	env := map[string]string{
 		AutoUpdateVar:    "false",
@@ -238,10 +287,10 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if ep := in.Endpoint; ep != nil {
 		base, err := BaseURL(ep.BaseURL)
 		if err != nil {
-			return sandbox.Command{}, err
+			return nil, err
 		}
 		if ep.APIKey != "" && ep.OAuthToken != "" {
-			return sandbox.Command{}, configErr("endpoint has both an API key and a bearer token; choose one")
+			return nil, configErr("endpoint has both an API key and a bearer token; choose one")
 		}
 		env[OfflineVar] = "true"
 		env[TypeVar] = "openai"
@@ -264,26 +313,14 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	}
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {
-			return sandbox.Command{}, configErr("invalid environment variable name %q", k)
+			return nil, configErr("invalid environment variable name %q", k)
 		}
 		if slices.Contains(ambientTokens, k) {
 			continue
 		}
 		env[k] = v
 	}
-	args := []string{a.Binary(), "--output-format", "json", "--allow-all", "--no-ask-user", "--no-auto-update"}
-	if in.Model != "" {
-		args = append(args, "--model", in.Model)
-	}
-	if in.Effort != "" {
-		args = append(args, "--reasoning-effort", in.Effort)
-	}
-	if in.Continue != "" {
-		args = append(args, "--resume", in.Continue)
-	}
-	args = append(args, mcp...)
-	args = a.AppendExtra(args)
-	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
+	return env, nil
 }
 
 // NewDecoder returns a decoder for one turn's stdout.

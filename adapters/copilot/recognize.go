@@ -74,11 +74,12 @@ var wordings = adapters.Wordings{
 	},
 }
 
-var sessionMissing = regexp.MustCompile(`no session, task, or name matched`)
+var sessionMissing = regexp.MustCompile(`no session, task, or name matched|resource not found: session .* not found`)
 
 // SessionMissing implements [adapters.SessionRecognizer]: --resume named a
 // session that does not exist (1.0.102 prints "Error: No session, task, or
-// name matched '<id>'." on stderr, nothing on stdout, exit 1).
+// name matched '<id>'." on stderr, nothing on stdout, exit 1), or ACP's
+// session/load did ("Resource not found: Session <id> not found").
 func (a *Adapter) SessionMissing(text string) bool {
 	return sessionMissing.MatchString(adapters.Normalize(text))
 }

@@ -104,9 +104,9 @@ func TestRunLiveRealCodex(t *testing.T) {
 	assert.Contains(t, r.stdout, `"kind":"input","text":"also MARK-live2"`)
 	assert.Contains(t, r.stdout, "outpost ok: MARK-live2. remembered: MARK-live1", "the message reached the running turn")
 
-	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--live", "hi")
+	r = execute(t, "", env, "run", "--agent", "antigravity", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "--live", "hi")
 	assert.Equal(t, int(ExitConfiguration), r.code, r.stdout+r.stderr)
-	assert.Contains(t, r.stderr, "claude does not take live input")
+	assert.Contains(t, r.stderr, "antigravity does not take live input")
 
 	r = execute(t, "", env, "run", "--agent", "codex", "--live", "-")
 	assert.Equal(t, int(ExitConfiguration), r.code)
