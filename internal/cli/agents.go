@@ -1,8 +1,9 @@
 package cli
 
 import (
+	"errors"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -44,15 +45,12 @@ func adapterFor(name string) (adapters.Adapter, error) {
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
 	}
-	if name != "" && filepath.Base(name) == name && !strings.HasPrefix(name, ".") {
-		p := filepath.Join(root, filepath.FromSlash(driver.Dir), name+".json")
-		if _, err := os.Stat(p); err == nil {
-			s, err := driver.LoadFile(p, root)
-			if err != nil {
-				return nil, err
-			}
-			return driver.New(s), nil
-		}
+	s, err := driver.Load(root, name)
+	if err == nil {
+		return driver.New(s), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
 	return nil, outposterr.New(outposterr.Configuration, "unknown agent %q (known: %s)", name, agentNames())
 }
