@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -57,6 +58,7 @@ func provider(ctx context.Context, f *Factory, opts *RunOptions, a adapters.Adap
 		}
 		return host.New(host.Options{Env: env, Logger: log}), spec, func() {}, nil
 	}
+	spec.Hide = hiddenDirs(workspace)
 	spec.Env = map[string]string{"PATH": basePath}
 	if entry != nil {
 		spec.Mounts = append(spec.Mounts, entry.Mount())
@@ -94,4 +96,18 @@ func ensureCLI(ctx context.Context, f *Factory, a adapters.Adapter, o BootstrapO
 			a.Name(), registryEnv, mirrorEnv)
 	}
 	return e, nil
+}
+
+// hiddenDirs lists the workspace-relative .outpost directories a Docker
+// lease must not see: the workspace's own and, when the project (the
+// current directory) lies inside the workspace, the project's. They hold
+// .env values, drivers and, maybe, a conversation store.
+func hiddenDirs(workspace string) []string {
+	hide := []string{configDir}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(workspace, wd); err == nil && rel != "." && filepath.IsLocal(rel) {
+			hide = append(hide, filepath.ToSlash(filepath.Join(rel, configDir)))
+		}
+	}
+	return hide
 }
