@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,8 +32,31 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	agents["fake"] = func() adapters.Adapter { return fakecli.New(exe) }
+	agents["fake-store"] = func() adapters.Adapter { return fakecli.NewStorage(exe) }
 	// The test binary is also the outpost command of the testscript suite.
-	os.Exit(testscript.RunMain(m, map[string]func() int{"outpost": func() int { return Main(os.Args[1:]) }}))
+	code := testscript.RunMain(m, map[string]func() int{"outpost": func() int { return Main(os.Args[1:]) }})
+	if testState.dir != "" {
+		_ = os.RemoveAll(testState.dir)
+	}
+	os.Exit(code)
+}
+
+// testState is the state directory of commands run by execute: default
+// conversation stores land there, never in the user's.
+var testState struct {
+	once sync.Once
+	dir  string
+}
+
+func testStateDir() string {
+	testState.once.Do(func() {
+		dir, err := os.MkdirTemp("", "outpost-state-")
+		if err != nil {
+			panic(err)
+		}
+		testState.dir = dir
+	})
+	return testState.dir
 }
 
 type runOut struct {
@@ -45,8 +69,13 @@ func execute(t *testing.T, stdin string, env map[string]string, args ...string) 
 	t.Helper()
 	var out, errOut bytes.Buffer
 	f := &Factory{
-		IO:     IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
-		Getenv: func(k string) string { return env[k] },
+		IO: IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
+		Getenv: func(k string) string {
+			if v, ok := env[k]; ok || k != stateEnv {
+				return v
+			}
+			return testStateDir()
+		},
 		LookPath: func(string) (string, error) {
 			return "", os.ErrNotExist
 		},

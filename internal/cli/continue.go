@@ -25,7 +25,7 @@ func newCmdContinue(f *Factory, fork bool) *cobra.Command {
 				if opts.NoStore {
 					return &flagError{fmt.Errorf("--agent is required with --no-store")}
 				}
-				s, err := openStore(f, opts.Store)
+				s, err := openStore(f, opts.Store, opts.Workspace)
 				if err != nil {
 					return err
 				}

@@ -134,7 +134,7 @@ func addRunFlags(cmd *cobra.Command, opts *RunOptions) {
 	fl.DurationVar(&opts.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
 	fl.StringVar(&opts.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
-	fl.StringVar(&opts.Store, "store", "", "conversation store directory (default "+defaultStoreDir+")")
+	fl.StringVar(&opts.Store, "store", "", "conversation store directory (default: the project's store in the state directory)")
 	fl.BoolVar(&opts.NoStore, "no-store", false, "do not capture or restore the conversation")
 	fl.BoolVar(&opts.Reseed, "reseed", false, "when the CLI cannot find the conversation to continue, retry once in a new one seeded with the stored transcript")
 	fl.StringVar(&opts.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
@@ -320,7 +320,7 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions) (*session, er
 		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
 	if !opts.NoStore {
-		fs, err := openStore(f, opts.Store)
+		fs, err := openStore(f, opts.Store, opts.Workspace)
 		if err != nil {
 			return nil, err
 		}
