@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,8 @@ type ReplayOptions struct {
 	ExitCode int
 	Time     string
 	Now      func() time.Time
+
+	ctx context.Context // the command's: SIGINT/SIGTERM end the replay
 }
 
 // NewCmdReplay builds `outpost replay`. runF replaces the action in tests.
@@ -40,6 +43,7 @@ schema is stable: use it to re-score old logs. The exit code is the outcome's.`,
 			if opts.Agent == "" || opts.Stdout == "" {
 				return &flagError{fmt.Errorf("--agent and --stdout are required")}
 			}
+			opts.ctx = cmd.Context()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -87,7 +91,11 @@ func runReplay(opts *ReplayOptions) error {
 		stderr = fh
 	}
 	r := &renderer{out: opts.IO.Out, json: true}
-	res := harness.Replay(a, harness.Recording{Stdout: stdout, Stderr: stderr,
+	ctx := opts.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	res := harness.ReplayContext(ctx, a, harness.Recording{Stdout: stdout, Stderr: stderr,
 		Exit: sandbox.ExitStatus{Code: opts.ExitCode}, At: at}, r.event, false)
 	r.outcome(res)
 	if res.Err != nil {
