@@ -33,12 +33,20 @@ func TestMain(m *testing.M) {
 	}
 	agents["fake"] = func() adapters.Adapter { return fakecli.New(exe) }
 	agents["fake-store"] = func() adapters.Adapter { return fakecli.NewStorage(exe) }
-	// The test binary is also the outpost command of the testscript suite.
-	code := testscript.RunMain(m, map[string]func() int{"outpost": func() int { return Main(os.Args[1:]) }})
+	// The test binary is also the outpost command of the testscript suite
+	// (and of tests that exec "outpost": it is on their PATH).
+	testscript.Main(cleanupM{m}, map[string]func(){"outpost": func() { os.Exit(Main(os.Args[1:])) }})
+}
+
+// cleanupM removes the test state directory after the tests.
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
 	if testState.dir != "" {
 		_ = os.RemoveAll(testState.dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // testState is the state directory of commands run by execute: default

@@ -52,6 +52,7 @@ func (a *StorageAdapter) Relocate(p string, content []byte, oldCwd, newCwd strin
 // storageCommand runs the storage script commands; false for others.
 //
 //	write PATH BYTES   write BYTES bytes to $HOME/PATH (directories made), in 1 MiB lines
+//	put PATH TEXT      write TEXT and a newline to $HOME/PATH (directories made)
 //	cat PATH           emit a text event "PATH: CONTENT" (or "PATH missing")
 //	hooks              run $HOME/.fake/hook.sh with sh, if present
 func storageCommand(cmd, arg string, emitText func(string)) bool {
@@ -77,6 +78,11 @@ func storageCommand(cmd, arg string, emitText func(string)) bool {
 			size -= k
 		}
 		_ = f.Close()
+	case "put":
+		p, text, _ := strings.Cut(arg, " ")
+		full := filepath.Join(home, filepath.FromSlash(p))
+		_ = os.MkdirAll(filepath.Dir(full), 0o700)
+		_ = os.WriteFile(full, []byte(text+"\n"), 0o600)
 	case "cat":
 		b, err := os.ReadFile(filepath.Join(home, filepath.FromSlash(arg)))
 		if err != nil {

@@ -24,15 +24,18 @@ import (
 var ErrLink = errors.New("is a symbolic link")
 
 // ErrNotRegular is wrapped by errors for a file that is not a regular file
-// (a directory, a pipe, a device), or a directory component that is not a
-// directory.
+// (a directory, a pipe, a device).
 var ErrNotRegular = errors.New("is not a regular file")
 
+// ErrNotDir is wrapped by errors for a directory component that is not a
+// directory.
+var ErrNotDir = errors.New("is not a directory")
+
 // ErrTooLarge is wrapped by errors for a file over the caller's limit.
-var ErrTooLarge = errors.New("is too large")
+var ErrTooLarge = errors.New("too large")
 
 // ErrOwner is wrapped by errors for a file another user owns or may write.
-var ErrOwner = errors.New("is not trusted")
+var ErrOwner = errors.New("not trusted")
 
 // split turns rel into its components; rel must be local (no "..", not
 // absolute). An empty rel or "." has no components.
@@ -89,7 +92,7 @@ func enter(cur *os.Root, name, walked string, create bool) (*os.Root, error) {
 		return nil, fmt.Errorf("%s %w", where, ErrLink)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory: %w", where, ErrNotRegular)
+		return nil, fmt.Errorf("%s %w", where, ErrNotDir)
 	}
 	next, err := cur.OpenRoot(name)
 	if err != nil {
@@ -167,7 +170,7 @@ func ReadAllMax(r io.Reader, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("more than %d bytes: %w", max, ErrTooLarge)
+		return nil, fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, max)
 	}
 	return b, nil
 }
