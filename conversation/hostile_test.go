@@ -330,7 +330,8 @@ func TestManifestLimits(t *testing.T) {
 	_, err := s.Stat(context.Background(), "c1")
 	sessionError(t, err)
 
-	for _, in := range []string{`{"id":"../x"}`, `{"id":"c1","parent":"a/b"}`, `not json SECRET-MARK`, `{"id":"c1","files":` + `[` + strings.Repeat(`"a",`, MaxEntries) + `"a"]}`} {
+	for _, in := range []string{`{"id":"../x"}`, `{"id":"c1","parent":"a/b"}`, `not json SECRET-MARK`,
+		`{"id":"c1","cwd":"relative"}`, `{"id":"c1","cwd":"/a/../b"}`, `{"id":"c1","agent":"../../x"}`, `{"id":"c1","cli_version":"1\n2"}`, `{"id":"c1","files":` + `[` + strings.Repeat(`"a",`, MaxEntries) + `"a"]}`} {
 		_, err := ParseManifest([]byte(in))
 		sessionError(t, err, in[:min(len(in), 40)])
 		assert.NotContains(t, err.Error(), "SECRET-MARK")

@@ -39,6 +39,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -471,6 +472,12 @@ func ParseManifest(b []byte) (Manifest, error) {
 	}
 	if m.Parent != "" && !ValidID(m.Parent) {
 		return Manifest{}, outposterr.New(outposterr.Session, "conversation manifest has an invalid parent id")
+	}
+	if m.Agent != "" && !ValidID(m.Agent) || len(m.CLIVersion) > 128 || strings.ContainsAny(m.CLIVersion, "\x00\n\r") {
+		return Manifest{}, outposterr.New(outposterr.Session, "conversation manifest has an invalid agent or version")
+	}
+	if m.Cwd != "" && (!path.IsAbs(m.Cwd) || path.Clean(m.Cwd) != m.Cwd || len(m.Cwd) > 4096 || strings.ContainsAny(m.Cwd, "\x00\n\r")) {
+		return Manifest{}, outposterr.New(outposterr.Session, "conversation manifest has an invalid working directory")
 	}
 	if len(m.Files) > MaxEntries {
 		return Manifest{}, outposterr.New(outposterr.Session, "conversation manifest lists more than %d files", MaxEntries)
