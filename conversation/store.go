@@ -104,9 +104,11 @@ type Manifest struct {
 }
 
 // boundData is what an encrypted archive authenticates of its manifest:
-// every field but the digest and size (which describe the sealed bytes
-// themselves, authenticated by the seal) and the file list (derived from
-// the archive).
+// every field but the digest and size and the file list. The digest is of
+// the sealed bytes (so it is checked before anything is decrypted) and
+// cannot be inside them; it needs no binding, because every sealed byte is
+// authenticated by the seal itself. The file list is derived from the
+// archive.
 func (m Manifest) boundData() []byte {
 	b, _ := json.Marshal(struct {
 		Format                             int
