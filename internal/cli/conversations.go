@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/conversation"
-	"github.com/outpost-dev/outpost/internal/atomicfile"
 	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 )
@@ -57,10 +55,10 @@ func stateDir(f *Factory) (string, error) {
 	return filepath.Join(home, ".local", "state", "outpost"), nil
 }
 
-// defaultStoreDir is the conversation store of the project in the current
-// directory: a directory of the state directory named after a hash of the
-// project's absolute path (its "project" file names the path).
-func defaultStoreDir(f *Factory) (string, error) {
+// projectStateDir is the project's directory in the state directory,
+// named after a hash of the project's (the current directory's) absolute
+// path; its "project" file names the path.
+func projectStateDir(f *Factory) (string, error) {
 	state, err := stateDir(f)
 	if err != nil {
 		return "", err
@@ -70,14 +68,7 @@ func defaultStoreDir(f *Factory) (string, error) {
 		return "", outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
 	}
 	sum := sha256.Sum256([]byte(project))
-	dir := filepath.Join(state, "projects", hex.EncodeToString(sum[:8]))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", outposterr.Wrap(outposterr.Configuration, err, "create the state directory")
-	}
-	if _, err := os.Lstat(filepath.Join(dir, "project")); errors.Is(err, fs.ErrNotExist) {
-		_ = atomicfile.Write(filepath.Join(dir, "project"), []byte(project+"\n"), 0o600)
-	}
-	return filepath.Join(dir, "conversations"), nil
+	return filepath.Join(state, "projects", hex.EncodeToString(sum[:8])), nil
 }
 
 // conversationKey reads OUTPOST_CONVERSATION_KEY: nil when unset.
@@ -96,21 +87,44 @@ func conversationKey(f *Factory) ([]byte, error) {
 }
 
 // openStore opens the conversation store in dir (empty: the project's
-// default) with the key from OUTPOST_CONVERSATION_KEY, if set. A store
-// inside the current directory or the workspace — places an agent or a
-// repository may have shaped — is opened without following any link below
-// that directory, and must be owned by the user (or root); one elsewhere is
-// the user's choice and opened as given.
+// default) with the key from OUTPOST_CONVERSATION_KEY, if set.
 func openStore(f *Factory, dir, workspace string) (*conversation.FileStore, error) {
 	key, err := conversationKey(f)
 	if err != nil {
 		return nil, err
 	}
+	var r *os.Root
 	if dir == "" {
-		if dir, err = defaultStoreDir(f); err != nil {
+		project, err := projectStateDir(f)
+		if err != nil {
 			return nil, err
 		}
+		p, err := openDir(project, workspace)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		if fh, err := p.OpenFile("project", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			wd, _ := os.Getwd()
+			_, _ = fh.WriteString(wd + "\n")
+			_ = fh.Close()
+		}
+		if r, err = safefs.OpenDirIn(p, "conversations", true); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
+		}
+	} else if r, err = openDir(dir, workspace); err != nil {
+		return nil, err
 	}
+	return conversation.OpenFileStore(r, key)
+}
+
+// openDir opens (creating) a directory Outpost keeps state in. One inside
+// the current directory or the workspace — places an agent or a
+// repository may have shaped — is opened without following any link below
+// that directory and must be owned by the user (or root); one elsewhere is
+// the user's (the state directory, a --store of their choice) and opened as
+// given.
+func openDir(dir, workspace string) (*os.Root, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "--store")
@@ -126,7 +140,7 @@ func openStore(f *Factory, dir, workspace string) (*conversation.FileStore, erro
 	}
 	for _, root := range roots {
 		rel, err := filepath.Rel(root, abs)
-		if err != nil || !filepath.IsLocal(rel) {
+		if err != nil || !filepath.IsLocal(rel) && rel != "." {
 			continue
 		}
 		r, err := safefs.OpenDir(root, rel, true)
@@ -141,7 +155,7 @@ func openStore(f *Factory, dir, workspace string) (*conversation.FileStore, erro
 			r.Close()
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
 		}
-		return conversation.OpenFileStore(r, key)
+		return r, nil
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "create the conversation store")
@@ -150,7 +164,7 @@ func openStore(f *Factory, dir, workspace string) (*conversation.FileStore, erro
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
 	}
-	return conversation.OpenFileStore(r, key)
+	return r, nil
 }
 
 // NewCmdConversations builds `outpost conversations`.

@@ -54,15 +54,29 @@ func split(rel string) ([]string, error) {
 // component of rel may be a symbolic link or anything but a directory. With
 // create, missing components are made with mode 0700.
 func OpenDir(base, rel string, create bool) (*os.Root, error) {
+	if _, err := split(rel); err != nil {
+		return nil, err
+	}
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return OpenDirIn(r, rel, create)
+}
+
+// OpenDirIn is [OpenDir] beneath an open directory. The result is a new
+// root the caller closes (root itself stays open).
+func OpenDirIn(root *os.Root, rel string, create bool) (*os.Root, error) {
 	parts, err := split(rel)
 	if err != nil {
 		return nil, err
 	}
-	cur, err := os.OpenRoot(base)
+	cur, err := root.OpenRoot(".")
 	if err != nil {
 		return nil, err
 	}
-	walked := base
+	walked := root.Name()
 	for _, p := range parts {
 		next, err := enter(cur, p, walked, create)
 		cur.Close()
