@@ -212,6 +212,11 @@ type Authenticator interface {
 // Storage is implemented by adapters whose CLI keeps a conversation in
 // files that can be carried to another sandbox. Paths are relative to the
 // CLI's home directory. Both methods are pure.
+//
+// ConversationPaths (with Keep, for a StorageFilter) is also the allowlist
+// of what a conversation archive may hold: files at those paths or beneath
+// them, nothing else. It must never name a file the CLI executes or takes
+// settings from (settings, hooks, shell startup files, credentials).
 type Storage interface {
 	// ConversationPaths lists the files or directories holding conversation
 	// id of a CLI that ran in cwd. The first path is required; the others

@@ -167,14 +167,30 @@ type FinishedDetail struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// RawLimit bounds the line a raw event carries: a longer line travels as
+// {"truncated_bytes":N,"preview":"<its first RawPreview bytes>"}, so one huge
+// line a decoder does not understand costs kilobytes, not its size many
+// times over.
+const (
+	RawLimit   = 64 << 10
+	RawPreview = 4 << 10
+)
+
 // RawEvent is the raw event for a line a decoder did not understand: the
 // line itself when it is JSON, else the line as a JSON string (invalid UTF-8
-// becomes U+FFFD), so events always marshal.
+// becomes U+FFFD), so events always marshal; bounded by [RawLimit].
 func RawEvent(line []byte) Event {
 	var r json.RawMessage
-	if t := bytes.TrimSpace(line); len(t) > 0 && json.Valid(t) {
+	t := bytes.TrimSpace(line)
+	switch {
+	case len(t) > RawLimit:
+		r, _ = json.Marshal(struct {
+			Bytes   int    `json:"truncated_bytes"`
+			Preview string `json:"preview"`
+		}{len(line), Preview(string(line[:min(len(line), RawPreview+utf8.UTFMax)]), RawPreview)})
+	case len(t) > 0 && json.Valid(t):
 		r = append(json.RawMessage(nil), t...)
-	} else {
+	default:
 		r, _ = json.Marshal(string(line))
 	}
 	return Event{Kind: KindRaw, Raw: r}

@@ -46,8 +46,9 @@ func TestSIGINTRemovesContainer(t *testing.T) {
 
 	ws := workspace(t)
 	cmd := exec.Command(outpost, "run", "--agent", "claude", "--offline", "--scenario", "hang", "--workspace", ws, "--json", "MARK-sigint")
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(claudeBin)+":"+os.Getenv("PATH"))
-	cmd.Dir = t.TempDir() // the default conversation store lands there
+	// The default conversation store lands in the state directory.
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(claudeBin)+":"+os.Getenv("PATH"), "OUTPOST_STATE_DIR="+t.TempDir())
+	cmd.Dir = t.TempDir()
 	var stdout lockedBuffer
 	cmd.Stdout = &stdout
 	require.NoError(t, cmd.Start())

@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/conversation"
@@ -53,125 +55,210 @@ func restoreConversation(ctx context.Context, a adapters.Adapter, store conversa
 	return nil
 }
 
-// restoreOne restores one stored conversation into sb's home.
+// restoreOne restores one stored conversation into sb's home. The archive
+// is checked whole first — every file must be one the adapter declares as
+// conversation storage ([conversation.Allowed]) — so a refused archive
+// writes nothing; then it streams into the sandbox, relocated.
 func restoreOne(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, id string) error {
 	st := a.(adapters.Storage)
-	m, rc, err := store.Load(ctx, id)
+	m, err := checkStored(ctx, a, store, st, id)
+	if err != nil {
+		return err
+	}
+	_, rc, err := store.Load(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if m.Agent != "" && m.Agent != a.Name() {
-		return outposterr.New(outposterr.Session, "conversation %s belongs to %s, not %s", m.ID, m.Agent, a.Name())
-	}
-	files, err := conversation.ReadFiles(rc)
-	if err != nil {
-		return err
-	}
-	kept := files[:0]
-	for _, f := range files {
-		if f.Path != transcriptPath { // Outpost's own record stays in the store
-			kept = append(kept, f)
+	relocate := m.Cwd != "" && in.Workdir != "" && m.Cwd != in.Workdir
+	allow := conversation.Allowlist(st, id, m.Cwd)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := func() error {
+			ar := conversation.NewReader(rc, allow)
+			w := conversation.NewWriter(pw)
+			for {
+				e, err := ar.Next()
+				if errors.Is(err, io.EOF) {
+					return w.Close()
+				}
+				if err != nil {
+					return err
+				}
+				if e.Path == conversation.TranscriptPath {
+					continue // Outpost's own record stays in the store
+				}
+				if !relocate {
+					if err := w.Create(e.Path, e.Size); err != nil {
+						return err
+					}
+					if _, err := io.CopyN(w, ar, e.Size); err != nil {
+						return err
+					}
+					continue
+				}
+				content, err := io.ReadAll(io.LimitReader(ar, conversation.MaxEntryBytes))
+				if err != nil {
+					return err
+				}
+				p, content := st.Relocate(e.Path, content, m.Cwd, in.Workdir)
+				if !conversation.Allowed(st, id, in.Workdir, p) || p == conversation.TranscriptPath {
+					return outposterr.New(outposterr.Session, "conversation %s: relocated path %q is not a conversation file", m.ID, p)
+				}
+				if err := w.Create(p, int64(len(content))); err != nil {
+					return err
+				}
+				if _, err := w.Write(content); err != nil {
+					return err
+				}
+			}
+		}()
+		_ = pw.CloseWithError(err)
+		done <- err
+	}()
+	cerr := sb.CopyIn(ctx, sb.Home(), pr)
+	_ = pr.CloseWithError(errors.New("restore stopped"))
+	if err := <-done; err != nil {
+		if _, ok := outposterr.As(err); ok {
+			return err
 		}
-	}
-	files = kept
-	for i, f := range files {
-		p, content := st.Relocate(f.Path, f.Content, m.Cwd, in.Workdir)
-		if !conversation.SafePath(p) {
-			return outposterr.New(outposterr.Session, "conversation %s: unsafe relocated path %q", m.ID, p)
-		}
-		files[i].Path, files[i].Content = p, content
-	}
-	archive, err := conversation.WriteFiles(files)
-	if err != nil {
-		return err
-	}
-	if err := sb.CopyIn(ctx, sb.Home(), bytes.NewReader(archive)); err != nil {
 		return outposterr.Wrap(outposterr.Session, err, "restore conversation %s", m.ID)
+	}
+	if cerr != nil {
+		return outposterr.Wrap(outposterr.Session, cerr, "restore conversation %s", m.ID)
 	}
 	return nil
 }
 
-// captureConversation copies the conversation the turn reported out of
-// the sandbox into the store, also after failures. A conversation whose
-// transcript is missing is reported as a warning.
+// checkStored reads stored conversation id whole without writing anything:
+// it must belong to the adapter, hold only the adapter's conversation files
+// and be within the limits.
+func checkStored(ctx context.Context, a adapters.Adapter, store conversation.Store, st adapters.Storage, id string) (conversation.Manifest, error) {
+	m, rc, err := store.Load(ctx, id)
+	if err != nil {
+		return m, err
+	}
+	defer rc.Close()
+	if m.Agent != "" && m.Agent != a.Name() {
+		return m, outposterr.New(outposterr.Session, "conversation %s belongs to %s, not %s", m.ID, m.Agent, a.Name())
+	}
+	ar := conversation.NewReader(rc, conversation.Allowlist(st, id, m.Cwd))
+	for {
+		if _, err := ar.Next(); errors.Is(err, io.EOF) {
+			return m, nil
+		} else if err != nil {
+			return m, err
+		}
+	}
+}
+
+// errMissing wraps the error of a path that could not be copied out at all.
+var errMissing = errors.New("not copied out")
+
+// errNoTranscript stops a capture whose required path yielded nothing.
+var errNoTranscript = errors.New("transcript unavailable")
+
+// captureConversation streams the conversation the turn reported out of
+// the sandbox into the store, also after failures: only the files the
+// adapter declares for it ([conversation.Allowed]), each at most
+// conversation.MaxEntryBytes, the whole at most
+// conversation.MaxArchiveBytes. A file skipped and a conversation not
+// stored are reported as warnings.
 func captureConversation(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, res *Result) {
 	st, ok := a.(adapters.Storage)
 	if store == nil || !ok || res.Conversation == "" || !conversation.ValidID(res.Conversation) {
 		return
 	}
-	var files []conversation.File
-	filter, _ := a.(adapters.StorageFilter)
-	for i, rel := range st.ConversationPaths(res.Conversation, in.Workdir) {
-		got, err := copyOutFiles(ctx, sb, rel)
-		if filter != nil {
-			kept := got[:0]
-			for _, f := range got {
-				if filter.Keep(res.Conversation, f.Path) {
-					kept = append(kept, f)
+	id := res.Conversation
+	transcript := appendTranscript(ctx, store, in, res)
+	allow := conversation.Allowlist(st, id, in.Workdir)
+	pr, pw := io.Pipe()
+	var skipped []string
+	done := make(chan error, 1)
+	go func() {
+		err := func() error {
+			w := conversation.NewWriter(pw)
+			for i, rel := range st.ConversationPaths(id, in.Workdir) {
+				n, err := copyOutFiles(ctx, sb, rel, allow, w, &skipped)
+				switch {
+				case i == 0 && (err != nil || n == 0):
+					return errNoTranscript
+				case errors.Is(err, errMissing):
+					// An optional path (a sidecar) the CLI did not write.
+				case err != nil:
+					return err
 				}
 			}
-			got = kept
-		}
-		if err != nil || len(got) == 0 {
-			if i == 0 {
-				res.Warnings = append(res.Warnings, "agent emitted conversation "+res.Conversation+" but its transcript is unavailable")
-				return
+			if err := w.Create(conversation.TranscriptPath, int64(len(transcript))); err != nil {
+				return err
 			}
-			continue
-		}
-		files = append(files, got...)
-	}
-	files = append(files, conversation.File{Path: transcriptPath, Content: appendTranscript(ctx, store, in, res)})
-	archive, err := conversation.WriteFiles(files)
-	if err != nil {
-		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
-		return
-	}
-	m := conversation.Manifest{ID: res.Conversation, Agent: res.Agent, CLIVersion: res.CLIVersion,
+			if _, err := w.Write(transcript); err != nil {
+				return err
+			}
+			return w.Close()
+		}()
+		_ = pw.CloseWithError(err)
+		done <- err
+	}()
+	m := conversation.Manifest{ID: id, Agent: res.Agent, CLIVersion: res.CLIVersion,
 		Cwd: in.Workdir, Failed: res.Err != nil, UsageTotal: res.cumulative}
-	if in.Fork && res.Conversation != in.Continue {
+	if in.Fork && id != in.Continue {
 		m.Parent = in.Continue
 	}
-	for _, f := range files {
-		m.Files = append(m.Files, f.Path)
+	_, serr := store.Save(ctx, m, pr)
+	_ = pr.CloseWithError(errors.New("capture stopped"))
+	perr := <-done
+	for _, s := range skipped {
+		res.Warnings = append(res.Warnings, "conversation "+id+": "+s)
 	}
-	if _, err := store.Save(ctx, m, bytes.NewReader(archive)); err != nil {
-		res.Warnings = append(res.Warnings, "capture conversation: "+err.Error())
+	switch {
+	case errors.Is(perr, errNoTranscript) || errors.Is(serr, errNoTranscript):
+		res.Warnings = append(res.Warnings, "agent emitted conversation "+id+" but its transcript is unavailable")
+	case serr != nil:
+		res.Warnings = append(res.Warnings, "conversation "+id+" not stored: "+serr.Error())
 	}
 }
 
-// copyOutFiles returns the regular files under the home-relative path rel
-// (a file or a directory), named relative to the home.
-func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string) ([]conversation.File, error) {
+// copyOutFiles streams the regular files under the home-relative path rel
+// (a file or a directory) that allow accepts into w, named relative to the
+// home, and returns how many it wrote. Other entries are skipped; a file
+// over conversation.MaxEntryBytes is skipped and noted in skipped.
+func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string, allow func(string) bool, w *conversation.Writer, skipped *[]string) (int, error) {
 	rc, err := sb.CopyOut(ctx, path.Join(sb.Home(), rel))
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("%w: %w", errMissing, err)
 	}
 	defer rc.Close()
 	parent := path.Dir(rel)
 	tr := tar.NewReader(rc)
-	var out []conversation.File
+	n := 0
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return n, nil
 		}
 		if err != nil {
-			return out, err
+			return n, err
 		}
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
 		name := path.Join(parent, strings.TrimPrefix(h.Name, "./"))
-		if !conversation.SafePath(name) || h.Size > conversation.MaxEntryBytes {
+		if !conversation.SafePath(name) || !allow(name) || name == conversation.TranscriptPath {
 			continue
 		}
-		b, err := io.ReadAll(io.LimitReader(tr, conversation.MaxEntryBytes))
-		if err != nil {
-			return out, err
+		if h.Size > conversation.MaxEntryBytes {
+			*skipped = append(*skipped, fmt.Sprintf("skipped %s (%d bytes, over the %d-byte limit per file)", name, h.Size, conversation.MaxEntryBytes))
+			continue
 		}
-		out = append(out, conversation.File{Path: name, Mode: 0o600, Content: b})
+		if err := w.Create(name, h.Size); err != nil {
+			return n, err
+		}
+		if _, err := io.CopyN(w, tr, h.Size); err != nil {
+			return n, err
+		}
+		n++
 	}
 }
 
@@ -197,14 +284,14 @@ func usageBaseline(ctx context.Context, store conversation.Store, in adapters.In
 }
 
 // transcriptPath is Outpost's own record of a conversation inside its
-// archive: one JSON line per turn (prompt and final text). Restore skips it;
-// a re-seed reads it.
-const transcriptPath = ".outpost-transcript.jsonl"
+// archive; restore skips it, a re-seed reads it.
+const transcriptPath = conversation.TranscriptPath
 
-// Transcript bounds: the last turns kept, and the characters a re-seed
-// prompt may carry.
+// Transcript bounds: the last turns kept, the bytes of the record, and the
+// characters a re-seed prompt may carry.
 const (
 	maxTranscriptTurns = 50
+	maxTranscriptBytes = 8 << 20
 	maxReseedChars     = 12000
 )
 
@@ -223,23 +310,28 @@ func storedTranscript(ctx context.Context, store conversation.Store, id string) 
 		return nil
 	}
 	defer rc.Close()
-	files, err := conversation.ReadFiles(rc)
-	if err != nil {
-		return nil
-	}
-	var out []transcriptLine
-	for _, f := range files {
-		if f.Path != transcriptPath {
+	ar := conversation.NewReader(rc, nil)
+	for {
+		e, err := ar.Next()
+		if err != nil {
+			return nil
+		}
+		if e.Path != transcriptPath {
 			continue
 		}
-		for _, l := range bytes.Split(f.Content, []byte("\n")) {
+		b, err := io.ReadAll(io.LimitReader(ar, maxTranscriptBytes))
+		if err != nil {
+			return nil
+		}
+		var out []transcriptLine
+		for _, l := range bytes.Split(b, []byte("\n")) {
 			var tl transcriptLine
 			if json.Unmarshal(l, &tl) == nil {
 				out = append(out, tl)
 			}
 		}
+		return out
 	}
-	return out
 }
 
 // appendTranscript is the conversation's transcript after this turn: the
@@ -251,13 +343,39 @@ func appendTranscript(ctx context.Context, store conversation.Store, in adapters
 	if len(lines) > maxTranscriptTurns {
 		lines = lines[len(lines)-maxTranscriptTurns:]
 	}
-	var b bytes.Buffer
-	for _, l := range lines {
+	var enc [][]byte
+	total := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
 		j, _ := json.Marshal(l)
-		b.Write(j)
+		if len(j)+1 > maxTranscriptBytes/2 {
+			// One huge turn keeps its start only.
+			l.Prompt, l.Text = truncate(l.Prompt, maxTranscriptBytes/8), truncate(l.Text, maxTranscriptBytes/8)
+			j, _ = json.Marshal(l)
+		}
+		if total+len(j)+1 > maxTranscriptBytes {
+			break
+		}
+		total += len(j) + 1
+		enc = append(enc, j)
+	}
+	var b bytes.Buffer
+	for i := len(enc) - 1; i >= 0; i-- {
+		b.Write(enc[i])
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
+}
+
+// truncate keeps at most n bytes of s, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // reseedPrompt builds a prompt that carries the stored transcript of id

@@ -11,7 +11,9 @@
 //     warm and left alone).
 //  3. Credentials and configuration are materialized into the lease's
 //     private home (package credentials/install); a stored conversation to
-//     continue is restored into it, relocated to the new workspace.
+//     continue is checked whole (only the files the adapter declares as its
+//     conversation storage; anything else is a session error and nothing is
+//     written), then streamed into it, relocated to the new workspace.
 //  4. The CLI runs: stdout is decoded line by line and every event reaches
 //     Turn.OnEvent as it arrives; stderr lines become events too. The turn
 //     ends on the CLI process's own exit (never on its pipes closing), then
@@ -30,7 +32,9 @@
 //  6. Usage: per-message reports de-duplicated, a turn total preferred,
 //     cumulative counters diffed against the total stored with the
 //     conversation, and the adapter's session reader run after exit.
-//  7. The conversation is captured to Turn.Store (failed turns too), rotated
+//  7. The conversation is streamed to Turn.Store (failed turns too; only the
+//     adapter's declared files, within the conversation package's limits; a
+//     file skipped or a conversation not stored is a Result warning), rotated
 //     logins are written back, files made for the invocation (a Codex
 //     output schema, in a per-turn scratch directory) are removed, and a
 //     cold lease is released — all under a bounded context.WithoutCancel,

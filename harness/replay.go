@@ -35,35 +35,76 @@ func Replay(ctx context.Context, a adapters.Adapter, rec Recording, onEvent func
 	now := func() time.Time { return at }
 	res := &Result{Agent: a.Name(), Started: at, Counts: map[adapters.Kind]int{}, Exit: rec.Exit, Exited: true}
 	col := newCollector(a, now, onEvent, keepEvents, DefaultLimits(), res)
-	feed := func(r io.Reader, f func([]byte)) error {
-		if r == nil {
-			return nil
-		}
-		lr := lines.NewReader(r, MaxLineBytes)
-		for {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			l, over, err := lr.Next()
-			switch {
-			case errors.Is(err, io.EOF):
-				return nil
-			case err != nil:
-				return err
-			case over:
-				col.warn(oversizedWarning)
-			default:
-				f(l)
-			}
-		}
+	// The streams are read by a goroutine so that a read that never returns
+	// (a silent pipe) cannot hold Replay after ctx ends; it is abandoned.
+	type item struct {
+		line   []byte
+		over   bool
+		stderr bool
+		err    error // a read error, or nil at the end of both streams
+		end    bool
 	}
+	items := make(chan item, 16)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		send := func(it item) bool {
+			select {
+			case items <- it:
+				return true
+			case <-quit:
+				return false
+			}
+		}
+		for _, src := range []struct {
+			r      io.Reader
+			stderr bool
+		}{{rec.Stdout, false}, {rec.Stderr, true}} {
+			if src.r == nil {
+				continue
+			}
+			lr := lines.NewReader(src.r, MaxLineBytes)
+			lr.StopWhen(ctx.Err)
+			for {
+				l, over, err := lr.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					send(item{stderr: src.stderr, err: err, end: true})
+					return
+				}
+				if !send(item{line: append([]byte(nil), l...), over: over, stderr: src.stderr}) {
+					return
+				}
+			}
+		}
+		send(item{end: true})
+	}()
 	var readErr error
-	if err := feed(rec.Stdout, col.stdoutLine); err != nil {
-		readErr = readError(ctx, "stdout", err)
-	}
-	if readErr == nil {
-		if err := feed(rec.Stderr, col.stderrLine); err != nil {
-			readErr = readError(ctx, "stderr", err)
+	for done := false; !done; {
+		select {
+		case it := <-items:
+			switch {
+			case it.end:
+				if it.err != nil {
+					stream := "stdout"
+					if it.stderr {
+						stream = "stderr"
+					}
+					readErr = readError(ctx, stream, it.err)
+				}
+				done = true
+			case it.over:
+				col.warn(oversizedWarning)
+			case it.stderr:
+				col.stderrLine(it.line)
+			default:
+				col.stdoutLine(it.line)
+			}
+		case <-ctx.Done():
+			readErr = outposterr.Wrap(outposterr.Aborted, ctx.Err(), "replay interrupted")
+			done = true
 		}
 	}
 	res.Err = classify(col, verdict{exit: rec.Exit, exited: true})

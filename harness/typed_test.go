@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/internal/fakecli"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -200,4 +201,12 @@ func mustSchema(t *testing.T, s string) *typed.Schema {
 	c, err := typed.Compile([]byte(s))
 	require.NoError(t, err)
 	return c
+}
+
+// TestValidateTypedNativeNeedsNoLease: a typed turn of a CLI with native
+// structured output (its schema goes in a turn file) validates before any
+// lease exists.
+func TestValidateTypedNativeNeedsNoLease(t *testing.T) {
+	turn := Turn{Adapter: codex.New(), Input: adapters.Input{Prompt: "judge"}, Schema: mustSchema(t, verdictSchema)}
+	assert.NoError(t, turn.Validate())
 }

@@ -53,6 +53,11 @@ func (t Turn) Validate() error {
 	if t.Schema != nil && caps.StructuredOutput {
 		check.Schema = t.Schema.JSON()
 	}
+	if check.Scratch == "" {
+		// The harness names the turn's scratch directory once a lease
+		// exists; any absolute path builds the same command.
+		check.Scratch = "/" + scratchPrefix + "check"
+	}
 	var err error
 	if t.Live != nil {
 		_, _, err = live.LiveRequest(check)

@@ -62,6 +62,14 @@ type Spec struct {
 	RealHome bool
 	// Mounts are extra read-only bind mounts (host path -> sandbox path).
 	Mounts []Mount
+	// Hide lists workspace-relative directories an isolated provider hides
+	// from the lease: an empty read-only directory is mounted over each, so
+	// the lease can neither read what is there nor create anything there
+	// (the outpost command hides the project's .outpost, which holds .env
+	// values, drivers and configuration). A missing directory is created
+	// empty first; one reached through a link is refused. The host
+	// provider, which isolates nothing, ignores it.
+	Hide []string
 }
 
 // Mount is a bind mount into a container sandbox.

@@ -67,15 +67,19 @@ package driver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -437,27 +441,86 @@ type File struct {
 // LoadDir loads every *.json file under root/.outpost/drivers, checking
 // each workdir against root; a file's id must match its name (mycli.json
 // holds "mycli"). A missing directory holds no drivers; the error is only
-// for a directory that cannot be read. Each file's own problem is in its
-// File.Err, so one bad file hides no other.
+// for a directory that cannot be read (or is reached through a link). Each
+// file's own problem is in its File.Err, so one bad file hides no other.
+// Driver files are read as [Load] reads them.
 func LoadDir(root string) ([]File, error) {
 	dir := filepath.Join(root, filepath.FromSlash(Dir))
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
+	d, err := safefs.OpenDir(root, filepath.FromSlash(Dir), false)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", dir)
 	}
+	defer d.Close()
+	fh, err := d.Open(".")
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", dir)
+	}
+	names, err := fh.Readdirnames(-1)
+	fh.Close()
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", dir)
+	}
+	sort.Strings(names)
 	var files []File
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		f := File{Path: filepath.Join(dir, e.Name())}
-		f.Spec, f.Err = LoadFile(f.Path, root)
+		if fi, err := d.Lstat(name); err == nil && fi.IsDir() {
+			continue
+		}
+		f := File{Path: filepath.Join(dir, name)}
+		f.Spec, f.Err = loadIn(d, name, root)
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// Load loads the driver name from root/.outpost/drivers/<name>.json. The
+// file is project configuration an agent or a repository may have planted:
+// no component below root may be a link, and it must be a regular file
+// owned by the user (or root) and writable by no one else. A missing file
+// is an error wrapping fs.ErrNotExist.
+func Load(root, name string) (*Spec, error) {
+	if name == "" || filepath.Base(name) != name || strings.HasPrefix(name, ".") {
+		return nil, fmt.Errorf("driver name %q: %w", name, fs.ErrNotExist)
+	}
+	d, err := safefs.OpenDir(root, filepath.FromSlash(Dir), false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "driver %s", name)
+	}
+	defer d.Close()
+	return loadIn(d, name+".json", root)
+}
+
+// loadIn loads the driver file name of the drivers directory d.
+func loadIn(d *os.Root, name, root string) (*Spec, error) {
+	where := filepath.Join(d.Name(), name)
+	f, fi, err := safefs.OpenIn(d, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err == nil {
+		err = safefs.CheckOwner(where, fi)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "refusing driver %s", where)
+	}
+	defer f.Close()
+	data, err := safefs.ReadAllMax(f, MaxSpecBytes)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "driver %s", where)
+	}
+	return parseFile(data, where, root)
 }
 
 // LoadFile loads one driver file and checks its workdir against root.
@@ -471,6 +534,11 @@ func LoadFile(path, root string) (*Spec, error) {
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "driver %s", path)
 	}
+	return parseFile(data, path, root)
+}
+
+// parseFile parses the driver file path and checks its name and workdir.
+func parseFile(data []byte, path, root string) (*Spec, error) {
 	s, err := Parse(data, path)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	// The test binary is also the outpost command of the testscript suite,
 	// with the fake agent registered.
-	testscript.Main(m, map[string]func(){"outpost": func() {
+	testscript.Main(cleanupM{m}, map[string]func(){"outpost": func() {
 		f := NewFactory()
 		f.Agents = testAgents
 		os.Exit(MainWith(f, os.Args[1:]))
@@ -48,6 +49,11 @@ func testAgents() *agents.Registry {
 		Fixtures: fakecli.Fixtures}); err != nil {
 		panic(err)
 	}
+	// An agent with conversation storage, for the archive tests.
+	if err := r.Register(agents.Agent{Name: "fake-store", New: func() adapters.Adapter { return fakecli.NewStorage(exe) },
+		Fixtures: fakecli.StorageFixtures}); err != nil {
+		panic(err)
+	}
 	return r
 }
 
@@ -55,6 +61,36 @@ func testAgents() *agents.Registry {
 func testFactory(stdin io.Reader, out, errOut io.Writer, getenv func(string) string, now func() time.Time) *Factory {
 	return &Factory{IO: IOStreams{In: stdin, Out: out, ErrOut: errOut}, Getenv: getenv, Now: now,
 		Agents: testAgents, Sandboxes: sandboxKinds()}
+
+}
+
+// cleanupM removes the test state directory after the tests.
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
+	if testState.dir != "" {
+		_ = os.RemoveAll(testState.dir)
+	}
+	return code
+}
+
+// testState is the state directory of commands run by execute: default
+// conversation stores land there, never in the user's.
+var testState struct {
+	once sync.Once
+	dir  string
+}
+
+func testStateDir() string {
+	testState.once.Do(func() {
+		dir, err := os.MkdirTemp("", "outpost-state-")
+		if err != nil {
+			panic(err)
+		}
+		testState.dir = dir
+	})
+	return testState.dir
 }
 
 type runOut struct {
@@ -66,8 +102,12 @@ type runOut struct {
 func execute(t *testing.T, stdin string, env map[string]string, args ...string) runOut {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	f := testFactory(strings.NewReader(stdin), &out, &errOut, func(k string) string { return env[k] },
-		func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) })
+	f := testFactory(strings.NewReader(stdin), &out, &errOut, func(k string) string {
+		if v, ok := env[k]; ok || k != stateEnv {
+			return v
+		}
+		return testStateDir()
+	}, func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) })
 	code := Execute(context.Background(), f, args)
 	return runOut{code, out.String(), errOut.String()}
 }

@@ -25,7 +25,7 @@ func newCmdContinue(f *Factory, fork bool) *cobra.Command {
 				if opts.Store.NoStore {
 					return &flagError{fmt.Errorf("--agent is required with --no-store")}
 				}
-				s, err := openStore(f, opts.Store.Dir)
+				s, err := openStore(f, opts.Store.Dir, opts.Sandbox.Workspace)
 				if err != nil {
 					return err
 				}

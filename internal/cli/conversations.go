@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,33 +19,153 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-// defaultStoreDir is where conversations are kept, relative to the project
-// root (the current directory).
-const defaultStoreDir = ".outpost/conversations"
+// stateEnv overrides Outpost's state directory, which holds each project's
+// conversation store.
+const stateEnv = "OUTPOST_STATE_DIR"
+
+// defaultStoreHelp describes the default store in help texts.
+const defaultStoreHelp = "$" + stateEnv + "/projects/<project hash>/conversations; the state directory defaults to $XDG_STATE_HOME/outpost or ~/.local/state/outpost"
 
 // keyEnv holds the optional conversation encryption key (32 bytes, hex or base64).
 const keyEnv = "OUTPOST_CONVERSATION_KEY"
 
-// openStore opens the conversation store in dir (empty: the default) with
-// the key from OUTPOST_CONVERSATION_KEY, if set.
-func openStore(f *Factory, dir string) (*conversation.FileStore, error) {
-	if dir == "" {
-		dir = defaultStoreDir
+// stateDir is Outpost's state directory: $OUTPOST_STATE_DIR, else
+// $XDG_STATE_HOME/outpost, else ~/.local/state/outpost. It is outside every
+// workspace, so no agent can plant links or files in it.
+func stateDir(f *Factory) (string, error) {
+	if v := f.Getenv(stateEnv); v != "" {
+		return filepath.Abs(v)
 	}
-	var key []byte
-	if v := strings.TrimSpace(f.Getenv(keyEnv)); v != "" {
+	if v := f.Getenv("XDG_STATE_HOME"); v != "" && filepath.IsAbs(v) {
+		return filepath.Join(v, "outpost"), nil
+	}
+	home := f.Getenv("HOME")
+	if home == "" {
 		var err error
-		if key, err = hex.DecodeString(v); err != nil || len(key) != 32 {
-			if key, err = base64.StdEncoding.DecodeString(v); err != nil || len(key) != 32 {
-				return nil, outposterr.New(outposterr.Configuration, "%s must be 32 bytes, hex or base64 encoded", keyEnv)
-			}
+		if home, err = os.UserHomeDir(); err != nil {
+			return "", outposterr.Wrap(outposterr.Configuration, err, "find the state directory (set %s or pass --store)", stateEnv)
 		}
 	}
-	return conversation.NewFileStore(dir, key)
+	return filepath.Join(home, ".local", "state", "outpost"), nil
+}
+
+// projectStateDir is the project's directory in the state directory,
+// named after a hash of the project's (the current directory's) absolute
+// path; its "project" file names the path.
+func projectStateDir(f *Factory) (string, error) {
+	state, err := stateDir(f)
+	if err != nil {
+		return "", err
+	}
+	project, err := os.Getwd()
+	if err != nil {
+		return "", outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+	}
+	sum := sha256.Sum256([]byte(project))
+	return filepath.Join(state, "projects", hex.EncodeToString(sum[:8])), nil
+}
+
+// conversationKey reads OUTPOST_CONVERSATION_KEY: nil when unset.
+func conversationKey(f *Factory) ([]byte, error) {
+	v := strings.TrimSpace(f.Getenv(keyEnv))
+	if v == "" {
+		return nil, nil
+	}
+	key, err := hex.DecodeString(v)
+	if err != nil || len(key) != 32 {
+		if key, err = base64.StdEncoding.DecodeString(v); err != nil || len(key) != 32 {
+			return nil, outposterr.New(outposterr.Configuration, "%s must be 32 bytes, hex or base64 encoded", keyEnv)
+		}
+	}
+	return key, nil
+}
+
+// openStore opens the conversation store in dir (empty: the project's
+// default) with the key from OUTPOST_CONVERSATION_KEY, if set.
+func openStore(f *Factory, dir, workspace string) (*conversation.FileStore, error) {
+	key, err := conversationKey(f)
+	if err != nil {
+		return nil, err
+	}
+	var r *os.Root
+	if dir == "" {
+		project, err := projectStateDir(f)
+		if err != nil {
+			return nil, err
+		}
+		p, err := openDir(project, workspace)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		if fh, err := p.OpenFile("project", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			wd, _ := os.Getwd()
+			_, _ = fh.WriteString(wd + "\n")
+			_ = fh.Close()
+		}
+		if r, err = safefs.OpenDirIn(p, "conversations", true); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
+		}
+	} else if r, err = openDir(dir, workspace); err != nil {
+		return nil, err
+	}
+	return conversation.OpenFileStore(r, key)
+}
+
+// openDir opens (creating) a directory Outpost keeps state in. One inside
+// the current directory or the workspace — places an agent or a
+// repository may have shaped — is opened without following any link below
+// that directory and must be owned by the user (or root); one elsewhere is
+// the user's (the state directory, a --store of their choice) and opened as
+// given.
+func openDir(dir, workspace string) (*os.Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "--store")
+	}
+	var roots []string
+	if wd, err := os.Getwd(); err == nil {
+		roots = append(roots, wd)
+	}
+	if workspace != "" {
+		if ws, err := filepath.Abs(workspace); err == nil {
+			roots = append(roots, ws)
+		}
+	}
+	for _, root := range roots {
+		rel, err := filepath.Rel(root, abs)
+		if err != nil || !filepath.IsLocal(rel) && rel != "." {
+			continue
+		}
+		r, err := safefs.OpenDir(root, rel, true)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store %s", abs)
+		}
+		fi, err := r.Stat(".")
+		if err == nil {
+			err = safefs.CheckOwner(abs, fi)
+		}
+		if err != nil {
+			r.Close()
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
+		}
+		return r, nil
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "create the conversation store")
+	}
+	r, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
+	}
+	return r, nil
 }
 
 // NewCmdConversations builds `outpost conversations`.
@@ -52,12 +175,14 @@ func NewCmdConversations(f *Factory) *cobra.Command {
 		Use:   "conversations",
 		Short: "List, show, export, import and remove stored conversations",
 		Long: `Conversations are the agent CLIs' own session files, captured after every turn
-into the store (default .outpost/conversations: one compressed archive and one manifest
-per conversation; encrypted at rest when ` + keyEnv + ` holds a 32-byte key).
-They are restored into fresh sandboxes by run --resume, resume and fork.`,
+into the project's store, outside the workspace (default ` + defaultStoreHelp + `:
+one compressed archive and one manifest per conversation; encrypted at rest and bound
+to its manifest when ` + keyEnv + ` holds a 32-byte key).
+They are restored into fresh sandboxes by run --resume, resume and fork. An archive
+holds only the files the agent keeps its conversation in; anything else is refused.`,
 	}
-	root.PersistentFlags().StringVar(&dir, "store", "", "conversation store directory (default "+defaultStoreDir+")")
-	store := func() (*conversation.FileStore, error) { return openStore(f, dir) }
+	root.PersistentFlags().StringVar(&dir, "store", "", "conversation store directory (default: the project's store in the state directory)")
+	store := func() (*conversation.FileStore, error) { return openStore(f, dir, "") }
 
 	list := &cobra.Command{Use: "list", Short: "List stored conversations, newest first", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -96,45 +221,50 @@ They are restored into fresh sandboxes by run --resume, resume and fork.`,
 		}}
 	var out string
 	export := &cobra.Command{Use: "export ID [--output FILE]", Short: "Write a conversation as a plain tar (verified, decrypted)", Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			s, err := store()
 			if err != nil {
 				return err
 			}
-			m, rc, err := s.Load(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
 			w := f.IO.Out
 			if out != "" && out != "-" {
 				fh, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 				if err != nil {
 					return outposterr.Wrap(outposterr.Configuration, err, "export")
 				}
-				defer fh.Close()
+				defer func() {
+					if cerr := fh.Close(); err == nil && cerr != nil {
+						err = outposterr.Wrap(outposterr.Configuration, cerr, "export")
+					}
+					if err != nil {
+						_ = os.Remove(out)
+					}
+				}()
 				w = fh
 			}
-			meta, _ := json.Marshal(m)
-			if err := writeExport(w, meta, rc); err != nil {
-				return outposterr.Wrap(outposterr.Session, err, "export %s", m.ID)
-			}
-			return nil
+			return exportConversation(cmd.Context(), s, args[0], w)
 		}}
 	export.Flags().StringVarP(&out, "output", "o", "", "output file (default: standard output)")
+	var replace bool
 	importCmd := &cobra.Command{Use: "import FILE", Short: "Import a conversation exported by `conversations export`", Args: exactArgs(1),
+		Long: `import verifies an export before it stores anything: the manifest (at most 1 MiB),
+the sha256 of the archive, and every file — only the files its agent keeps a
+conversation in are accepted (no settings, hooks, shell startup files or links),
+within the size and count limits. An id the store already holds is refused unless
+--replace is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {
 				return err
 			}
-			m, err := importFile(cmd.Context(), s, args[0])
+			m, err := importFile(cmd.Context(), f.Agents(), s, args[0], replace)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(f.IO.Out, m.ID)
 			return nil
 		}}
+	importCmd.Flags().BoolVar(&replace, "replace", false, "replace a stored conversation with the same id")
 	rm := &cobra.Command{Use: "rm ID...", Short: "Remove stored conversations", Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
@@ -153,34 +283,96 @@ They are restored into fresh sandboxes by run --resume, resume and fork.`,
 }
 
 // An export is the manifest (one JSON line, the magic prefix first) followed
-// by the plain tar of the conversation's files.
+// by the plain tar of the conversation's files. The manifest's sha256 and
+// size are those of the tar that follows.
 const exportMagic = "outpost-conversation-v1 "
 
-func writeExport(w io.Writer, manifest []byte, tarStream io.Reader) error {
-	if _, err := fmt.Fprintf(w, "%s%s\n", exportMagic, manifest); err != nil {
+// exportConversation writes conversation id as an export. The archive is
+// read twice (once for its digest, once to write it); a conversation that
+// changed in between is an error.
+func exportConversation(ctx context.Context, s *conversation.FileStore, id string, w io.Writer) error {
+	digest := func(dst io.Writer) (conversation.Manifest, string, int64, error) {
+		m, rc, err := s.Load(ctx, id)
+		if err != nil {
+			return m, "", 0, err
+		}
+		defer rc.Close()
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(h, dst), rc)
+		if err != nil {
+			if _, ok := outposterr.As(err); ok {
+				return m, "", 0, err
+			}
+			return m, "", 0, outposterr.Wrap(outposterr.Session, err, "export %s", id)
+		}
+		return m, hex.EncodeToString(h.Sum(nil)), n, nil
+	}
+	m, sum, n, err := digest(io.Discard)
+	if err != nil {
 		return err
 	}
-	_, err := io.Copy(w, tarStream)
-	return err
+	m.SHA256, m.Size, m.Encrypted = sum, n, false
+	meta, _ := json.Marshal(m)
+	if _, err := fmt.Fprintf(w, "%s%s\n", exportMagic, meta); err != nil {
+		return outposterr.Wrap(outposterr.Session, err, "export %s", id)
+	}
+	_, again, _, err := digest(w)
+	if err != nil {
+		return err
+	}
+	if again != sum {
+		return outposterr.New(outposterr.Session, "conversation %s changed during the export; export it again", id)
+	}
+	return nil
 }
 
-func importFile(ctx context.Context, s *conversation.FileStore, path string) (conversation.Manifest, error) {
-	b, err := os.ReadFile(filepath.Clean(path))
+// importFile stores the export in file, streaming: see the import command.
+func importFile(ctx context.Context, reg *agents.Registry, s *conversation.FileStore, file string, replace bool) (conversation.Manifest, error) {
+	fh, err := os.Open(filepath.Clean(file))
 	if err != nil {
 		return conversation.Manifest{}, outposterr.Wrap(outposterr.Configuration, err, "import")
 	}
-	head, rest, ok := bytes.Cut(b, []byte("\n"))
-	if !ok || !bytes.HasPrefix(head, []byte(exportMagic)) {
-		return conversation.Manifest{}, outposterr.New(outposterr.Session, "%s is not an Outpost conversation export", path)
+	defer fh.Close()
+	br := bufio.NewReaderSize(fh, 64<<10)
+	head, err := readLineMax(br, len(exportMagic)+conversation.MaxManifestBytes)
+	if err != nil || !bytes.HasPrefix(head, []byte(exportMagic)) {
+		return conversation.Manifest{}, outposterr.New(outposterr.Session, "%s is not an Outpost conversation export", file)
 	}
-	var m conversation.Manifest
-	if err := json.Unmarshal(head[len(exportMagic):], &m); err != nil {
-		return m, outposterr.Wrap(outposterr.Session, err, "import: manifest")
+	m, err := conversation.ParseManifest(head[len(exportMagic):])
+	if err != nil {
+		return m, outposterr.Wrap(outposterr.Session, err, "import %s", file)
 	}
-	// The archive is checked entry by entry before anything is stored.
-	if _, err := conversation.ReadFiles(bytes.NewReader(rest)); err != nil {
-		return m, err
+	if len(m.SHA256) != 64 {
+		return m, outposterr.New(outposterr.Session, "import %s: the manifest has no sha256 of the archive", file)
 	}
-	return s.Save(ctx, conversation.Manifest{ID: m.ID, Agent: m.Agent, CLIVersion: m.CLIVersion, Parent: m.Parent,
-		Cwd: m.Cwd, Files: m.Files, Failed: m.Failed}, bytes.NewReader(rest))
+	a, err := reg.Adapter(m.Agent)
+	if err != nil {
+		return m, outposterr.Wrap(outposterr.Session, err, "import %s", file)
+	}
+	st, ok := a.(adapters.Storage)
+	if !ok {
+		return m, outposterr.New(outposterr.Session, "import %s: agent %s keeps no conversations", file, m.Agent)
+	}
+	return s.SaveWith(ctx, conversation.Manifest{ID: m.ID, Agent: m.Agent, CLIVersion: m.CLIVersion, Parent: m.Parent,
+		Cwd: m.Cwd, Failed: m.Failed, UsageTotal: m.UsageTotal}, br,
+		conversation.SaveOptions{Allow: conversation.Allowlist(st, m.ID, m.Cwd), SHA256: m.SHA256, NoReplace: !replace})
+}
+
+// readLineMax reads one line (without its newline) of at most max bytes.
+func readLineMax(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > max+1 {
+			return nil, fmt.Errorf("line longer than %d bytes", max)
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return line[:len(line)-1], nil
+	}
 }

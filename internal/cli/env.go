@@ -6,18 +6,21 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/joho/godotenv"
 
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-// envFile is the project's declared variables, relative to the project root
-// (the current directory).
-const envFile = ".outpost/.env"
+// configDir is the project's configuration directory, relative to the
+// project root (the current directory). Docker leases never see it.
+const configDir = ".outpost"
+
+// envFile is the project's declared variables, relative to the project root.
+const envFile = configDir + "/.env"
 
 // relocationVars are variables that move a CLI's home-relative login files.
 var relocationVars = []string{"CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"}
@@ -47,19 +50,34 @@ func loadCredentials(f *Factory, auth credentials.Auth, forwarded []string) (*ha
 	return &harness.Credentials{Auth: auth, Vars: vars, HostHome: home, Relocate: reloc}, nil
 }
 
-// readEnvFile parses a dotenv file; a missing file declares nothing.
-func readEnvFile(path string) (map[string]string, error) {
-	fh, err := os.Open(filepath.Clean(path))
+// maxEnvFileBytes bounds .outpost/.env.
+const maxEnvFileBytes = 1 << 20
+
+// readEnvFile parses the dotenv file rel beneath the current directory; a
+// missing file declares nothing. The file is project configuration an
+// agent or a repository may have planted: no component of rel may be a
+// link, it must be a regular file owned by the user (or root) and writable
+// by no one else, and errors never show its content.
+func readEnvFile(rel string) (map[string]string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
+	}
+	b, fi, err := safefs.ReadFile(wd, rel, maxEnvFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]string{}, nil
 	}
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", path)
+	if err == nil {
+		err = safefs.CheckOwner(rel, fi)
 	}
-	defer fh.Close()
-	m, err := godotenv.Parse(fh)
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "parse %s", path)
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "refusing %s", rel)
+	}
+	m, err := godotenv.UnmarshalBytes(b)
+	if err != nil {
+		// The parser's message quotes the file; a link to a credentials
+		// file would print its keys.
+		return nil, outposterr.New(outposterr.Configuration, "parse %s: not a dotenv file of NAME=value lines (its content is not shown)", rel)
 	}
 	return m, nil
 }

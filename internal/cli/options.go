@@ -100,7 +100,7 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.BoolVar(&o.Output.JSON, "json", false, "print JSON lines: every event, then the outcome")
 	fl.BoolVarP(&o.Output.Verbose, "verbose", "v", false, "debug logs on stderr")
 
-	fl.StringVar(&o.Store.Dir, "store", "", "conversation store directory (default "+defaultStoreDir+")")
+	fl.StringVar(&o.Store.Dir, "store", "", "conversation store directory (default: "+defaultStoreHelp+")")
 	fl.BoolVar(&o.Store.NoStore, "no-store", false, "do not capture or restore the conversation")
 
 	fl.BoolVar(&o.Offline.Enabled, "offline", false, "run against the in-process scripted model server")

@@ -27,6 +27,7 @@ type renderer struct {
 	inDelta     bool
 	lastFailure string
 	dirty       bool
+	warned      map[string]bool // warning events shown
 	stop        chan struct{}
 	stopped     chan struct{}
 }
@@ -76,6 +77,12 @@ func (r *renderer) event(ev adapters.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dirty = true
+	if ev.Kind == adapters.KindWarning {
+		if r.warned == nil {
+			r.warned = map[string]bool{}
+		}
+		r.warned[ev.Text] = true
+	}
 	if r.json {
 		b, err := json.Marshal(ev)
 		if err == nil {
@@ -143,11 +150,27 @@ func (r *renderer) event(ev adapters.Event) {
 	}
 }
 
-// outcome prints the final verdict.
+// outcome prints the warnings no event carried (a conversation not
+// captured, say), then the final verdict.
 func (r *renderer) outcome(res *harness.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dirty = true
+	for _, w := range res.Warnings {
+		if r.warned[w] {
+			continue
+		}
+		if r.json {
+			b, _ := json.Marshal(adapters.Event{Kind: adapters.KindWarning, Text: w})
+			fmt.Fprintf(r.out, "%s\n", b)
+		} else {
+			if r.inDelta {
+				fmt.Fprintln(r.out)
+				r.inDelta = false
+			}
+			fmt.Fprintf(r.out, "! warning: %s\n", w)
+		}
+	}
 	o := res.Outcome()
 	if r.json {
 		b, _ := json.Marshal(o)

@@ -23,6 +23,8 @@ type ReplayOptions struct {
 	ExitCode int
 	Time     string
 	Now      func() time.Time
+
+	ctx context.Context // the command's: SIGINT/SIGTERM end the replay
 }
 
 // NewCmdReplay builds `outpost replay`. runF replaces the action in tests.
@@ -41,6 +43,7 @@ schema is stable: use it to re-score old logs. The exit code is the outcome's.`,
 			if opts.Agent == "" || opts.Stdout == "" {
 				return &flagError{fmt.Errorf("--agent and --stdout are required")}
 			}
+			opts.ctx = cmd.Context()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -94,24 +97,10 @@ func runReplay(ctx context.Context, f *Factory, opts *ReplayOptions) error {
 	}
 	r := newRenderer(opts.IO.Out, true)
 	defer r.close()
-	// Replay stops reading when ctx is cancelled (SIGINT, SIGTERM). A read
-	// that blocks (a pipe nobody writes) cannot be interrupted: the command
-	// then returns without waiting for it.
-	done := make(chan *harness.Result, 1)
-	go func() {
-		done <- harness.Replay(ctx, a, harness.Recording{Stdout: stdout, Stderr: stderr,
-			Exit: sandbox.ExitStatus{Code: opts.ExitCode}, At: at}, r.event, false)
-	}()
-	var res *harness.Result
-	select {
-	case res = <-done:
-	case <-ctx.Done():
-		select {
-		case res = <-done:
-		case <-time.After(time.Second):
-			return outposterr.Wrap(outposterr.Aborted, ctx.Err(), "replay interrupted")
-		}
-	}
+	// Replay stops when ctx is cancelled (SIGINT, SIGTERM): the outcome
+	// is then aborted, with what was decoded so far.
+	res := harness.Replay(ctx, a, harness.Recording{Stdout: stdout, Stderr: stderr,
+		Exit: sandbox.ExitStatus{Code: opts.ExitCode}, At: at}, r.event, false)
 	r.outcome(res)
 	if res.Err != nil {
 		return &silentError{res.Err}

@@ -249,7 +249,7 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *agentT
 		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
 	if !opts.Store.NoStore {
-		fs, err := openStore(f, opts.Store.Dir)
+		fs, err := openStore(f, opts.Store.Dir, opts.Sandbox.Workspace)
 		if err != nil {
 			return nil, err
 		}

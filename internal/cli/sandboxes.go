@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -125,7 +126,7 @@ func (e *dockerEngine) Delivery() Delivery { return DeliverMount }
 
 func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
 	spec := sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
-		Env: map[string]string{"PATH": basePath}, User: e.o.User}
+		Env: map[string]string{"PATH": basePath}, User: e.o.User, Hide: hiddenDirs(workspace)}
 	if cli != nil {
 		spec.Mounts = append(spec.Mounts, cli.Entry.Mount())
 		spec.Env["PATH"] = cli.Entry.SandboxBinDir() + ":" + basePath
@@ -190,4 +191,18 @@ func hostEnv(f *Factory) map[string]string {
 	}
 	env["TZ"] = "UTC"
 	return env
+}
+
+// hiddenDirs lists the workspace-relative .outpost directories a container
+// lease must not see: the workspace's own and, when the project (the
+// current directory) lies inside the workspace, the project's. They hold
+// .env values, drivers and, maybe, a conversation store.
+func hiddenDirs(workspace string) []string {
+	hide := []string{configDir}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(workspace, wd); err == nil && rel != "." && filepath.IsLocal(rel) {
+			hide = append(hide, filepath.ToSlash(filepath.Join(rel, configDir)))
+		}
+	}
+	return hide
 }

@@ -29,6 +29,7 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("CLAUDE_FIXTURES", fixtures)
 			env.Setenv("OUTPOST_CACHE_DIR", filepath.Join(env.WorkDir, ".cache"))
+			env.Setenv("OUTPOST_STATE_DIR", filepath.Join(env.WorkDir, ".state"))
 			env.Setenv("DOCKER_HOST", "unix://"+filepath.Join(env.WorkDir, "no-docker.sock"))
 			return nil
 		},

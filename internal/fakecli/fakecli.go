@@ -17,6 +17,8 @@
 //	cat-schema         emit a text event "schema: CONTENT" of the --schema file
 //	exit CODE          exit with CODE (default 0 at the end of the script)
 //
+// and, for [StorageAdapter], write, cat and hooks.
+//
 // With the argument --live the fake speaks a small live-input protocol
 // instead (see [Adapter.LiveRequest]).
 //
@@ -136,6 +138,13 @@ func Main() {
 			flush()
 			os.Exit(code)
 		default:
+			if storageCommand(cmd, arg, func(text string) {
+				b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+				fmt.Fprintln(out, string(b))
+				flush()
+			}) {
+				continue
+			}
 			fmt.Fprintln(os.Stderr, "fakecli: unknown command", cmd)
 			flush()
 			os.Exit(99)

@@ -7,3 +7,5 @@ import (
 )
 
 func TestGolden(t *testing.T) { adaptertest.Run(t, New("fake"), "testdata") }
+
+func TestGoldenStorage(t *testing.T) { adaptertest.Run(t, NewStorage("fake"), "store/testdata") }

@@ -15,9 +15,10 @@ const MaxBytes = 16 << 20
 
 // Reader reads bounded lines.
 type Reader struct {
-	br  *bufio.Reader
-	max int
-	buf []byte
+	br   *bufio.Reader
+	max  int
+	buf  []byte
+	stop func() error
 }
 
 // NewReader returns a Reader over r whose lines are at most max bytes
@@ -29,20 +30,34 @@ func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// StopWhen makes Next check stop between reads and return its error when
+// it is not nil, so a caller can end a read that never sees a newline (an
+// endless line from /dev/zero) with its context: r.StopWhen(ctx.Err).
+func (r *Reader) StopWhen(stop func() error) { r.stop = stop }
+
 // Next returns the next line without its trailing "\n". The slice is valid
 // until the next call. A line over the bound is skipped and reported with
 // oversized set and no data. A last line without a newline is returned
 // before io.EOF. err is io.EOF at the end of the input, or the read error.
 func (r *Reader) Next() (line []byte, oversized bool, err error) {
+	if cap(r.buf) > 1<<20 {
+		r.buf = nil // a long line's buffer is not kept for the short ones after it
+	}
 	r.buf = r.buf[:0]
 	over := false
 	for {
+		if r.stop != nil {
+			if err := r.stop(); err != nil {
+				return nil, false, err
+			}
+		}
 		chunk, err := r.br.ReadSlice('\n')
 		if len(chunk) > 0 && !over {
 			if len(r.buf)+len(chunk) > r.max+1 { // +1: the newline is not part of the line
 				over = true
-				r.buf = r.buf[:0]
+				r.buf = nil // let the collector have it while the line is skipped
 			} else {
+				r.grow(len(chunk))
 				r.buf = append(r.buf, chunk...)
 			}
 		}
@@ -64,4 +79,17 @@ func (r *Reader) Next() (line []byte, oversized bool, err error) {
 		}
 		return b, false, nil
 	}
+}
+
+// grow makes room for n more bytes. Past 1 MiB a line's buffer goes
+// straight to the bound: appending in small steps would leave tens of MiB
+// of garbage behind on the way to 16 MiB.
+func (r *Reader) grow(n int) {
+	need := len(r.buf) + n
+	if need <= cap(r.buf) || need <= 1<<20 {
+		return
+	}
+	b := make([]byte, len(r.buf), r.max+1)
+	copy(b, r.buf)
+	r.buf = b
 }

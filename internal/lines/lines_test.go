@@ -67,7 +67,7 @@ func TestEndlessLineStaysBounded(t *testing.T) {
 	_, over, err := lr.Next()
 	require.NoError(t, err)
 	assert.True(t, over)
-	assert.LessOrEqual(t, cap(lr.buf), 2<<20, "the buffer never grows past the bound")
+	assert.Nil(t, lr.buf, "the buffer of a skipped line is released")
 	_, _, err = lr.Next()
 	assert.ErrorIs(t, err, io.EOF)
 }
@@ -88,3 +88,18 @@ func TestReadErrorSurfaces(t *testing.T) {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestStopWhenEndsAnEndlessLine(t *testing.T) {
+	stop := errors.New("stopped")
+	reads := 0
+	lr := NewReader(&endless{n: 1 << 40}, 0)
+	lr.StopWhen(func() error {
+		reads++
+		if reads > 100 {
+			return stop
+		}
+		return nil
+	})
+	_, _, err := lr.Next()
+	assert.ErrorIs(t, err, stop)
+}

@@ -20,6 +20,9 @@
 //   - the workspace bind-mounted read-write at [Root] (/workspace), which is
 //     also the working directory. An empty Spec.Workspace gets a fresh host
 //     temporary directory owned by the lease and removed by Release;
+//   - each Spec.Hide directory of the workspace covered by an empty read-only
+//     tmpfs, so the lease neither reads nor creates anything there (a missing
+//     one is created empty, owned like the workspace; a link is refused);
 //   - Spec.Mounts as extra bind mounts, always read-only (the contract calls
 //     them read-only; Mount.ReadOnly=false does not make them writable);
 //   - CPU, memory (swap disabled: memory+swap = memory) and pids limits;

@@ -34,3 +34,12 @@ func usableBy(fi os.FileInfo, uid, gid int) bool {
 	}
 	return m&0o003 == 0o003
 }
+
+// fileOwner returns the owner of a file with info fi.
+func fileOwner(fi os.FileInfo) (uid, gid int, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -21,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -307,6 +309,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			p.log.Warn("workspace is not writable by the sandbox user; set Spec.User or change its owner",
 				"workspace", dir, "user", user)
 		}
+		if mounts, err = hideMounts(dir, fi, spec.Hide, mounts); err != nil {
+			return nil, err
+		}
 	}
 
 	labels := map[string]string{}
@@ -395,6 +400,34 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		return nil, errors.Join(err, l.Release(ctx))
 	}
 	return l, nil
+}
+
+// hideMounts adds an empty read-only tmpfs over each Spec.Hide directory of
+// the workspace dir (whose info is ws), creating a missing one (owned like
+// the workspace) so the lease cannot create it either. No component may be
+// a link: a link would steer the mount, and what it points at is not what
+// the lease would see.
+func hideMounts(dir string, ws os.FileInfo, hide []string, mounts []mount.Mount) ([]mount.Mount, error) {
+	for _, h := range hide {
+		rel := filepath.FromSlash(h)
+		if !filepath.IsLocal(rel) || filepath.Clean(rel) != rel {
+			return nil, outposterr.New(outposterr.Configuration, "hidden path %q is not a clean workspace-relative path", h)
+		}
+		_, statErr := os.Lstat(filepath.Join(dir, rel))
+		r, err := safefs.OpenDir(dir, rel, true)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "hide %s from the sandbox", h)
+		}
+		if errors.Is(statErr, fs.ErrNotExist) && os.Geteuid() == 0 {
+			if uid, gid, ok := fileOwner(ws); ok {
+				_ = r.Chown(".", uid, gid)
+			}
+		}
+		r.Close()
+		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: path.Join(Root, filepath.ToSlash(rel)), ReadOnly: true,
+			TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 4096, Mode: 0o555}})
+	}
+	return mounts, nil
 }
 
 // bindMounts validates Spec.Mounts and turns them into read-only binds.
