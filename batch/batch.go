@@ -97,7 +97,8 @@ type Record struct {
 	// Agents lists every agent tried, in order; more than one means a
 	// fallback was used.
 	Agents []string `json:"agents"`
-	// Usage sums every turn the job ran.
+	// Usage sums every turn the job ran; it is complete (and its cost known)
+	// only when every turn's was.
 	Usage usage.Usage `json:"usage"`
 }
 
@@ -301,7 +302,15 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			}
 		})
 		rec.Turns++
-		if res != nil {
+		switch {
+		case res == nil:
+			// Nothing is known of this turn's usage.
+			rec.Usage.Complete, rec.Usage.CostKnown, rec.Usage.CostSource = false, false, ""
+		case rec.Turns == 1:
+			// The sum starts from the first turn: the zero Usage would
+			// make it incomplete and its cost unknown forever.
+			rec.Usage = res.Usage
+		default:
 			rec.Usage = rec.Usage.Add(res.Usage)
 		}
 		if ctx.Err() != nil && (err == nil || outposterr.ClassOf(err) == outposterr.Aborted) {
@@ -317,7 +326,6 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			rec.Agent, rec.Outcome = agent, res.Outcome()
 			rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
 			rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
-			rec.Usage.Complete = rec.Usage.Complete && res.Usage.Complete
 			r.publish(func(s *Status) {
 				s.Done++
 				if err != nil {

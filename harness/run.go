@@ -185,6 +185,7 @@ func run(ctx context.Context, t Turn) (*Result, error) {
 		rcancel()
 	}
 	col.finalize()
+	priceTurn(res, in, t.Adapter)
 	if t.Store != nil {
 		// Captured even after failures and cancellation, bounded.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
