@@ -43,7 +43,7 @@ func TestRoundTrip(t *testing.T) {
 	a.Event(textEvent(2, "hello"))
 	require.NoError(t, a.Patch([]byte("--- a/x\n+++ b/x\n")))
 	res := &harness.Result{Agent: "claude", Model: "claude-opus-5-5", Conversation: "c1", Text: "hello", Started: t0, Duration: 1500 * time.Millisecond,
-		Usage: usage.Usage{Input: 3, Output: 4, Complete: true, CostUSD: 0.01, CostKnown: true, CostSource: usage.CostSourceCLI},
+		Usage:      usage.Usage{Input: 3, Output: 4, Complete: true, CostUSD: 0.01, CostKnown: true, CostSource: usage.CostSourceCLI},
 		StderrTail: "warning: something\n", Counts: map[adapters.Kind]int{adapters.KindText: 1}}
 	require.NoError(t, a.Finish(res))
 	require.NoError(t, a.Finish(res), "idempotent")
