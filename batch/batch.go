@@ -85,15 +85,17 @@ type TurnFunc func(ctx context.Context, t Turn) (*harness.Result, error)
 
 // Record is one line of the results log.
 type Record struct {
-	Job          string          `json:"job"`
-	Agent        string          `json:"agent"`
-	Outcome      harness.Outcome `json:"outcome"`
-	DurationMS   int64           `json:"duration_ms"`
-	Conversation string          `json:"conversation"`
-	CLIVersion   string          `json:"cli_version"`
-	Turns        int             `json:"turns"`
-	Retries      int             `json:"retries"`
-	Parks        int             `json:"parks"`
+	Job     string          `json:"job"`
+	Agent   string          `json:"agent"`
+	Outcome harness.Outcome `json:"outcome"`
+	// DurationMS is the job's wall time from its first turn's start to its
+	// end: parks, backoffs and fallbacks included, waiting for a slot not.
+	DurationMS   int64  `json:"duration_ms"`
+	Conversation string `json:"conversation"`
+	CLIVersion   string `json:"cli_version"`
+	Turns        int    `json:"turns"`
+	Retries      int    `json:"retries"`
+	Parks        int    `json:"parks"`
 	// Agents lists every agent tried, in order; more than one means a
 	// fallback was used.
 	Agents []string `json:"agents"`
@@ -276,7 +278,9 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 	rec := Record{Job: j.ID}
 	ai, retries, parks := 0, 0, 0
 	conv, prompt := j.Conversation, j.Prompt
-	start := r.opts.Now()
+	// The job's clock starts with its first turn, not while it waits for a
+	// slot behind other jobs.
+	var start time.Time
 	for {
 		agent := agents[ai]
 		if len(rec.Agents) == 0 || rec.Agents[len(rec.Agents)-1] != agent {
@@ -290,6 +294,9 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		if ctx.Err() != nil { // both were ready: never start a turn after cancellation
 			<-r.sem
 			return rec, false
+		}
+		if start.IsZero() {
+			start = r.opts.Now()
 		}
 		r.publish(func(s *Status) { s.Running++ })
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv})

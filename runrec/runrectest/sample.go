@@ -217,9 +217,11 @@ func replay(fixtures fs.FS, s step, clk *clock, att *runrec.Attempt, hostile boo
 	if s.agent == "codex" {
 		// As a live turn on the vendor's service would be: a new thread's
 		// usage is complete, and priced at the default model's list price.
-		res.Usage.Complete = res.Usage.Complete || res.Usage.Tokens() > 0
-		res.Model = codex.DefaultModel
-		res.Usage = usage.Priced(res.Model, res.Usage)
+		if res.Usage.Tokens() > 0 {
+			res.Usage.Complete = true
+			res.Model = codex.DefaultModel
+			res.Usage = usage.Priced(res.Model, res.Usage)
+		}
 	}
 	if hostile {
 		res.Text, res.StderrTail = Hostile, Hostile
