@@ -180,7 +180,11 @@ func htmlJobOf(i int, j *Job) htmlJob {
 		Duration: formatDuration(j.DurationMS), Tokens: formatTokens(j.Usage.Tokens()), Cost: formatCost(j.Usage),
 		CostNote: costNote(j.Usage), Turns: j.Turns, Retries: j.Retries, Parks: j.Parks}
 	for _, a := range j.Attempts {
-		h.Attempts = append(h.Attempts, htmlAttemptOf(a))
+		ha := htmlAttemptOf(a)
+		if len(j.Attempts) == 1 && ha.Error == h.Error {
+			ha.Error = "" // the job's outcome box says it already
+		}
+		h.Attempts = append(h.Attempts, ha)
 	}
 	return h
 }
