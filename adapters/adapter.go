@@ -127,6 +127,14 @@ type TurnFiles interface {
 	TurnFiles(in Input) []TurnFile
 }
 
+// DefaultModeler is implemented by adapters whose pinned CLI runs a known
+// model when the input names none and the CLI does not report the model it
+// ran. The harness prices such a turn at that model's list price when the
+// CLI reports no cost (package usage). Pure.
+type DefaultModeler interface {
+	DefaultModel() string
+}
+
 // Endpoint is a custom model endpoint.
 type Endpoint struct {
 	// BaseURL is the API base URL, e.g. "http://127.0.0.1:8080".

@@ -91,19 +91,22 @@ type TurnFunc func(ctx context.Context, t Turn) (*harness.Result, error)
 
 // Record is one line of the results log.
 type Record struct {
-	Job          string          `json:"job"`
-	Agent        string          `json:"agent"`
-	Outcome      harness.Outcome `json:"outcome"`
-	DurationMS   int64           `json:"duration_ms"`
-	Conversation string          `json:"conversation"`
-	CLIVersion   string          `json:"cli_version"`
-	Turns        int             `json:"turns"`
-	Retries      int             `json:"retries"`
-	Parks        int             `json:"parks"`
+	Job     string          `json:"job"`
+	Agent   string          `json:"agent"`
+	Outcome harness.Outcome `json:"outcome"`
+	// DurationMS is the job's wall time from its first turn's start to its
+	// end: parks, backoffs and fallbacks included, waiting for a slot not.
+	DurationMS   int64  `json:"duration_ms"`
+	Conversation string `json:"conversation"`
+	CLIVersion   string `json:"cli_version"`
+	Turns        int    `json:"turns"`
+	Retries      int    `json:"retries"`
+	Parks        int    `json:"parks"`
 	// Agents lists every agent tried, in order; more than one means a
 	// fallback was used.
 	Agents []string `json:"agents"`
-	// Usage sums every turn the job ran.
+	// Usage sums every turn the job ran; it is complete (and its cost known)
+	// only when every turn's was.
 	Usage usage.Usage `json:"usage"`
 }
 
@@ -282,7 +285,9 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 	rec := Record{Job: j.ID}
 	ai, retries, parks := 0, 0, 0
 	conv, prompt := j.Conversation, j.Prompt
-	start := r.opts.Now()
+	// The job's clock starts with its first turn, not while it waits for a
+	// slot behind other jobs.
+	var start time.Time
 	for {
 		agent := agents[ai]
 		if len(rec.Agents) == 0 || rec.Agents[len(rec.Agents)-1] != agent {
@@ -297,6 +302,9 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			<-r.sem
 			return rec, false
 		}
+		if start.IsZero() {
+			start = r.opts.Now()
+		}
 		r.publish(func(s *Status) { s.Running++ })
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv})
 		<-r.sem
@@ -308,7 +316,15 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			}
 		})
 		rec.Turns++
-		if res != nil {
+		switch {
+		case res == nil:
+			// Nothing is known of this turn's usage.
+			rec.Usage.Complete, rec.Usage.CostKnown, rec.Usage.CostSource = false, false, ""
+		case rec.Turns == 1:
+			// The sum starts from the first turn: the zero Usage would
+			// make it incomplete and its cost unknown forever.
+			rec.Usage = res.Usage
+		default:
 			rec.Usage = rec.Usage.Add(res.Usage)
 		}
 		if ctx.Err() != nil && (err == nil || outposterr.ClassOf(err) == outposterr.Aborted) {
@@ -324,7 +340,6 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			rec.Agent, rec.Outcome = agent, res.Outcome()
 			rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
 			rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
-			rec.Usage.Complete = rec.Usage.Complete && res.Usage.Complete
 			r.publish(func(s *Status) {
 				s.Done++
 				if err != nil {

@@ -196,3 +196,41 @@ func TestInvalidJobs(t *testing.T) {
 		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	}
 }
+
+func TestRecordUsageCompleteWhenEveryTurnIs(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	priced := usage.Usage{Input: 10, Output: 2, Complete: true, CostUSD: 0.5, CostKnown: true, CostSource: usage.CostSourceCLI}
+	var n atomic.Int32
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		switch tr.Job.ID {
+		case "one":
+			return &harness.Result{Usage: priced}, nil
+		case "parked":
+			if n.Add(1) == 1 {
+				return &harness.Result{Conversation: "c", Usage: priced}, quotaErr(t0.Add(time.Minute))
+			}
+			return &harness.Result{Usage: priced}, nil
+		default: // "mixed": the second turn's usage is incomplete and unpriced
+			if tr.Continue == "" {
+				return &harness.Result{Conversation: "m", Usage: priced}, quotaErr(t0.Add(time.Minute))
+			}
+			return &harness.Result{Usage: usage.Usage{Input: 1}}, nil
+		}
+	}
+	recs, err := Run(context.Background(), []Job{{ID: "one", Agent: "a", Prompt: "p"}, {ID: "parked", Agent: "a", Prompt: "p"},
+		{ID: "mixed", Agent: "a", Prompt: "p"}}, turn, Options{Now: clock.Now, Sleep: clock.Sleep, Concurrency: 1})
+	require.NoError(t, err)
+	byID := map[string]Record{}
+	for _, r := range recs {
+		byID[r.Job] = r
+	}
+	require.Len(t, byID, 3)
+	assert.Equal(t, priced, byID["one"].Usage, "one complete turn: the job's usage is complete, its cost known")
+	assert.Equal(t, 2, byID["parked"].Turns)
+	assert.True(t, byID["parked"].Usage.Complete)
+	assert.True(t, byID["parked"].Usage.CostKnown)
+	assert.InDelta(t, 1.0, byID["parked"].Usage.CostUSD, 1e-9)
+	assert.Equal(t, int64(20), byID["parked"].Usage.Input)
+	assert.False(t, byID["mixed"].Usage.Complete, "one incomplete turn makes the job's usage incomplete")
+	assert.False(t, byID["mixed"].Usage.CostKnown)
+}

@@ -29,13 +29,15 @@ type Outcome struct {
 	ExitCode   int             `json:"exit_code"`
 	Agent      string          `json:"agent,omitempty"`
 	CLIVersion string          `json:"cli_version,omitempty"`
+	// Model is the model the turn ran, when known.
+	Model string `json:"model,omitempty"`
 }
 
 // Outcome summarizes r.
 func (r *Result) Outcome() Outcome {
 	o := Outcome{
 		Type: "outcome", OK: r.Err == nil, Conversation: r.Conversation, Text: r.Text,
-		Usage: r.Usage, ExitCode: r.Exit.Code, Agent: r.Agent, CLIVersion: r.CLIVersion,
+		Usage: r.Usage, ExitCode: r.Exit.Code, Agent: r.Agent, CLIVersion: r.CLIVersion, Model: r.Model,
 		Value: r.Value, Repaired: r.Repaired,
 	}
 	if r.Err != nil {

@@ -312,6 +312,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		rcancel()
 	}
 	col.finalize()
+	priceTurn(a.res, a.in, a.t.Adapter)
 	if a.t.Store != nil {
 		// Captured even after failures and cancellation, bounded.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

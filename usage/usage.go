@@ -7,6 +7,11 @@
 // id and summed, a turn-level total reported by the CLI replaces that sum (it is
 // authoritative and includes cost), and Complete is false whenever a counter
 // is known to be missing.
+//
+// Cost is honest: [Usage.CostKnown] says whether CostUSD is a real figure,
+// either the cost the CLI reported ([CostSourceCLI]) or an estimate from the
+// versioned price table in prices.go ([CostSourceEstimate], see [Estimate]).
+// An unknown cost is zero with CostKnown false, never a guess.
 package usage
 
 // Usage is the normalized token and cost account of one turn.
@@ -21,16 +26,49 @@ type Usage struct {
 	Output int64 `json:"output"`
 	// Reasoning counts the reasoning part of Output when the CLI reports it.
 	Reasoning int64 `json:"reasoning,omitempty"`
-	// CostUSD is the cost the CLI reported, or zero when it reports none.
+	// CostUSD is the cost in US dollars when CostKnown is set, else zero.
 	CostUSD float64 `json:"cost_usd"`
 	// Complete is false when some counter is known to be missing, so the
 	// figures are a lower bound.
 	Complete bool `json:"complete"`
+	// CostKnown says CostUSD is a real figure (reported by the CLI or priced
+	// from the price table); false means the cost is unknown, not zero. Logs
+	// written before the field existed read as unknown.
+	CostKnown bool `json:"cost_known"`
+	// CostSource says where a known cost comes from: [CostSourceCLI] or
+	// [CostSourceEstimate]; empty when the cost is unknown.
+	CostSource string `json:"cost_source,omitempty"`
 }
 
-// Add returns u + v; Complete holds only if both are complete.
+// Where a known cost comes from.
+const (
+	// CostSourceCLI is a cost the CLI reported itself.
+	CostSourceCLI = "cli"
+	// CostSourceEstimate is a cost computed from the token counts and the
+	// price table at the model's standard API list prices.
+	CostSourceEstimate = "estimate"
+)
+
+// costSource combines two known costs' sources: an estimate in either makes
+// the sum an estimate.
+func costSource(a, b string) string {
+	if a == b {
+		return a
+	}
+	if a == CostSourceEstimate || b == CostSourceEstimate {
+		return CostSourceEstimate
+	}
+	if a == "" {
+		return b
+	}
+	return a
+}
+
+// Add returns u + v; Complete and CostKnown hold only if they hold for both.
+// The zero Usage is not an identity for those flags: start a sum from the
+// first term, not from Usage{}.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{
+	s := Usage{
 		Input:        u.Input + v.Input,
 		Cached:       u.Cached + v.Cached,
 		CacheCreated: u.CacheCreated + v.CacheCreated,
@@ -38,7 +76,12 @@ func (u Usage) Add(v Usage) Usage {
 		Reasoning:    u.Reasoning + v.Reasoning,
 		CostUSD:      u.CostUSD + v.CostUSD,
 		Complete:     u.Complete && v.Complete,
+		CostKnown:    u.CostKnown && v.CostKnown,
 	}
+	if s.CostKnown {
+		s.CostSource = costSource(u.CostSource, v.CostSource)
+	}
+	return s
 }
 
 // Sub returns u - v (for cumulative counters); negative fields clamp to zero.
@@ -53,11 +96,16 @@ func (u Usage) Sub(v Usage) Usage {
 	if cost < 0 {
 		cost = 0
 	}
-	return Usage{
+	d := Usage{
 		Input: c(u.Input, v.Input), Cached: c(u.Cached, v.Cached),
 		CacheCreated: c(u.CacheCreated, v.CacheCreated), Output: c(u.Output, v.Output),
 		Reasoning: c(u.Reasoning, v.Reasoning), CostUSD: cost, Complete: u.Complete && v.Complete,
+		CostKnown: u.CostKnown && v.CostKnown,
 	}
+	if d.CostKnown {
+		d.CostSource = costSource(u.CostSource, v.CostSource)
+	}
+	return d
 }
 
 // Tokens returns the total token count.
@@ -84,8 +132,14 @@ type Report struct {
 	MessageID string `json:"message_id,omitempty"`
 	Usage
 	// HasCost says whether CostUSD was reported (a zero cost can be real).
+	// Adapters set it together with Usage.CostKnown (the ledger accepts
+	// either); it stays for readers of recorded events.
 	HasCost bool `json:"has_cost,omitempty"`
 }
+
+// costed reports whether r carries a reported cost (a non-zero cost is one
+// even when the flags were left unset).
+func (r Report) costed() bool { return r.HasCost || r.CostKnown || r.CostUSD != 0 }
 
 // Ledger accumulates the usage reports of one turn. The zero value is ready.
 // It is not safe for concurrent use.
@@ -94,8 +148,11 @@ type Ledger struct {
 	messages map[string]Usage
 	anon     Usage
 	anonSeen bool
-	turn     *Report
-	cum      *Report
+	// msgCost and msgNoCost say whether some message report carried a cost
+	// and whether some carried none.
+	msgCost, msgNoCost bool
+	turn               *Report
+	cum                *Report
 	// Baseline is the previous cumulative total of the conversation, used to
 	// turn a cumulative report into this turn's usage.
 	Baseline *Usage
@@ -111,6 +168,11 @@ func (l *Ledger) Add(r Report) {
 		rc := r
 		l.cum = &rc
 	default:
+		if r.costed() {
+			l.msgCost = true
+		} else {
+			l.msgNoCost = true
+		}
 		if r.MessageID == "" {
 			l.anon = l.anon.Add(r.Usage)
 			l.anonSeen = true
@@ -168,28 +230,39 @@ func (l *Ledger) Empty() bool {
 // Total returns the turn's usage: the CLI's turn total when reported, else the
 // cumulative difference from Baseline (incomplete without a baseline), else the
 // message sum, which is marked incomplete because messages may be missing.
-// Complete speaks of token counters; a CLI that reports no cost leaves CostUSD zero.
+// Complete speaks of token counters. CostKnown is set when the CLI reported
+// the cost (CostSource "cli"); otherwise CostUSD is zero and the cost unknown
+// (a caller may then [Estimate] it).
 func (l *Ledger) Total() Usage {
+	var u Usage
+	var known bool
 	switch {
 	case l.turn != nil:
-		u := l.turn.Usage
+		u = l.turn.Usage
 		u.Complete = true
-		if !l.turn.HasCost && l.turn.CostUSD == 0 {
+		known = l.turn.costed()
+		if !known && l.turn.CostUSD == 0 && l.msgCost && !l.msgNoCost {
 			// Keep a cost derived from messages when the total carried none.
-			u.CostUSD = l.MessageSum().CostUSD
+			u.CostUSD, known = l.MessageSum().CostUSD, true
 		}
-		return u
 	case l.cum != nil:
-		u := l.cum.Usage
+		u = l.cum.Usage
 		if l.Baseline != nil {
 			u = u.Sub(*l.Baseline)
 		}
 		// Without a baseline a resumed conversation's total would be counted twice.
 		u.Complete = l.Baseline != nil
-		return u
+		known = l.cum.costed() && l.Baseline != nil
 	default:
-		u := l.MessageSum()
+		u = l.MessageSum()
 		u.Complete = false
-		return u
+		known = l.msgCost && !l.msgNoCost
 	}
+	u.CostKnown, u.CostSource = known, ""
+	if known {
+		u.CostSource = CostSourceCLI
+	} else {
+		u.CostUSD = 0
+	}
+	return u
 }

@@ -1,9 +1,12 @@
 package usage
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLedgerDedupesMessages(t *testing.T) {
@@ -42,4 +45,99 @@ func TestLedgerCumulative(t *testing.T) {
 func TestSubClamps(t *testing.T) {
 	assert.Equal(t, Usage{}, Usage{Input: 1}.Sub(Usage{Input: 5, CostUSD: 1}))
 	assert.Equal(t, int64(15), Usage{Input: 10, Output: 5}.Tokens())
+}
+
+func TestLedgerCostKnown(t *testing.T) {
+	var l Ledger
+	l.Add(Report{Scope: ScopeTurn, Usage: Usage{Input: 12, Output: 3, CostUSD: 0}, HasCost: true})
+	got := l.Total()
+	assert.True(t, got.CostKnown, "a reported zero cost is a known cost")
+	assert.Equal(t, CostSourceCLI, got.CostSource)
+
+	var codex Ledger // thread-cumulative, no cost reported
+	codex.Baseline = &Usage{}
+	codex.Add(Report{Scope: ScopeCumulative, Usage: Usage{Input: 100, Output: 5}})
+	got = codex.Total()
+	assert.True(t, got.Complete)
+	assert.False(t, got.CostKnown)
+	assert.Empty(t, got.CostSource)
+	assert.Zero(t, got.CostUSD)
+
+	var msgs Ledger // messages without cost: unknown, even with a partial sum
+	msgs.Add(Report{Scope: ScopeMessage, MessageID: "a", Usage: Usage{Input: 1}})
+	msgs.Add(Report{Scope: ScopeMessage, MessageID: "b", Usage: Usage{Input: 1, CostUSD: 0.5}, HasCost: true})
+	assert.False(t, msgs.Total().CostKnown)
+	assert.Zero(t, msgs.Total().CostUSD)
+
+	var priced Ledger // every message priced: known
+	priced.Add(Report{Scope: ScopeMessage, MessageID: "a", Usage: Usage{Input: 1, CostUSD: 0.25, CostKnown: true}})
+	priced.Add(Report{Scope: ScopeMessage, MessageID: "b", Usage: Usage{Input: 1, CostUSD: 0.5}, HasCost: true})
+	got = priced.Total()
+	assert.True(t, got.CostKnown)
+	assert.InDelta(t, 0.75, got.CostUSD, 1e-9)
+}
+
+func TestAddCostKnown(t *testing.T) {
+	cli := Usage{CostUSD: 1, CostKnown: true, CostSource: CostSourceCLI, Complete: true}
+	est := Usage{CostUSD: 2, CostKnown: true, CostSource: CostSourceEstimate, Complete: true}
+	unknown := Usage{Complete: true}
+	s := cli.Add(cli)
+	assert.True(t, s.CostKnown)
+	assert.Equal(t, CostSourceCLI, s.CostSource)
+	s = cli.Add(est)
+	assert.Equal(t, CostSourceEstimate, s.CostSource, "part estimated is an estimate")
+	assert.InDelta(t, 3.0, s.CostUSD, 1e-9)
+	s = cli.Add(unknown)
+	assert.False(t, s.CostKnown)
+	assert.Empty(t, s.CostSource)
+	assert.True(t, s.Complete)
+	assert.False(t, Usage{}.Add(cli).CostKnown, "the zero Usage is unknown: start sums from the first term")
+}
+
+func TestEstimate(t *testing.T) {
+	u := Usage{Input: 1_000_000, Cached: 2_000_000, Output: 100_000}
+	cost, ok := Estimate("gpt-6.1-sol", u)
+	require.True(t, ok)
+	assert.InDelta(t, 2.00+0.20+1.00, cost, 1e-9)
+
+	for _, name := range []string{"GPT-6.1-SOL", "openai/gpt-6.1-sol", "gpt-6.1-sol-2026-09-29"} {
+		p, ok := Lookup(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, "gpt-6.1-sol", p.Model, name)
+	}
+	p, ok := Lookup("claude-sonnet-5.5")
+	require.True(t, ok)
+	assert.Equal(t, "claude-sonnet-5-5", p.Model, "Copilot's dotted name, the longest key wins over claude-sonnet-5")
+	_, ok = Lookup("gpt-6.1-sol-mini")
+	assert.False(t, ok, "a different model is not a snapshot")
+	_, ok = Lookup("outpost-unknown-model")
+	assert.False(t, ok)
+
+	_, ok = Estimate("claude-sonnet-5-5", Usage{Input: 10, CacheCreated: 10})
+	assert.False(t, ok, "cache writes at an unstated lifetime: unknown, not guessed")
+	_, ok = Estimate("claude-sonnet-5-5", Usage{Input: 10, Cached: 10, Output: 1})
+	assert.True(t, ok)
+
+	priced := Priced("gpt-6.1-sol", Usage{Output: 1_000_000, Complete: true})
+	assert.True(t, priced.CostKnown)
+	assert.Equal(t, CostSourceEstimate, priced.CostSource)
+	assert.InDelta(t, 10.0, priced.CostUSD, 1e-9)
+	reported := Usage{Output: 1_000_000, CostUSD: 3, CostKnown: true, CostSource: CostSourceCLI}
+	assert.Equal(t, reported, Priced("gpt-6.1-sol", reported), "a reported cost is never replaced")
+	assert.False(t, Priced("nope", Usage{Output: 5}).CostKnown)
+}
+
+func TestPriceTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range Prices() {
+		assert.False(t, seen[p.Model], "duplicate %s", p.Model)
+		seen[p.Model] = true
+		assert.True(t, strings.HasPrefix(p.Source, "https://"), "%s: source", p.Model)
+		_, err := time.Parse(time.DateOnly, p.AsOf)
+		assert.NoError(t, err, "%s: as-of date", p.Model)
+		assert.LessOrEqual(t, p.AsOf, PricesVersion, "%s: checked after the table version", p.Model)
+		assert.Positive(t, p.Input, p.Model)
+		assert.Positive(t, p.Output, p.Model)
+		assert.Less(t, p.Cached, p.Input, p.Model)
+	}
 }

@@ -535,6 +535,7 @@ func turnUsage(l *line) (*usage.Report, bool) {
 	if !r.HasCost && l.TotalCostUSD != nil {
 		r.CostUSD, r.HasCost = *l.TotalCostUSD, true
 	}
+	r.CostKnown = r.HasCost
 	return r, true
 }
 

@@ -54,14 +54,14 @@ func TestDecodeRealLines(t *testing.T) {
 		}},
 		{"result success", lineResultOK, []adapters.Event{
 			{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn,
-				Usage:   usage.Usage{Input: 2376, CacheCreated: 17035, Output: 5, CostUSD: 0.094779, Complete: true},
+				Usage:   usage.Usage{Input: 2376, CacheCreated: 17035, Output: 5, CostUSD: 0.094779, Complete: true, CostKnown: true},
 				HasCost: true}},
 			{Kind: adapters.KindResult, Text: "outpost ok: MARK-ok1."},
 			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: "completed"}},
 		}},
 		{"result of a resumed turn counts this turn only", lineResultResume, []adapters.Event{
 			{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn,
-				Usage:   usage.Usage{Input: 3, Cached: 19455, Output: 12, CostUSD: 0.004143, Complete: true},
+				Usage:   usage.Usage{Input: 3, Cached: 19455, Output: 12, CostUSD: 0.004143, Complete: true, CostKnown: true},
 				HasCost: true}},
 			{Kind: adapters.KindResult, Text: "outpost ok: MARK-resume2. remembered: MARK-resume1"},
 			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: "completed"}},
@@ -73,7 +73,7 @@ func TestDecodeRealLines(t *testing.T) {
 		{"synthetic quota message", lineSyntheticQuota, []adapters.Event{{Kind: adapters.KindFailure,
 			Text: "You've hit your 5-hour limit · resets 11am (UTC)", Failure: &adapters.FailureDetail{Status: 429, Code: "rate_limit", ProviderType: "rate_limit_error"}}}},
 		{"quota result", lineResultQuota, []adapters.Event{
-			{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn, Usage: usage.Usage{Complete: true}, HasCost: true}},
+			{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn, Usage: usage.Usage{Complete: true, CostKnown: true}, HasCost: true}},
 			{Kind: adapters.KindFailure, Text: "You've hit your 5-hour limit · resets 11am (UTC)",
 				Failure: &adapters.FailureDetail{Status: 429, Code: "api_error", ProviderType: "rate_limit_error"}},
 			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "api_error"}},
@@ -283,7 +283,7 @@ func TestDecodeResultVariants(t *testing.T) {
 		{"error subtype with errors[] and no text",
 			`{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["No conversation found with session ID: abc",{"message":"second"},null],"total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}`,
 			[]adapters.Event{
-				{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn, Usage: usage.Usage{Complete: true}, HasCost: true}},
+				{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn, Usage: usage.Usage{Complete: true, CostKnown: true}, HasCost: true}},
 				{Kind: adapters.KindFailure, Text: "No conversation found with session ID: abc\nsecond",
 					Failure: &adapters.FailureDetail{Code: "error_during_execution"}},
 				{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "error_during_execution"}},
@@ -300,7 +300,7 @@ func TestDecodeResultVariants(t *testing.T) {
 				`"modelUsage":{"a":{"inputTokens":100,"outputTokens":100,"costUSD":9}}}`,
 			[]adapters.Event{
 				{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn,
-					Usage: usage.Usage{Input: 1, Cached: 2, CacheCreated: 3, Output: 4, CostUSD: 0.5, Complete: true}, HasCost: true}},
+					Usage: usage.Usage{Input: 1, Cached: 2, CacheCreated: 3, Output: 4, CostUSD: 0.5, Complete: true, CostKnown: true}, HasCost: true}},
 				{Kind: adapters.KindResult, Text: "ok"},
 				{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: "success"}},
 			}},
@@ -310,7 +310,7 @@ func TestDecodeResultVariants(t *testing.T) {
 				`"haiku":{"inputTokens":5,"outputTokens":1,"costUSD":0.01}}}`,
 			[]adapters.Event{
 				{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn,
-					Usage: usage.Usage{Input: 15, Cached: 1, CacheCreated: 2, Output: 21, CostUSD: 0.26, Complete: true}, HasCost: true}},
+					Usage: usage.Usage{Input: 15, Cached: 1, CacheCreated: 2, Output: 21, CostUSD: 0.26, Complete: true, CostKnown: true}, HasCost: true}},
 				{Kind: adapters.KindResult, Text: "ok"},
 				{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: "success"}},
 			}},

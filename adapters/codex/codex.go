@@ -226,6 +226,18 @@ const OutputSchemaFile = "output-schema.json"
 
 var _ adapters.TurnFiles = (*Adapter)(nil)
 
+// DefaultModel is the model the pinned codex runs when neither the input nor
+// the CLI's configuration names one: the first entry of its bundled model
+// catalog, and the model of the requests a turn without -m sends (checked
+// with codex 0.169.0 against the scripted server). `codex exec --json` does
+// not report the model, so the harness prices such turns at this model.
+const DefaultModel = "gpt-6.1-sol"
+
+var _ adapters.DefaultModeler = (*Adapter)(nil)
+
+// DefaultModel returns [DefaultModel].
+func (a *Adapter) DefaultModel() string { return DefaultModel }
+
 // TurnFiles implements [adapters.TurnFiles]: the output schema of a typed
 // exec turn.
 func (a *Adapter) TurnFiles(in adapters.Input) []adapters.TurnFile {

@@ -56,6 +56,10 @@ type Decoder struct {
 	// lastCall is the provider error of the last failed model call.
 	lastCall adapters.FailureDetail
 	aborted  bool
+	// model is the one model the turn's calls named; mixed is set once two
+	// calls named different models (then none is reported).
+	model string
+	mixed bool
 }
 
 // NewDecoder returns a decoder for one turn.
@@ -166,6 +170,10 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 			}
 		}
 	}
+	switch l.Type {
+	case "assistant.message", "assistant.usage", "model.call_start":
+		d.sawModel(dt.Model)
+	}
 	var evs []adapters.Event
 	switch l.Type {
 	case "assistant.message":
@@ -245,6 +253,18 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		return raw(b)
 	}
 	return evs
+}
+
+// sawModel notes the model a call named; the turn reports a model only when
+// every call named the same one (an auto-routed turn may mix models).
+func (d *Decoder) sawModel(m string) {
+	switch {
+	case m == "" || m == d.model:
+	case d.model == "":
+		d.model = m
+	default:
+		d.mixed = true
+	}
 }
 
 // sumMetrics adds the per-model usage of a session.shutdown.
@@ -391,7 +411,11 @@ func errText(r json.RawMessage) string {
 func (d *Decoder) result(l *line) []adapters.Event {
 	var evs []adapters.Event
 	if l.SessionID != "" {
-		evs = append(evs, adapters.Event{Kind: adapters.KindConversation, Conversation: l.SessionID})
+		ev := adapters.Event{Kind: adapters.KindConversation, Conversation: l.SessionID}
+		if !d.mixed {
+			ev.Model = d.model
+		}
+		evs = append(evs, ev)
 	}
 	ok := l.ExitCode != nil && *l.ExitCode == 0 && l.Outcome != "blocked" && !d.aborted
 	if ok && d.haveLast {

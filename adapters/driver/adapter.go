@@ -328,6 +328,7 @@ func event(obj map[string]any, r Rule) (adapters.Event, bool) {
 		rep := usage.Report{Scope: usage.ScopeTurn, Usage: u}
 		if f, ok := number(obj, r, "cost"); ok {
 			rep.Usage.CostUSD, rep.HasCost, seen = f, true, true
+			rep.Usage.CostKnown = true
 		}
 		if !seen {
 			return adapters.Event{}, false

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // flushEvery is how long rendered events may wait in the output buffer: a
@@ -184,7 +185,14 @@ func (r *renderer) outcome(res *harness.Result) {
 		fmt.Fprintln(r.out, res.Text)
 	}
 	u := o.Usage
-	usageLine := fmt.Sprintf("tokens in=%d cached=%d out=%d cost=$%.4f", u.Input+u.CacheCreated, u.Cached, u.Output, u.CostUSD)
+	cost := "unknown"
+	switch {
+	case u.CostKnown && u.CostSource == usage.CostSourceEstimate:
+		cost = fmt.Sprintf("~$%.4f (list-price estimate)", u.CostUSD)
+	case u.CostKnown:
+		cost = fmt.Sprintf("$%.4f", u.CostUSD)
+	}
+	usageLine := fmt.Sprintf("tokens in=%d cached=%d out=%d cost=%s", u.Input+u.CacheCreated, u.Cached, u.Output, cost)
 	if !u.Complete {
 		usageLine += " (incomplete)"
 	}

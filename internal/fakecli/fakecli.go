@@ -266,7 +266,7 @@ func (decoder) Decode(b []byte) []adapters.Event {
 			scope = usage.Scope(l.Scope)
 		}
 		return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: scope, MessageID: l.ID,
-			Usage: usage.Usage{Input: l.Input, Output: l.Output, CostUSD: l.Cost}, HasCost: l.Cost != 0}}}
+			Usage: usage.Usage{Input: l.Input, Output: l.Output, CostUSD: l.Cost, CostKnown: l.Cost != 0}, HasCost: l.Cost != 0}}}
 	case "quota":
 		reset, _ := time.Parse(time.RFC3339, l.Reset)
 		st, _ := l.Status.(string)

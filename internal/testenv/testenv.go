@@ -2,7 +2,8 @@
 //
 // Locally a test that needs Docker or a real agent CLI skips with a clear
 // message when it is missing. In CI, OUTPOST_REQUIRE_DOCKER=1 and
-// OUTPOST_REQUIRE_CLIS=1 turn those skips into failures, so an integration
+// OUTPOST_REQUIRE_CLIS=1 (and OUTPOST_REQUIRE_CHROMIUM=1 for the browser test
+// of the HTML report) turn those skips into failures, so an integration
 // test can never pass by not running.
 package testenv
 
@@ -102,4 +103,24 @@ func upper(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// RequireChromiumEnv is the variable that makes a missing Chromium a failure.
+const RequireChromiumEnv = "OUTPOST_REQUIRE_CHROMIUM"
+
+// Chromium returns the path of a Chromium browser (OUTPOST_CHROMIUM_BIN, or
+// chromium / chromium-browser / google-chrome on PATH), or skips the test —
+// fails it when OUTPOST_REQUIRE_CHROMIUM=1.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("OUTPOST_CHROMIUM_BIN"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	Missing(t, RequireChromiumEnv, "a Chromium browser (Debian: apt-get install chromium)")
+	return ""
 }

@@ -1,0 +1,138 @@
+package report
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The JUnit XML shapes (the de facto schema Jenkins, GitLab and GitHub
+// test reporters read: testsuites > testsuite > testcase > failure|skipped).
+type (
+	junitSuites struct {
+		XMLName  xml.Name     `xml:"testsuites"`
+		Name     string       `xml:"name,attr"`
+		Tests    int          `xml:"tests,attr"`
+		Failures int          `xml:"failures,attr"`
+		Errors   int          `xml:"errors,attr"`
+		Skipped  int          `xml:"skipped,attr"`
+		Time     string       `xml:"time,attr"`
+		Suites   []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		Name       string          `xml:"name,attr"`
+		Tests      int             `xml:"tests,attr"`
+		Failures   int             `xml:"failures,attr"`
+		Errors     int             `xml:"errors,attr"`
+		Skipped    int             `xml:"skipped,attr"`
+		Time       string          `xml:"time,attr"`
+		Timestamp  string          `xml:"timestamp,attr,omitempty"`
+		Hostname   string          `xml:"hostname,attr,omitempty"`
+		Properties []junitProperty `xml:"properties>property,omitempty"`
+		Cases      []junitCase     `xml:"testcase"`
+	}
+	junitProperty struct {
+		Name  string `xml:"name,attr"`
+		Value string `xml:"value,attr"`
+	}
+	junitCase struct {
+		Name      string        `xml:"name,attr"`
+		Classname string        `xml:"classname,attr"`
+		Time      string        `xml:"time,attr"`
+		Failure   *junitFailure `xml:"failure,omitempty"`
+		Skipped   *junitSkipped `xml:"skipped,omitempty"`
+		SystemOut string        `xml:"system-out,omitempty"`
+	}
+	junitFailure struct {
+		Type    string `xml:"type,attr"`
+		Message string `xml:"message,attr"`
+		Body    string `xml:",chardata"`
+	}
+	junitSkipped struct {
+		Message string `xml:"message,attr"`
+	}
+)
+
+func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }
+
+// xmlSafe drops characters XML 1.0 cannot carry (most control characters),
+// which encoding/xml would otherwise turn into U+FFFD silently, and bounds s.
+func xmlSafe(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return r
+		case r < 0x20, r == 0xFFFE, r == 0xFFFF, r >= 0xD800 && r <= 0xDFFF:
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// JUnit writes one testsuite with one testcase per job; a failed job's
+// <failure> carries its class as type and its error as message, an
+// unfinished job is <skipped>.
+func (r *Report) JUnit(w io.Writer) error {
+	t := r.Totals
+	suite := junitSuite{Name: "outpost", Tests: t.Jobs, Failures: t.Failed, Skipped: t.Unfinished, Time: seconds(t.DurationMS)}
+	if m := r.Manifest; m != nil {
+		if !m.Started.IsZero() {
+			suite.Timestamp = m.Started.UTC().Format(time.RFC3339)
+		}
+		suite.Hostname = xmlSafe(m.Host.Name, 200)
+		suite.Properties = append(suite.Properties, junitProperty{"outpost_version", xmlSafe(m.OutpostVersion, 200)})
+		for _, a := range sortedKeys(m.CLIVersions) {
+			suite.Properties = append(suite.Properties, junitProperty{a + "_version", xmlSafe(m.CLIVersions[a], 200)})
+		}
+		if m.ImageDigest != "" {
+			suite.Properties = append(suite.Properties, junitProperty{"image_digest", xmlSafe(m.ImageDigest, 200)})
+		}
+	}
+	suite.Properties = append(suite.Properties, junitProperty{"cost_usd", xmlSafe(t.totalCost(), 100)},
+		junitProperty{"tokens", fmt.Sprint(t.Tokens)})
+	for i := range r.Jobs {
+		j := &r.Jobs[i]
+		c := junitCase{Name: xmlSafe(j.ID, 1000), Classname: xmlSafe("outpost."+agentsOf(j), 200), Time: seconds(j.DurationMS)}
+		switch j.Status() {
+		case "ok":
+			c.SystemOut = xmlSafe(j.Outcome.Text, 64<<10)
+		case "unfinished":
+			c.Skipped = &junitSkipped{Message: "the run stopped before this job finished"}
+		default:
+			o := j.Outcome
+			body := fmt.Sprintf("agent: %s\nturns: %d, retries: %d, parks: %d\n", agentsOf(j), j.Turns, j.Retries, j.Parks)
+			if o.Conversation != "" {
+				body += "conversation: " + o.Conversation + "\n"
+			}
+			if o.ResetAt != "" {
+				body += "reset_at: " + o.ResetAt + "\n"
+			}
+			body += "\n" + o.Error + "\n"
+			c.Failure = &junitFailure{Type: xmlSafe(j.Status(), 100), Message: xmlSafe(j.Detail()+": "+strings.TrimPrefix(o.Error, o.Class+": "), 2000),
+				Body: xmlSafe(body, 64<<10)}
+		}
+		suite.Cases = append(suite.Cases, c)
+	}
+	doc := junitSuites{Name: "outpost", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Time: suite.Time,
+		Suites: []junitSuite{suite}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,361 @@
+// Package report renders what a run or a batch did — from a run directory
+// (package runrec) or a batch results file — for people and for CI: a
+// terminal table, Markdown for a CI step summary, one self-contained HTML
+// page with charts and every job's trajectory as a conversation, JUnit XML,
+// and GitHub Actions workflow annotations.
+//
+// Everything it reads is hostile input: job ids, texts and trajectories are
+// escaped for the format they land in (terminal control characters,
+// Markdown and HTML markup, XML, workflow-command syntax), and reading is
+// bounded (see runrec.Read and internal/jsonl). A malformed line is a
+// configuration error that names the file and line.
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/jsonl"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/runrec"
+	"github.com/outpost-dev/outpost/usage"
+)
+
+// Report is a run ready to render.
+type Report struct {
+	// Source is the path it was read from.
+	Source string
+	// Manifest is the run's manifest (nil for a results file).
+	Manifest *runrec.Manifest
+	// Jobs in the order they finished (results file order), then jobs that
+	// have attempts but no record, by id.
+	Jobs  []Job
+	Parks []runrec.Park
+	// Notes say what the reader left out.
+	Notes  []string
+	Totals Totals
+}
+
+// Job is one job's row.
+type Job struct {
+	ID    string
+	Agent string
+	// Agents lists every agent tried, in order.
+	Agents     []string
+	Model      string
+	Outcome    harness.Outcome
+	DurationMS int64
+	Turns      int
+	Retries    int
+	Parks      int
+	Usage      usage.Usage
+	// Started is the first attempt's start, when known.
+	Started time.Time
+	// Finished is false for a job the run never finished.
+	Finished bool
+	// Attempts are the recorded turns (run directories only).
+	Attempts []runrec.JobAttempt
+}
+
+// Status is the job's one-word state: "ok", its failure class, or
+// "unfinished".
+func (j *Job) Status() string {
+	switch {
+	case !j.Finished:
+		return "unfinished"
+	case j.Outcome.OK:
+		return "ok"
+	case j.Outcome.Class == "":
+		return "failed"
+	}
+	return j.Outcome.Class
+}
+
+// Detail is the failure's short description: class, outage or auth kind,
+// reset instant.
+func (j *Job) Detail() string {
+	o := j.Outcome
+	if !j.Finished || o.OK {
+		return ""
+	}
+	s := o.Class
+	if o.Unavailable != "" {
+		s += " (unavailable: " + o.Unavailable + ")"
+	}
+	if o.Auth != "" {
+		s += " (auth: " + o.Auth + ")"
+	}
+	if o.ResetAt != "" {
+		s += " (resets " + o.ResetAt + ")"
+	}
+	return s
+}
+
+// Totals sum the jobs.
+type Totals struct {
+	Jobs, OK, Failed, Unfinished int
+	Turns, Retries, Parks        int
+	// DurationMS sums the jobs' durations; WallMS is the run's span when
+	// the manifest says it.
+	DurationMS, WallMS int64
+	Tokens             int64
+	Usage              usage.Usage
+	// CostUSD sums the known costs; CostUnknown counts jobs whose cost is
+	// unknown (so CostUSD is a lower bound), CostEstimated jobs whose cost
+	// is (partly) a list-price estimate.
+	CostUSD                    float64
+	CostUnknown, CostEstimated int
+}
+
+// Load reads a run directory or a batch results file (JSON lines of
+// batch.Record).
+func Load(path string) (*Report, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read report input")
+	}
+	if st.IsDir() {
+		run, err := runrec.Read(path, runrec.ReadOptions{Events: true})
+		if err != nil {
+			return nil, err
+		}
+		return FromRun(run), nil
+	}
+	return loadResults(path)
+}
+
+// loadResults reads a results file.
+func loadResults(path string) (*Report, error) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read report input")
+	}
+	if !st.Mode().IsRegular() {
+		return nil, outposterr.New(outposterr.Configuration, "%s: not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read report input")
+	}
+	defer f.Close()
+	var recs []batch.Record
+	res, err := jsonl.Decode(f, filepath.Base(path), jsonl.Options{MaxLine: 16 << 20}, func(_ int, r batch.Record) error {
+		if r.Job == "" {
+			return errors.New("record without a job id")
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	var je *jsonl.Error
+	if errors.As(err, &je) {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", path)
+	}
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read report input")
+	}
+	r := &Report{Source: path}
+	if res.Torn {
+		r.Notes = append(r.Notes, filepath.Base(path)+": the last line is torn (a writer stopped mid-line); ignored")
+	}
+	r.Jobs = jobsFrom(recs, nil)
+	r.total()
+	return r, nil
+}
+
+// FromRun builds a report from a run directory read back.
+func FromRun(run *runrec.Run) *Report {
+	m := run.Manifest
+	r := &Report{Source: run.Dir, Manifest: &m, Parks: run.Parks, Notes: run.Notes}
+	r.Jobs = jobsFrom(run.Records, run.Jobs)
+	r.total()
+	if !m.Started.IsZero() && !m.Ended.IsZero() {
+		r.Totals.WallMS = m.Ended.Sub(m.Started).Milliseconds()
+	}
+	return r
+}
+
+// jobsFrom joins records and job directories. A job with attempts but no
+// record (a single `run`, or a batch stopped early) is described by its
+// last attempt's result.
+func jobsFrom(recs []batch.Record, dirs []runrec.Job) []Job {
+	attempts := map[string][]runrec.JobAttempt{}
+	for _, d := range dirs {
+		attempts[d.ID] = d.Attempts
+	}
+	index := map[string]int{}
+	var jobs []Job
+	for _, rec := range recs {
+		j := Job{ID: rec.Job, Agent: rec.Agent, Agents: rec.Agents, Model: rec.Outcome.Model, Outcome: rec.Outcome,
+			DurationMS: rec.DurationMS, Turns: rec.Turns, Retries: rec.Retries, Parks: rec.Parks, Usage: rec.Usage, Finished: true}
+		if i, ok := index[rec.Job]; ok {
+			jobs[i] = j // a later record of the same job wins
+			continue
+		}
+		index[rec.Job] = len(jobs)
+		jobs = append(jobs, j)
+	}
+	for i := range jobs {
+		jobs[i].Attempts = attempts[jobs[i].ID]
+		delete(attempts, jobs[i].ID)
+	}
+	var rest []string
+	for id := range attempts {
+		rest = append(rest, id)
+	}
+	sort.Strings(rest)
+	for _, id := range rest {
+		as := attempts[id]
+		j := Job{ID: id, Attempts: as, Turns: len(as)}
+		for k, a := range as {
+			if a.Result == nil {
+				continue
+			}
+			ar := a.Result
+			j.Agent, j.Model, j.Outcome, j.Finished = ar.Agent, ar.Model, ar.Outcome, true
+			j.DurationMS += ar.DurationMS
+			if k == 0 || j.Turns == 0 {
+				j.Usage = ar.Outcome.Usage
+			} else {
+				j.Usage = j.Usage.Add(ar.Outcome.Usage)
+			}
+			if len(j.Agents) == 0 || j.Agents[len(j.Agents)-1] != ar.Agent {
+				j.Agents = append(j.Agents, ar.Agent)
+			}
+		}
+		if as[len(as)-1].Result == nil {
+			j.Finished = false // the last attempt never ended
+		}
+		jobs = append(jobs, j)
+	}
+	for i := range jobs {
+		for _, a := range jobs[i].Attempts {
+			if a.Result != nil && !a.Result.Started.IsZero() {
+				jobs[i].Started = a.Result.Started
+				break
+			}
+		}
+		if jobs[i].Model == "" {
+			for _, a := range jobs[i].Attempts {
+				if a.Result != nil && a.Result.Model != "" {
+					jobs[i].Model = a.Result.Model
+				}
+			}
+		}
+	}
+	return jobs
+}
+
+func (r *Report) total() {
+	t := &r.Totals
+	for i := range r.Jobs {
+		j := &r.Jobs[i]
+		t.Jobs++
+		switch j.Status() {
+		case "ok":
+			t.OK++
+		case "unfinished":
+			t.Unfinished++
+		default:
+			t.Failed++
+		}
+		t.Turns += j.Turns
+		t.Retries += j.Retries
+		t.Parks += j.Parks
+		t.DurationMS += j.DurationMS
+		t.Tokens += j.Usage.Tokens()
+		if t.Jobs == 1 {
+			t.Usage = j.Usage
+		} else {
+			t.Usage = t.Usage.Add(j.Usage)
+		}
+		if j.Usage.CostKnown {
+			t.CostUSD += j.Usage.CostUSD
+			if j.Usage.CostSource == usage.CostSourceEstimate {
+				t.CostEstimated++
+			}
+		} else {
+			t.CostUnknown++
+		}
+	}
+}
+
+// Formats lists the output formats.
+var Formats = []string{"table", "markdown", "html", "junit", "github"}
+
+// Errors returned for bad arguments.
+var errFormat = errors.New("unknown format")
+
+// Render writes r in format.
+func (r *Report) Render(w io.Writer, format string) error {
+	switch format {
+	case "table", "":
+		return r.Table(w)
+	case "markdown", "md":
+		return r.Markdown(w)
+	case "html":
+		return r.HTML(w)
+	case "junit":
+		return r.JUnit(w)
+	case "github":
+		return r.GitHub(w)
+	}
+	return outposterr.Wrap(outposterr.Configuration, errFormat, "%q (one of %v)", format, Formats)
+}
+
+// formatDuration renders milliseconds compactly: 850ms, 14s, 3m05s, 1h02m.
+func formatDuration(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// formatTokens renders a token count: 950, 19.4k, 1.25M.
+func formatTokens(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d", n)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.2fM", float64(n)/1e6)
+}
+
+// formatCost renders a usage's cost: $0.0948, ~$0.0400 (estimate), or "unknown".
+func formatCost(u usage.Usage) string {
+	switch {
+	case !u.CostKnown:
+		return "unknown"
+	case u.CostSource == usage.CostSourceEstimate:
+		return fmt.Sprintf("~$%.4f", u.CostUSD)
+	}
+	return fmt.Sprintf("$%.4f", u.CostUSD)
+}
+
+// totalCost renders the total: "$1.2345", "≥ $1.2345 (3 unknown)", "~$…".
+func (t Totals) totalCost() string {
+	s := fmt.Sprintf("$%.4f", t.CostUSD)
+	if t.CostEstimated > 0 {
+		s = "~" + s
+	}
+	if t.CostUnknown > 0 {
+		if t.CostUnknown == t.Jobs {
+			return "unknown"
+		}
+		s = fmt.Sprintf("≥ %s (%d unknown)", s, t.CostUnknown)
+	}
+	return s
+}

@@ -1,0 +1,246 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/report"
+	"github.com/outpost-dev/outpost/runrec"
+	"github.com/outpost-dev/outpost/runrec/runrectest"
+)
+
+// sample builds the sample run directory (hostile job included) once per test.
+func sample(t *testing.T) (string, *report.Report) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err := runrectest.Sample(dir, os.DirFS(".."), runrectest.Options{Hostile: true})
+	require.NoError(t, err)
+	r, err := report.Load(dir)
+	require.NoError(t, err)
+	return dir, r
+}
+
+func render(t *testing.T, r *report.Report, format string) string {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, r.Render(&b, format))
+	return b.String()
+}
+
+func TestTotals(t *testing.T) {
+	_, r := sample(t)
+	tt := r.Totals
+	assert.Equal(t, 15, tt.Jobs)
+	assert.Equal(t, 11, tt.OK)
+	assert.Equal(t, 4, tt.Failed)
+	assert.Positive(t, tt.Tokens)
+	assert.Positive(t, tt.CostUSD)
+	assert.Positive(t, tt.CostUnknown, "copilot turns against the scripted server have no known cost")
+	assert.Positive(t, tt.CostEstimated, "codex turns are priced from the table")
+	assert.Positive(t, tt.WallMS)
+	for _, j := range r.Jobs {
+		assert.NotEmpty(t, j.Attempts, j.ID)
+	}
+}
+
+func TestTable(t *testing.T) {
+	_, r := sample(t)
+	out := render(t, r, "table")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 1+15+1)
+	assert.True(t, strings.HasPrefix(lines[0], "JOB"))
+	assert.True(t, strings.HasPrefix(lines[len(lines)-1], "TOTAL"))
+	assert.Contains(t, lines[len(lines)-1], "11 ok, 4 failed")
+	assert.NotContains(t, out, "\x1b", "no terminal escape from a job id reaches the terminal")
+	assert.Contains(t, out, "evil/<script>alert(1)</script>#\uFFFD[31m")
+}
+
+func TestMarkdownTotalsRow(t *testing.T) {
+	_, r := sample(t)
+	out := render(t, r, "markdown")
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "|") {
+			rows = append(rows, l)
+		}
+	}
+	require.Len(t, rows, 2+15+1, "header, separator, one row per job, totals")
+	total := rows[len(rows)-1]
+	assert.True(t, strings.HasPrefix(total, "| **total** |"), total)
+	assert.Contains(t, total, "**11 ok, 4 failed**")
+	assert.Regexp(t, `\| \*\*\d+(\.\d)?[kM]?\*\* \| \*\*≥ \\~\\\$\d+\.\d{4} \(\d+ unknown\)\*\* \|$`, total,
+		"tokens, then the known cost marked as a lower bound with the unknown count")
+	for _, row := range rows {
+		assert.Equal(t, 10, strings.Count(row, "|")-strings.Count(row, `\|`), "every row has 9 cells: %s", row)
+	}
+	assert.NotContains(t, out, "<script>", "markup in ids and texts is escaped")
+	assert.Contains(t, out, "&lt;script&gt;")
+}
+
+// The JUnit XML schema's structure, as CI test reporters read it.
+type junitTestsuites struct {
+	XMLName  xml.Name `xml:"testsuites"`
+	Tests    int      `xml:"tests,attr"`
+	Failures int      `xml:"failures,attr"`
+	Suites   []struct {
+		Name       string `xml:"name,attr"`
+		Tests      int    `xml:"tests,attr"`
+		Failures   int    `xml:"failures,attr"`
+		Errors     int    `xml:"errors,attr"`
+		Skipped    int    `xml:"skipped,attr"`
+		Time       string `xml:"time,attr"`
+		Timestamp  string `xml:"timestamp,attr"`
+		Properties []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"properties>property"`
+		Cases []struct {
+			Name      string `xml:"name,attr"`
+			Classname string `xml:"classname,attr"`
+			Time      string `xml:"time,attr"`
+			Failure   *struct {
+				Type    string `xml:"type,attr"`
+				Message string `xml:"message,attr"`
+				Body    string `xml:",chardata"`
+			} `xml:"failure"`
+			Skipped   *struct{} `xml:"skipped"`
+			SystemOut string    `xml:"system-out"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+func TestJUnitParsesBack(t *testing.T) {
+	_, r := sample(t)
+	out := render(t, r, "junit")
+	var doc junitTestsuites
+	dec := xml.NewDecoder(strings.NewReader(out))
+	dec.Strict = true
+	require.NoError(t, dec.Decode(&doc))
+	assert.Equal(t, 15, doc.Tests)
+	assert.Equal(t, 4, doc.Failures)
+	require.Len(t, doc.Suites, 1)
+	s := doc.Suites[0]
+	assert.Equal(t, 15, s.Tests)
+	assert.Equal(t, 4, s.Failures)
+	assert.Equal(t, "2026-12-02T09:00:00Z", s.Timestamp)
+	require.Len(t, s.Cases, 15)
+	classes := map[string]int{}
+	names := map[string]bool{}
+	for _, c := range s.Cases {
+		names[c.Name] = true
+		assert.True(t, strings.HasPrefix(c.Classname, "outpost."), c.Classname)
+		assert.Regexp(t, `^\d+\.\d{3}$`, c.Time)
+		if c.Failure != nil {
+			classes[c.Failure.Type]++
+			assert.NotEmpty(t, c.Failure.Message, c.Name)
+			assert.Contains(t, c.Failure.Body, "agent: ", c.Name)
+		}
+	}
+	assert.Equal(t, map[string]int{"process": 2, "timeout": 1, "quota": 1}, classes)
+	assert.True(t, names["weekly-limit"])
+	assert.True(t, names["evil/<script>alert(1)</script>#\uFFFD[31m"], "ids survive XML escaping; control characters do not")
+	var props []string
+	for _, p := range s.Properties {
+		props = append(props, p.Name)
+	}
+	assert.Contains(t, props, "outpost_version")
+	assert.Contains(t, props, "codex_version")
+}
+
+func TestGitHubAnnotations(t *testing.T) {
+	_, r := sample(t)
+	out := render(t, r, "github")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	command := regexp.MustCompile(`^::(error|warning|notice) title=[^:\n]*::[^\n]*$`)
+	counts := map[string]int{}
+	for _, l := range lines {
+		m := command.FindStringSubmatch(l)
+		require.NotNil(t, m, "every line is one well-formed workflow command: %q", l)
+		counts[m[1]]++
+	}
+	assert.Equal(t, 4, counts["error"])
+	assert.Equal(t, 4, counts["warning"], "parks, a fallback and a retry before success")
+	assert.Equal(t, 1, counts["notice"])
+	assert.Contains(t, out, "::error title=outpost job weekly-limit (claude)::quota (resets 2026-12-05T11%3A00%3A00Z)"[:60])
+}
+
+func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
+	_, r := sample(t)
+	out := render(t, r, "html")
+	assert.Equal(t, 1, strings.Count(out, "<script"), "only the page's own script")
+	assert.NotContains(t, out, "alert('pwned')</script>")
+	assert.NotContains(t, out, "<img src=x")
+	assert.Contains(t, out, "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;")
+	assert.Contains(t, out, `http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;`)
+	fetch := regexp.MustCompile(`(?i)(src|href|xlink:href|action)\s*=\s*["']?\s*(https?:)?//`)
+	assert.Empty(t, fetch.FindAllString(out, -1), "nothing is loaded from the network")
+	assert.NotContains(t, strings.ToLower(out), "@import")
+	assert.NotContains(t, strings.ToLower(out), "url(http")
+	for _, id := range []string{"chart-outcomes", "chart-durations", "chart-tokens", "chart-cost", "chart-parks"} {
+		assert.Regexp(t, `<figure class="chart" id="`+id+`">\s*<figcaption>.*</figcaption>\s*<div class="svg"><svg`, out, id)
+	}
+	assert.Equal(t, 15, strings.Count(out, `<details class="job `))
+	assert.Contains(t, out, `class="msg k-tool`)
+	assert.Contains(t, out, `class="msg k-retry`)
+	assert.Contains(t, out, `class="msg k-failure`)
+}
+
+func TestResultsFileInput(t *testing.T) {
+	dir, _ := sample(t)
+	r, err := report.Load(filepath.Join(dir, runrec.ResultsFile))
+	require.NoError(t, err)
+	assert.Nil(t, r.Manifest)
+	assert.Equal(t, 15, r.Totals.Jobs)
+	out := render(t, r, "html")
+	assert.Contains(t, out, "parks; the results file has no times")
+	assert.Contains(t, out, "No trajectory: the input is a results file")
+	for _, f := range report.Formats {
+		render(t, r, f)
+	}
+}
+
+func TestMalformedInput(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "results.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte("{\"job\":\"a\"}\n{\"job\":\nnot json\n{\"job\":\"\"}\n{\"job\":\"b\""), 0o600))
+	_, err := report.Load(path)
+	require.Error(t, err)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration))
+	assert.Contains(t, err.Error(), "3 malformed lines (line 2:")
+	assert.Contains(t, err.Error(), "line 4: record without a job id")
+
+	require.NoError(t, os.WriteFile(path, []byte("{\"job\":\"a\"}\n{\"job\":\"b"), 0o600))
+	r, err := report.Load(path)
+	require.NoError(t, err, "a torn last line is a note, not an error")
+	assert.Equal(t, 1, r.Totals.Jobs)
+	assert.Len(t, r.Notes, 1)
+
+	_, err = report.Load(filepath.Join(dir, "missing"))
+	assert.True(t, outposterr.Is(err, outposterr.Configuration))
+	var b bytes.Buffer
+	assert.True(t, outposterr.Is(r.Render(&b, "pdf"), outposterr.Configuration))
+}
+
+func FuzzLoadResults(f *testing.F) {
+	f.Add([]byte(`{"job":"a","agent":"claude","outcome":{"ok":false,"class":"quota","error":"x"},"usage":{"cost_known":true}}` + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "r.jsonl")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		r, err := report.Load(path)
+		if err != nil {
+			return
+		}
+		for _, format := range report.Formats {
+			require.NoError(t, r.Render(&bytes.Buffer{}, format))
+		}
+	})
+}
