@@ -16,9 +16,10 @@ const BudgetMarker = "outpost budget exceeded"
 // BudgetStatus is the HTTP status of a budget refusal. 400 is the status
 // every supported CLI reports once, without retrying and with the body's
 // message in its failure text (checked with Claude Code 2.1.328, Codex
-// 0.169.0 and Copilot CLI 1.0.102): Claude Code reads 403 as "Failed to
-// authenticate", Copilot as an authentication failure, and Codex retries
-// 403 like a server error; 402 and 429 read as the provider's own quota.
+// 0.169.0 and Copilot CLI 1.0.102, retries left at their defaults). 403
+// would not do: Claude Code and Copilot report it as an authentication
+// failure, and Codex retries it (six requests over ten seconds); 429 is
+// retried as a rate limit by all three.
 const BudgetStatus = 400
 
 // Budget is a cost cap in US dollars that one or more grants draw on: a

@@ -121,3 +121,23 @@ func TestBudgetValidation(t *testing.T) {
 		Credential: gateway.Credential{Scheme: gateway.SchemeAPIKey, Secret: marker}})
 	require.Error(t, err, "a budget needs a price function")
 }
+
+// TestSnapshotSince: a warm session's grant yields one turn's part.
+func TestSnapshotSince(t *testing.T) {
+	srv := newUpstream(t)
+	gw, base, _ := newGateway(t, srv.URL())
+	g := grant(t, gw, srv.URL(), gateway.SchemeAPIKey)
+	send(t, base, apis[0], g.Placeholder(), "MARK-1 [[outpost:scenario=overloaded]]", true)
+	first := g.Snapshot()
+	srv.ResetRequests()
+	send(t, base, apis[0], g.Placeholder(), "MARK-2", true)
+	turn := g.Snapshot().Since(first)
+	assert.Equal(t, 1, turn.Requests)
+	assert.Equal(t, []int{http.StatusOK}, turn.Statuses)
+	want := serverUsage(srv.Requests())
+	want.Complete = true
+	assert.Equal(t, want, turn.Usage)
+	_, failed := turn.Evidence()
+	assert.False(t, failed, "the first turn's failure is not this turn's")
+	assert.Zero(t, g.Snapshot().Since(gateway.Snapshot{Requests: 99}).Requests, "a later snapshot than this one leaves nothing")
+}

@@ -113,6 +113,7 @@ func New(opts Options) (*Gateway, error) {
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		BufferPool:     copyBuffers{},
 	}
 	g.srv = &http.Server{
 		Handler:           g,
@@ -134,8 +135,19 @@ func defaultTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// Large reads let a burst of events that arrived together pass in
+		// one write instead of one per event.
+		ReadBufferSize: 64 << 10,
 	}
 }
+
+// copyBuffers recycles the proxy's response copy buffers.
+type copyBuffers struct{}
+
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *(copyPool.Get().(*[]byte)) }
+func (copyBuffers) Put(b []byte) { copyPool.Put(&b) }
 
 // parseUpstream validates one allowlist entry.
 func parseUpstream(raw string) (upstream, error) {

@@ -149,6 +149,13 @@ func newSnapshot(label string, ex []Exchange) Snapshot {
 	return s
 }
 
+// Since returns the part of s after prev, an earlier snapshot of the same
+// grant: the requests of one turn of a warm session that keeps its grant.
+func (s Snapshot) Since(prev Snapshot) Snapshot {
+	n := min(max(prev.Requests, 0), len(s.Exchanges))
+	return newSnapshot(s.Label, s.Exchanges[n:])
+}
+
 // Priced reports whether Usage.CostUSD covers every response with usage.
 func (s Snapshot) Priced() bool {
 	for _, e := range s.Exchanges {
