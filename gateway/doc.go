@@ -55,8 +55,10 @@
 //   - Codex: an API key (CODEX_API_KEY, OPENAI_API_KEY; [SchemeBearer]
 //     through the adapter's custom model provider);
 //   - Copilot CLI: the BYOK provider key (COPILOT_PROVIDER_API_KEY or
-//     _BEARER_TOKEN; [SchemeBearer], [SchemeAzureKey] for Azure,
-//     [SchemeAPIKey] for provider type anthropic).
+//     _BEARER_TOKEN) of an OpenAI-compatible provider ([SchemeBearer]; the
+//     upstream is the provider's base URL without its trailing /v1). Azure
+//     deployments use other paths and an api-key header, which the route
+//     list does not cover yet.
 //
 // Forms that must stay inside the lease: login files the CLI refreshes
 // itself (~/.claude/.credentials.json, Codex's auth.json with a ChatGPT

@@ -505,8 +505,6 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		out.Header.Set("X-Api-Key", cred.Secret)
 	case SchemeBearer:
 		out.Header.Set("Authorization", "Bearer "+cred.Secret)
-	case SchemeAzureKey:
-		out.Header.Set("Api-Key", cred.Secret)
 	case SchemeClaudeOAuth:
 		out.Header.Set("Authorization", "Bearer "+cred.Secret)
 		if c.route.api == APIAnthropic && !hasBeta(out.Header, ClaudeOAuthBeta) {

@@ -115,11 +115,7 @@ func TestSchemes(t *testing.T) {
 		{gateway.SchemeBearer, func(t *testing.T, h http.Header) {
 			assert.Equal(t, "Bearer "+marker, h.Get("Authorization"))
 			assert.Empty(t, h.Get("X-Api-Key"))
-		}},
-		{gateway.SchemeAzureKey, func(t *testing.T, h http.Header) {
-			assert.Equal(t, marker, h.Get("Api-Key"))
-			assert.Empty(t, h.Get("Authorization"))
-			assert.Empty(t, h.Get("X-Api-Key"))
+			assert.Empty(t, h.Get("Api-Key"))
 		}},
 		{gateway.SchemeClaudeOAuth, func(t *testing.T, h http.Header) {
 			assert.Equal(t, "Bearer "+marker, h.Get("Authorization"))

@@ -30,9 +30,6 @@ const (
 	// gets the placeholder as its OAuth token, so the CLI stays in
 	// subscription mode (rate-limit events, subscription quota wording).
 	SchemeClaudeOAuth Scheme = "claude-oauth"
-	// SchemeAzureKey sends "api-key: <secret>" (Copilot BYOK with provider
-	// type azure).
-	SchemeAzureKey Scheme = "api-key"
 )
 
 // ClaudeOAuthBeta is the anthropic-beta value an OAuth token needs.
@@ -48,7 +45,7 @@ type Credential struct {
 
 func (c Credential) valid() error {
 	switch c.Scheme {
-	case SchemeAPIKey, SchemeBearer, SchemeClaudeOAuth, SchemeAzureKey:
+	case SchemeAPIKey, SchemeBearer, SchemeClaudeOAuth:
 	default:
 		return outposterr.New(outposterr.Configuration, "gateway grant: unknown credential scheme %q", c.Scheme)
 	}
