@@ -50,11 +50,8 @@ type gwCLI struct {
 	directEndpoint func(srv *outposttest.Server) *adapters.Endpoint
 	// retries is the CLI's retry cap (nil: the CLI has no knob).
 	retries *int
-	// quota is the gateway's evidence for the quota scenario, quotaClass
-	// the class both paths give it (Claude Code in API-key mode words a
-	// quota like a rate limit).
-	quota      gateway.EvidenceKind
-	quotaClass outposterr.Class
+	// quota is the gateway's evidence for the quota scenario.
+	quota gateway.EvidenceKind
 }
 
 func gwCLIs() []gwCLI {
@@ -65,24 +62,21 @@ func gwCLIs() []gwCLI {
 	return []gwCLI{
 		{name: "claude-api-key", adapter: func() adapters.Adapter { return claude.New() },
 			direct: func(t *testing.T) env { return dockerEnv(t, testenv.CLI(t, "claude")) },
-			scheme: gateway.SchemeAPIKey, directEndpoint: key, retries: &one, quota: gateway.EvidenceQuota,
-			quotaClass: outposterr.Process},
+			scheme: gateway.SchemeAPIKey, directEndpoint: key, retries: &one, quota: gateway.EvidenceQuota},
 		{name: "claude-oauth-token", adapter: func() adapters.Adapter { return claude.New() },
 			direct: func(t *testing.T) env { return dockerEnv(t, testenv.CLI(t, "claude")) },
-			scheme: gateway.SchemeClaudeOAuth, retries: &one, quota: gateway.EvidenceQuota, quotaClass: outposterr.Quota,
+			scheme: gateway.SchemeClaudeOAuth, retries: &one, quota: gateway.EvidenceQuota,
 			directEndpoint: func(srv *outposttest.Server) *adapters.Endpoint {
 				return &adapters.Endpoint{BaseURL: srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
 			}},
 		{name: "codex", adapter: func() adapters.Adapter { return codex.New() },
 			direct: func(t *testing.T) env { return codexEnvs(t)[1] },
-			scheme: gateway.SchemeBearer, directEndpoint: key, retries: &one, quota: gateway.EvidenceQuota,
-			quotaClass: outposterr.Quota},
+			scheme: gateway.SchemeBearer, directEndpoint: key, retries: &one, quota: gateway.EvidenceQuota},
 		// Copilot's service words its quota as a 429 rate limit; only the
 		// CLI's text tells them apart.
 		{name: "copilot", adapter: func() adapters.Adapter { return copilot.New() },
 			direct: func(t *testing.T) env { return copilotEnvs(t)[1] },
-			scheme: gateway.SchemeBearer, directEndpoint: key, quota: gateway.EvidenceRateLimit,
-			quotaClass: outposterr.Quota},
+			scheme: gateway.SchemeBearer, directEndpoint: key, quota: gateway.EvidenceRateLimit},
 	}
 }
 
@@ -303,7 +297,7 @@ func TestGatewayRealCLIs(t *testing.T) {
 					case outposttest.ScenarioQuota:
 						require.True(t, failed)
 						assert.Equal(t, c.quota, ev.Kind)
-						assert.Equal(t, c.quotaClass, outposterr.ClassOf(err), "%v", err)
+						assert.Equal(t, outposterr.Quota, outposterr.ClassOf(err), "%v", err)
 					case outposttest.ScenarioOverloaded:
 						require.True(t, failed)
 						assert.Equal(t, gateway.EvidenceOverloaded, ev.Kind)
