@@ -195,7 +195,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		badRequest: bad,
 		failure:    func(p plan) { writeAnthropicError(w, *p.failure) },
 		stream:     func(p plan) { s.streamAnthropic(w, r, req.Model, p, u) },
-		json:       func(p plan) { s.writeAnthropicJSON(w, req.Model, p, u) },
+		json:       func(p plan) { s.writeAnthropicJSON(w, r, req.Model, p, u) },
 	})
 }
 
@@ -205,6 +205,11 @@ type usage struct {
 	CacheCreation int `json:"cache_creation_input_tokens"`
 	CacheRead     int `json:"cache_read_input_tokens"`
 	Output        int `json:"output_tokens"`
+}
+
+// normalized is u in the request log's shape.
+func (u usage) normalized() Usage {
+	return Usage{Input: int64(u.Input), Cached: int64(u.CacheRead), CacheCreated: int64(u.CacheCreation), Output: int64(u.Output)}
 }
 
 // estimateUsage makes plausible input counters: about four bytes a token.
@@ -303,8 +308,9 @@ func stopReason(p plan) string {
 	return "end_turn"
 }
 
-func (s *Server) writeAnthropicJSON(w http.ResponseWriter, model string, p plan, u usage) {
+func (s *Server) writeAnthropicJSON(w http.ResponseWriter, r *http.Request, model string, p plan, u usage) {
 	u.Output = outputTokens(p)
+	s.reportUsage(r, u.normalized())
 	for k, v := range p.header {
 		w.Header().Set(k, v)
 	}
@@ -417,6 +423,9 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model s
 			"cache_read_input_tokens":     u.CacheRead,
 			"output_tokens":               u.Output,
 		}})
+	if e.ok {
+		s.reportUsage(r, u.normalized())
+	}
 	e.send("message_stop", map[string]string{"type": "message_stop"})
 	if !e.ok {
 		abort()

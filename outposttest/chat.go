@@ -148,7 +148,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		badRequest: bad,
 		failure:    func(p plan) { writeChatError(w, s.chatFailure(p)) },
 		stream:     func(p plan) { s.streamChat(w, r, req, p, u) },
-		json:       func(p plan) { s.writeChatJSON(w, req.Model, p, req.Tools, u) },
+		json:       func(p plan) { s.writeChatJSON(w, r, req.Model, p, req.Tools, u) },
 	})
 }
 
@@ -200,8 +200,9 @@ func chatShellTool(tools []chatTool, t *toolCall) (string, string) {
 	return name, strings.TrimSuffix(b.String(), "\n")
 }
 
-func (s *Server) writeChatJSON(w http.ResponseWriter, model string, p plan, tools []chatTool, u responsesUsage) {
+func (s *Server) writeChatJSON(w http.ResponseWriter, r *http.Request, model string, p plan, tools []chatTool, u responsesUsage) {
 	u.Output = outputTokens(p)
+	s.reportUsage(r, u.normalized())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("x-request-id", requestID())
 	msg := map[string]any{"role": "assistant", "content": strings.TrimSpace(p.preamble + " " + p.text)}
@@ -279,6 +280,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, req chatRequ
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u.Output = outputTokens(p)
 		send([]any{}, chatUsageJSON(u))
+		if e.ok {
+			s.reportUsage(r, u.normalized())
+		}
 	}
 	e.done()
 	if !e.ok {

@@ -184,11 +184,13 @@
 // # Request log
 //
 // [Server.Requests] returns a copy of every request: method, path, query,
-// headers with credential values replaced by [Redacted], the decoded model,
+// headers with credential values replaced by [Redacted] (and the
+// credential itself only as a [KeyFingerprint]), the decoded model,
 // stream flag, tools, messages (roles; text, tool_use and tool_result
 // blocks), the JSON Schema of a structured-output request (OutputSchema:
 // Responses text.format or Chat Completions response_format of type
-// json_schema), the directive and scenario used and the status sent.
+// json_schema), the directive and scenario used, the status sent and the
+// token usage the answer reported ([Usage], one shape for every API).
 // [Server.ModelRequests] keeps only the scenario-answered ones.
 //
 // # What Claude Code does against it

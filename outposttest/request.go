@@ -2,6 +2,8 @@ package outposttest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -24,6 +26,11 @@ type Request struct {
 	// Authorization, cookies, anything named like a key, token or secret)
 	// replaced by [Redacted].
 	Header http.Header
+	// KeyFingerprint identifies the credential the request carried (the
+	// X-Api-Key or api-key value, or the Authorization bearer token) without
+	// revealing it: [KeyFingerprint] of the value, "" when there was none.
+	// Compare it with KeyFingerprint(expected) to prove which key arrived.
+	KeyFingerprint string
 	// API names the wire API that served the request ("anthropic"), or ""
 	// for probes and unknown paths.
 	API string
@@ -53,6 +60,46 @@ type Request struct {
 	// Status is the HTTP status sent; 0 when the handler never answered
 	// (a hang released by the client or by Close).
 	Status int
+	// Usage is the token usage the server reported in its answer (the final
+	// figures of a stream), normalized across APIs; nil when the answer
+	// carried none (failures, a Chat stream without include_usage).
+	Usage *Usage
+}
+
+// Usage is the token usage of one answer, in one shape for every API:
+// Input counts uncached input tokens (the OpenAI APIs' input or prompt
+// tokens minus their cached part; the Anthropic API's input_tokens as
+// sent), Cached the cache reads, CacheCreated the cache writes (Anthropic
+// only), Output the output tokens (reasoning included) and Reasoning their
+// reasoning part (OpenAI only).
+type Usage struct {
+	Input, Cached, CacheCreated, Output, Reasoning int64
+}
+
+// KeyFingerprint is the fingerprint [Request.KeyFingerprint] records for a
+// credential value: "sha256:" and the first 16 hex digits of its SHA-256.
+func KeyFingerprint(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// keyFingerprint finds the credential of a request.
+func keyFingerprint(h http.Header) string {
+	for _, name := range []string{"X-Api-Key", "Api-Key"} {
+		if v := h.Get(name); v != "" {
+			return KeyFingerprint(v)
+		}
+	}
+	if v := h.Get("Authorization"); v != "" {
+		_, tok, _ := strings.Cut(v, " ")
+		return KeyFingerprint(strings.TrimSpace(tok))
+	}
+	return ""
+}
+
+// reportUsage records the usage an answer carried.
+func (s *Server) reportUsage(r *http.Request, u Usage) {
+	s.annotate(r.Context(), func(e *Request) { e.Usage = &u })
 }
 
 // Message is one decoded conversation message.
@@ -137,6 +184,10 @@ func (r Request) clone() Request {
 	c.Header = r.Header.Clone()
 	c.Tools = slices.Clone(r.Tools)
 	c.OutputSchema = slices.Clone(r.OutputSchema)
+	if r.Usage != nil {
+		u := *r.Usage
+		c.Usage = &u
+	}
 	c.Messages = make([]Message, len(r.Messages))
 	for i, m := range r.Messages {
 		c.Messages[i] = Message{Role: m.Role, Content: slices.Clone(m.Content)}
@@ -177,6 +228,8 @@ func (s *Server) logged(next http.Handler) http.Handler {
 			Path:   r.URL.Path,
 			Query:  r.URL.RawQuery,
 			Header: redact(r.Header),
+
+			KeyFingerprint: keyFingerprint(r.Header),
 		}
 		s.mu.Lock()
 		idx := len(s.requests)

@@ -241,7 +241,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		badRequest: bad,
 		failure:    func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
 		stream:     func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
-		json:       func(p plan) { s.writeResponsesJSON(w, req.Model, p, u) },
+		json:       func(p plan) { s.writeResponsesJSON(w, r, req.Model, p, u) },
 	})
 }
 
@@ -258,6 +258,11 @@ func (u responsesUsage) json() map[string]any {
 		"output_tokens_details": map[string]int{"reasoning_tokens": u.Reasoning},
 		"total_tokens":          u.Input + u.Output,
 	}
+}
+
+// normalized is u in the request log's shape (Input without the cached part).
+func (u responsesUsage) normalized() Usage {
+	return Usage{Input: int64(u.Input - u.Cached), Cached: int64(u.Cached), Output: int64(u.Output), Reasoning: int64(u.Reasoning)}
 }
 
 // estimateResponsesUsage makes plausible counters: about four bytes a
@@ -288,9 +293,11 @@ func estimateResponsesUsage(body []byte, msgs []Message) responsesUsage {
 // reasoningSummary is the reasoning summary every successful answer carries.
 const reasoningSummary = "**Answering** Following the outposttest script."
 
-func (s *Server) writeResponsesJSON(w http.ResponseWriter, model string, p plan, u responsesUsage) {
-	u.Output = outputTokens(p)
+func (s *Server) writeResponsesJSON(w http.ResponseWriter, r *http.Request, model string, p plan, u responsesUsage) {
+	// Output includes the reasoning part, as in the stream.
+	u.Output = outputTokens(p) + reasoningTokens
 	u.Reasoning = reasoningTokens
+	s.reportUsage(r, u.normalized())
 	for k, v := range p.header {
 		w.Header().Set(k, v)
 	}
@@ -471,6 +478,9 @@ func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, model s
 	u.Output = outputTokens(p) + reasoningTokens
 	u.Reasoning = reasoningTokens
 	send("response.completed", map[string]any{"response": resp("completed", done, u.json())})
+	if e.ok {
+		s.reportUsage(r, u.normalized())
+	}
 	if !e.ok {
 		abort()
 	}

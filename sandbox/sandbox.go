@@ -70,6 +70,21 @@ type Spec struct {
 	// empty first; one reached through a link is refused. The host
 	// provider, which isolates nothing, ignores it.
 	Hide []string
+	// Forwards make host unix sockets reachable inside a container sandbox
+	// as TCP ports on the sandbox's own loopback (a model gateway for a
+	// lease with network "none"). Providers that cannot isolate a loopback
+	// (the host provider) refuse them.
+	Forwards []Forward
+}
+
+// Forward relays 127.0.0.1:Port inside a sandbox to a unix socket on the
+// host. Connections stay inside the sandbox's own network namespace: no
+// bridge, route or host port is involved.
+type Forward struct {
+	// Socket is the absolute host path of a listening unix socket.
+	Socket string
+	// Port is the TCP port on the sandbox's loopback (1..65535).
+	Port int
 }
 
 // Mount is a bind mount into a container sandbox.

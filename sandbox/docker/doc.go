@@ -31,6 +31,16 @@
 //     "none" isolates completely, "host" shares the host's network (tests
 //     use it to reach a loopback model server), any other name is a
 //     user-defined network that must exist. "container:<id>" is refused;
+//   - Spec.Forwards: each host unix socket is bind-mounted read-only under
+//     [ForwardDir] (connecting to a socket needs no write access) and a
+//     socat started with the container, as the lease user, listens on the
+//     lease's own 127.0.0.1:Port and relays to it; a forwarder that dies is
+//     restarted a second later, and all of them end with the container.
+//     Acquire returns once every port listens (an image without socat is a
+//     sandbox error). With network "none" this is how a lease reaches a
+//     model gateway with no route anywhere; network "host" is refused (the
+//     port would be the host's). The container's entrypoint is then the
+//     forwarding script instead of plain "sleep infinity";
 //   - environment: only HOME, TZ and XDG_CACHE_HOME in the container
 //     configuration. Spec.Env and Command.Env travel in each exec's
 //     environment, so no secret value is visible in the container's config or

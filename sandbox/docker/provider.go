@@ -269,6 +269,11 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if err != nil {
 		return nil, err
 	}
+	fwdMounts, fwdArgs, err := forwardPlan(spec.Forwards, network)
+	if err != nil {
+		return nil, err
+	}
+	mounts = append(mounts, fwdMounts...)
 
 	leaseID := strings.ReplaceAll(uuid.NewString(), "-", "")
 	l := &lease{
@@ -337,6 +342,10 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		WorkingDir: Root,
 		Labels:     labels,
 	}
+	if len(fwdArgs) > 0 {
+		cfg.Entrypoint = append([]string{"sh", "-c", forwardScript, "outpost-forward"}, fwdArgs...)
+		cfg.Cmd = nil
+	}
 	useInit := true
 	hc := &container.HostConfig{
 		Init:        &useInit,
@@ -395,6 +404,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		err = fmt.Errorf("start container: %w", ctx.Err())
 	} else if err != nil {
 		err = engineError(err, "start container")
+	}
+	if err == nil && len(fwdArgs) > 0 {
+		err = l.awaitForwards(ctx, fwdArgs)
 	}
 	if err != nil {
 		return nil, errors.Join(err, l.Release(ctx))

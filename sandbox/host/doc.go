@@ -30,9 +30,10 @@
 //
 // Spec fields that describe containers are handled honestly: Image, Labels,
 // CPUs, MemoryBytes and Pids are ignored (there is no container to label or
-// limit), while Network (other than "" and "host"), User and Mounts are
-// configuration errors, because silently dropping them would run the CLI with
-// access the caller explicitly ruled out.
+// limit), while Network (other than "" and "host"), User, Mounts and Forwards
+// are configuration errors, because silently dropping them would run the CLI
+// with access the caller explicitly ruled out (or, for Forwards, point it at
+// whatever listens on the host's own loopback port).
 //
 // Sandbox paths are host paths. CopyIn extracts into any absolute directory
 // that exists, refusing entries with absolute names, ".." components, links

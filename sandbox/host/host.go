@@ -142,6 +142,9 @@ func (p *Provider) checkSpec(spec sandbox.Spec) error {
 		return outposterr.New(outposterr.Configuration, "host sandbox cannot run as another user (spec asks for %q)", spec.User)
 	case len(spec.Mounts) > 0:
 		return outposterr.New(outposterr.Configuration, "host sandbox does not support mounts")
+	case len(spec.Forwards) > 0:
+		return outposterr.New(outposterr.Configuration,
+			"host sandbox cannot forward sockets: its loopback is the host's (reach a gateway on its loopback TCP listener instead)")
 	}
 	for k := range spec.Env {
 		if !sandbox.ValidEnvName(k) {

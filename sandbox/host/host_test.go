@@ -113,6 +113,7 @@ func TestSpecChecks(t *testing.T) {
 		"network bridge":    {Network: "bridge"},
 		"user":              {User: "1000:1000"},
 		"mounts":            {Mounts: []sandbox.Mount{{Source: "/", Target: "/host"}}},
+		"forwards":          {Forwards: []sandbox.Forward{{Socket: "/run/x.sock", Port: 8080}}},
 		"missing workspace": {Workspace: filepath.Join(t.TempDir(), "missing")},
 		"file workspace":    {Workspace: file},
 		"bad env name":      {Env: map[string]string{"NOT-VALID": "x"}},
