@@ -14,7 +14,7 @@ import (
 // TestReadmeExampleCompiles keeps the README's library example identical to
 // example_test.go, which the compiler checks.
 func TestReadmeExampleCompiles(t *testing.T) {
-	code := readmeBlock(t, "```go\n", "package main")
+	code := readmeBlock(t, "```go\n", "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\t\"os\"\n\n\t\"github.com/outpost-dev/outpost/adapters\"")
 	code = strings.Replace(code, "package main", "package e2e_test", 1)
 	code = strings.Replace(code, "func main() {", "// Example_library is the README's library example, compiled with the tests\n// so it cannot rot.\nfunc Example_library() {", 1)
 	example, err := os.ReadFile("example_test.go")

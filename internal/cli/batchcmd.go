@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-dev/outpost/batch"
-	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -91,12 +90,9 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 		return err
 	}
 	for _, j := range jobs {
-		if _, err := table.lookup(j.Agent); err != nil {
-			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
-		}
-		for _, fb := range j.Fallback {
-			if _, err := table.lookup(fb); err != nil {
-				return outposterr.Wrap(outposterr.Configuration, err, "job %s fallback", j.ID)
+		for _, name := range append([]string{j.Agent}, j.Fallback...) {
+			if _, err := table.Lookup(name); err != nil {
+				return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
 			}
 		}
 	}
@@ -114,14 +110,7 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
 	failed := 0
 	var mu sync.Mutex
-	recs, err := batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
-		res, err := s.turn(ctx, turnRequest{Agent: t.Agent, Prompt: t.Prompt, Model: t.Job.Model,
-			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Compiled}, nil)
-		if res == nil {
-			res = &harness.Result{Agent: t.Agent, Err: err}
-		}
-		return res, err
-	}, batch.Options{
+	recs, err := s.r.Batch(ctx, jobs, batch.Options{
 		Concurrency: o.Concurrency, MaxParks: o.MaxParks, MaxPark: o.MaxPark, MaxRetries: o.MaxRetries, Done: done,
 		OnRecord: func(r batch.Record) {
 			b, _ := json.Marshal(r)

@@ -6,22 +6,21 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-// Settings for bootstrap, read from the environment by the CLI only.
+// Settings for bootstrap, read from the environment.
 const (
-	registryEnv = "OUTPOST_NPM_REGISTRY" // wins over npm's own configuration
-	mirrorEnv   = "OUTPOST_CLI_MIRROR"   // a directory of archives standing in for the network
-	cacheEnv    = "OUTPOST_CACHE_DIR"    // default: the user cache directory + /outpost
+	registryEnv = outpost.RegistryEnv
+	mirrorEnv   = outpost.MirrorEnv
 )
 
 // BootstrapOptions are the flags of `outpost bootstrap`.
@@ -33,29 +32,10 @@ type BootstrapOptions struct {
 
 // newBootstrapper builds the bootstrapper from flags and settings.
 func newBootstrapper(ctx context.Context, f *Factory, o BootstrapOptions) (*bootstrap.Bootstrapper, error) {
-	cache := f.Getenv(cacheEnv)
-	if cache == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "find the user cache directory (set %s)", cacheEnv)
-		}
-		cache = filepath.Join(dir, "outpost")
-	}
-	if o.Registry == "" {
-		o.Registry = f.Getenv(registryEnv)
-	}
-	if o.Mirror == "" {
-		o.Mirror = f.Getenv(mirrorEnv)
-	}
 	wd, _ := os.Getwd()
-	home, _ := os.UserHomeDir()
-	reg := bootstrap.NPMConfig{Setting: o.Registry, Getenv: f.Getenv, Dir: wd, Home: home,
-		RunNPM: bootstrap.NPMCommand(ctx, "npm")}
-	return bootstrap.New(bootstrap.Options{
-		CacheDir: cache, Registry: reg.Resolve, Mirror: o.Mirror, Offline: o.NoNet,
-		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}},
-		Progress:   progressFunc(f.IO.ErrOut, isTerminal(f.IO.ErrOut)),
-	})
+	return outpost.NewBootstrapper(ctx, outpost.BootstrapOptions{Registry: o.Registry, Mirror: o.Mirror, Offline: o.NoNet,
+		Project: wd, Getenv: f.Getenv, Progress: progressFunc(f.IO.ErrOut, isTerminal(f.IO.ErrOut)),
+		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}})
 }
 
 // NewCmdBootstrap builds `outpost bootstrap`.

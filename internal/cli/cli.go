@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/outposterr"
 )
@@ -43,7 +44,7 @@ type Factory struct {
 	// invocation adds the project's spec-defined drivers to its own copy.
 	Agents func() *agents.Registry
 	// Sandboxes are the sandbox kinds --sandbox chooses from.
-	Sandboxes map[string]SandboxKind
+	Sandboxes map[string]outpost.SandboxKind
 }
 
 // NewFactory returns the production factory.
@@ -54,7 +55,7 @@ func NewFactory() *Factory {
 		Getenv:    os.Getenv,
 		Now:       time.Now,
 		Agents:    agents.Builtin,
-		Sandboxes: sandboxKinds(),
+		Sandboxes: outpost.SandboxKinds(),
 	}
 }
 

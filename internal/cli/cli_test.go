@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/internal/fakecli"
@@ -60,7 +61,7 @@ func testAgents() *agents.Registry {
 // testFactory is a factory for in-process command runs.
 func testFactory(stdin io.Reader, out, errOut io.Writer, getenv func(string) string, now func() time.Time) *Factory {
 	return &Factory{IO: IOStreams{In: stdin, Out: out, ErrOut: errOut}, Getenv: getenv, Now: now,
-		Agents: testAgents, Sandboxes: sandboxKinds()}
+		Agents: testAgents, Sandboxes: outpost.SandboxKinds()}
 
 }
 

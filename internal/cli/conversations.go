@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,22 +12,21 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/conversation"
-	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // stateEnv overrides Outpost's state directory, which holds each project's
 // conversation store.
-const stateEnv = "OUTPOST_STATE_DIR"
+const stateEnv = outpost.StateEnv
 
 // defaultStoreHelp describes the default store in help texts.
 const defaultStoreHelp = "$" + stateEnv + "/projects/<project hash>/conversations; the state directory defaults to $XDG_STATE_HOME/outpost or ~/.local/state/outpost"
@@ -36,136 +34,18 @@ const defaultStoreHelp = "$" + stateEnv + "/projects/<project hash>/conversation
 // keyEnv holds the optional conversation encryption key (32 bytes, hex or base64).
 const keyEnv = "OUTPOST_CONVERSATION_KEY"
 
-// stateDir is Outpost's state directory: $OUTPOST_STATE_DIR, else
-// $XDG_STATE_HOME/outpost, else ~/.local/state/outpost. It is outside every
-// workspace, so no agent can plant links or files in it.
-func stateDir(f *Factory) (string, error) {
-	if v := f.Getenv(stateEnv); v != "" {
-		return filepath.Abs(v)
-	}
-	if v := f.Getenv("XDG_STATE_HOME"); v != "" && filepath.IsAbs(v) {
-		return filepath.Join(v, "outpost"), nil
-	}
-	home := f.Getenv("HOME")
-	if home == "" {
-		var err error
-		if home, err = os.UserHomeDir(); err != nil {
-			return "", outposterr.Wrap(outposterr.Configuration, err, "find the state directory (set %s or pass --store)", stateEnv)
-		}
-	}
-	return filepath.Join(home, ".local", "state", "outpost"), nil
-}
-
-// projectStateDir is the project's directory in the state directory,
-// named after a hash of the project's (the current directory's) absolute
-// path; its "project" file names the path.
-func projectStateDir(f *Factory) (string, error) {
-	state, err := stateDir(f)
-	if err != nil {
-		return "", err
-	}
-	project, err := os.Getwd()
-	if err != nil {
-		return "", outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
-	}
-	sum := sha256.Sum256([]byte(project))
-	return filepath.Join(state, "projects", hex.EncodeToString(sum[:8])), nil
-}
-
-// conversationKey reads OUTPOST_CONVERSATION_KEY: nil when unset.
-func conversationKey(f *Factory) ([]byte, error) {
-	v := strings.TrimSpace(f.Getenv(keyEnv))
-	if v == "" {
-		return nil, nil
-	}
-	key, err := hex.DecodeString(v)
-	if err != nil || len(key) != 32 {
-		if key, err = base64.StdEncoding.DecodeString(v); err != nil || len(key) != 32 {
-			return nil, outposterr.New(outposterr.Configuration, "%s must be 32 bytes, hex or base64 encoded", keyEnv)
-		}
-	}
-	return key, nil
-}
-
 // openStore opens the conversation store in dir (empty: the project's
 // default) with the key from OUTPOST_CONVERSATION_KEY, if set.
 func openStore(f *Factory, dir, workspace string) (*conversation.FileStore, error) {
-	key, err := conversationKey(f)
+	key, err := outpost.ParseKey(f.Getenv(keyEnv))
 	if err != nil {
-		return nil, err
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "%s", keyEnv)
 	}
-	var r *os.Root
-	if dir == "" {
-		project, err := projectStateDir(f)
-		if err != nil {
-			return nil, err
-		}
-		p, err := openDir(project, workspace)
-		if err != nil {
-			return nil, err
-		}
-		defer p.Close()
-		if fh, err := p.OpenFile("project", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
-			wd, _ := os.Getwd()
-			_, _ = fh.WriteString(wd + "\n")
-			_ = fh.Close()
-		}
-		if r, err = safefs.OpenDirIn(p, "conversations", true); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
-		}
-	} else if r, err = openDir(dir, workspace); err != nil {
-		return nil, err
-	}
-	return conversation.OpenFileStore(r, key)
-}
-
-// openDir opens (creating) a directory Outpost keeps state in. One inside
-// the current directory or the workspace — places an agent or a
-// repository may have shaped — is opened without following any link below
-// that directory and must be owned by the user (or root); one elsewhere is
-// the user's (the state directory, a --store of their choice) and opened as
-// given.
-func openDir(dir, workspace string) (*os.Root, error) {
-	abs, err := filepath.Abs(dir)
+	project, err := os.Getwd()
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "--store")
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
 	}
-	var roots []string
-	if wd, err := os.Getwd(); err == nil {
-		roots = append(roots, wd)
-	}
-	if workspace != "" {
-		if ws, err := filepath.Abs(workspace); err == nil {
-			roots = append(roots, ws)
-		}
-	}
-	for _, root := range roots {
-		rel, err := filepath.Rel(root, abs)
-		if err != nil || !filepath.IsLocal(rel) && rel != "." {
-			continue
-		}
-		r, err := safefs.OpenDir(root, rel, true)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store %s", abs)
-		}
-		fi, err := r.Stat(".")
-		if err == nil {
-			err = safefs.CheckOwner(abs, fi)
-		}
-		if err != nil {
-			r.Close()
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
-		}
-		return r, nil
-	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "create the conversation store")
-	}
-	r, err := os.OpenRoot(abs)
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "open the conversation store")
-	}
-	return r, nil
+	return outpost.OpenStore(outpost.StoreOptions{Dir: dir, Project: project, Workspace: workspace, Key: key, Getenv: f.Getenv})
 }
 
 // NewCmdConversations builds `outpost conversations`.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -78,8 +79,8 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 	}
 	sort.Strings(kinds)
 	for _, n := range kinds {
-		if k := f.Sandboxes[n]; k.Doctor != nil {
-			out = append(out, k.Doctor(ctx, f, image)...)
+		if check, ok := sandboxDoctors[n]; ok {
+			out = append(out, check(ctx, f, image)...)
 		}
 	}
 	// Agents: pinned CLIs in the cache, their flags, their fixtures.
@@ -89,7 +90,7 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 		return out
 	}
 	b, berr := newBootstrapper(ctx, f, BootstrapOptions{NoNet: !download})
-	for _, row := range table.reg.All() {
+	for _, row := range table.Registry.All() {
 		if row.Driver != nil {
 			continue // drivers are checked below, file by file
 		}
@@ -129,6 +130,11 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 	return append(out, driverChecks(table)...)
 }
 
+// sandboxDoctors check each sandbox kind's engine, by kind name.
+var sandboxDoctors = map[string]func(ctx context.Context, f *Factory, image string) []check{
+	"docker": dockerDoctor,
+}
+
 // dockerDoctor checks the Docker engine and the sandbox image.
 func dockerDoctor(ctx context.Context, f *Factory, image string) []check {
 	cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
@@ -155,9 +161,9 @@ func dockerDoctor(ctx context.Context, f *Factory, image string) []check {
 }
 
 // driverChecks reports every driver file of the project: one check each.
-func driverChecks(table *agentTable) []check {
+func driverChecks(table *outpost.AgentTable) []check {
 	var out []check
-	for _, d := range table.drivers {
+	for _, d := range table.Drivers {
 		c := check{name: "driver " + filepath.Base(d.Path)}
 		if d.Err != nil {
 			c.detail = d.Err.Error()

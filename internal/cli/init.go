@@ -61,10 +61,10 @@ func runInit(f *Factory, dir string, agentList []string) error {
 		return err
 	}
 	if len(agentList) == 0 {
-		agentList = table.reg.Names()
+		agentList = table.Registry.Names()
 	}
 	for _, name := range agentList {
-		row, err := table.lookup(name)
+		row, err := table.Lookup(name)
 		if err != nil {
 			return err
 		}

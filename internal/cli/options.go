@@ -3,6 +3,8 @@ package cli
 import (
 	"time"
 
+	"github.com/outpost-dev/outpost"
+
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-dev/outpost/harness"
@@ -87,7 +89,7 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.DurationVar(&o.Turn.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&o.Turn.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
 
-	fl.StringVar(&o.Sandbox.Kind, "sandbox", "", "sandbox: "+f.sandboxNames()+" (default "+defaultSandbox+")")
+	fl.StringVar(&o.Sandbox.Kind, "sandbox", "", "sandbox: "+f.sandboxNames()+" (default "+outpost.DefaultSandbox+")")
 	fl.StringVar(&o.Sandbox.Workspace, "workspace", "", "workspace directory (default: the current directory)")
 	fl.StringVar(&o.Sandbox.Image, "image", "", "container image (default: the Outpost base image)")
 	fl.StringVar(&o.Sandbox.Network, "network", "", "container network mode: none, bridge, host or a network name")

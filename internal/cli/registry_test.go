@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/internal/fakecli"
@@ -34,7 +35,7 @@ func TestOneRowRegistersAnAgentEverywhere(t *testing.T) {
 		f := testFactory(strings.NewReader(""), &out, &errOut, func(k string) string {
 			return map[string]string{"PATH": os.Getenv("PATH"), "OUTPOST_CACHE_DIR": t.TempDir()}[k]
 		}, time.Now)
-		f.Agents, f.Sandboxes = reg, map[string]SandboxKind{"host": sandboxKinds()["host"]}
+		f.Agents, f.Sandboxes = reg, map[string]outpost.SandboxKind{"host": outpost.SandboxKinds()["host"]}
 		code := Execute(context.Background(), f, args)
 		return code, out.String(), errOut.String()
 	}

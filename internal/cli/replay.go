@@ -63,7 +63,7 @@ func runReplay(ctx context.Context, f *Factory, opts *ReplayOptions) error {
 	if err != nil {
 		return err
 	}
-	row, err := table.lookup(opts.Agent)
+	row, err := table.Lookup(opts.Agent)
 	if err != nil {
 		return err
 	}

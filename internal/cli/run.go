@@ -6,16 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/agents"
-	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/lines"
@@ -92,7 +89,7 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	row, err := table.lookup(opts.Turn.Agent)
+	row, err := table.Lookup(opts.Turn.Agent)
 	if err != nil {
 		return err
 	}
@@ -155,26 +152,11 @@ func liveLines(r io.Reader, errOut io.Writer, done <-chan struct{}) <-chan strin
 	return ch
 }
 
-// session holds what every turn of a run or a batch shares: the agent
-// table, credentials, MCP servers, the conversation store, the scripted
-// server (--offline), the sandbox engine (opened once) and each agent's
-// verified CLI (bootstrapped once).
+// session is the runner of one command invocation, built from its flags
+// and the process environment.
 type session struct {
-	f      *Factory
-	opts   *RunOptions
-	agents *agentTable
-	creds  *harness.Credentials
-	mcp    []credentials.MCPServer
-	schema *typed.Schema
-	store  conversation.Store
-	srv    *outposttest.Server
-	logger *slog.Logger
-	kind   SandboxKind
-
-	mu       sync.Mutex
-	engine   SandboxEngine
-	adapters map[string]adapters.Adapter
-	clis     map[string]*Installed
+	r    *outpost.Runner
+	opts *RunOptions
 }
 
 // turnRequest is one turn of a session.
@@ -206,15 +188,17 @@ func readSchema(name string) (*typed.Schema, error) {
 	return s, nil
 }
 
-func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *agentTable) (*session, error) {
+// newSession checks the flags and builds the invocation's runner; nothing
+// is started or bootstrapped before the first turn (but the scripted
+// server of --offline).
+func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpost.AgentTable) (*session, error) {
 	for _, name := range opts.Credentials.Env {
 		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
 			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
 		}
 	}
-	kind, err := f.sandboxKind(opts.Sandbox.Kind)
-	if err != nil {
-		return nil, err
+	if _, ok := f.Sandboxes[kindOrDefault(opts.Sandbox.Kind)]; !ok {
+		return nil, &flagError{fmt.Errorf("--sandbox must be one of %s, not %q", f.sandboxNames(), opts.Sandbox.Kind)}
 	}
 	authText := opts.Credentials.Auth
 	if authText == "" {
@@ -227,199 +211,64 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *agentT
 	if err != nil {
 		return nil, &flagError{err}
 	}
-	s := &session{f: f, opts: opts, agents: table, kind: kind, logger: slog.New(slog.DiscardHandler),
-		adapters: map[string]adapters.Adapter{}, clis: map[string]*Installed{}}
-	if opts.Output.Verbose {
-		s.logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if len(opts.Offline.Answers) > 0 && !opts.Offline.Enabled {
+		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
-	if s.creds, err = loadCredentials(f, auth, opts.Credentials.Env); err != nil {
-		return nil, err
+	o := outpost.Options{
+		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind, Image: opts.Sandbox.Image, Network: opts.Sandbox.Network,
+			User: opts.Sandbox.User, Host: f.Getenv("DOCKER_HOST"), HostEnv: hostEnv(f)},
+		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
+		NoStore: opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
+		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},
+		Getenv: f.Getenv, Logger: slog.New(slog.DiscardHandler), Version: Version,
+	}
+	if opts.Output.Verbose {
+		o.Logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if opts.Credentials.MCP != "" {
-		if s.mcp, err = readMCP(opts.Credentials.MCP); err != nil {
+		if o.MCP, err = readMCP(opts.Credentials.MCP); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Turn.Schema != "" {
-		if s.schema, err = readSchema(opts.Turn.Schema); err != nil {
+		if o.Schema, err = readSchema(opts.Turn.Schema); err != nil {
 			return nil, err
 		}
 	}
-	if len(opts.Offline.Answers) > 0 && !opts.Offline.Enabled {
-		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
-	}
+	o.Effort = opts.Turn.Effort
 	if !opts.Store.NoStore {
-		fs, err := openStore(f, opts.Store.Dir, opts.Sandbox.Workspace)
-		if err != nil {
+		if o.Store, err = openStore(f, opts.Store.Dir, opts.Sandbox.Workspace); err != nil {
 			return nil, err
 		}
-		s.store = fs
 	}
 	if opts.Offline.Enabled {
 		sc, err := outposttest.ParseScenario(opts.Offline.Scenario)
 		if err != nil {
 			return nil, &flagError{err}
 		}
-		stubOpts := []outposttest.Option{outposttest.WithScenario(sc), outposttest.WithAnswers(opts.Offline.Answers...)}
+		o.OfflineServer = []outposttest.Option{outposttest.WithScenario(sc), outposttest.WithAnswers(opts.Offline.Answers...)}
 		if opts.Offline.QuotaIn > 0 {
-			stubOpts = append(stubOpts, outposttest.WithQuotaReset(time.Now().Add(opts.Offline.QuotaIn).Truncate(time.Second)))
-		}
-		if s.srv, err = outposttest.NewServer(stubOpts...); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
+			o.OfflineServer = append(o.OfflineServer, outposttest.WithQuotaReset(time.Now().Add(opts.Offline.QuotaIn).Truncate(time.Second)))
 		}
 	}
-	return s, nil
-}
-
-func (s *session) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.engine != nil {
-		s.engine.Close()
+	if o.Bootstrap, err = newBootstrapper(ctx, f, opts.Bootstrap); err != nil {
+		return nil, err
 	}
-	if s.srv != nil {
-		_ = s.srv.Close()
-	}
-}
-
-// adapter returns the session's adapter for the agent named name, built
-// once.
-func (s *session) adapter(name string) (agents.Agent, adapters.Adapter, error) {
-	row, err := s.agents.lookup(name)
-	if err != nil {
-		return agents.Agent{}, nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.adapters[name]
-	if !ok {
-		a = row.New()
-		s.adapters[name] = a
-	}
-	return row, a, nil
-}
-
-// lease returns the provider and lease spec for a turn of row in
-// workspace: the sandbox engine is opened once, the agent's pinned CLI is
-// bootstrapped once (downloaded, SHA-512 verified, cached on the host) and
-// delivered the engine's way.
-func (s *session) lease(ctx context.Context, row agents.Agent, workspace string) (sandbox.Provider, sandbox.Spec, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.engine == nil {
-		o := s.opts.Sandbox
-		if s.srv != nil && o.Network == "" {
-			o.Network = "host" // the scripted server listens on loopback
-		}
-		e, err := s.kind.Open(ctx, s.f, o, s.logger)
-		if err != nil {
-			return nil, sandbox.Spec{}, err
-		}
-		s.engine = e
-	}
-	cli, err := s.ensureCLI(ctx, row)
-	if err != nil {
-		return nil, sandbox.Spec{}, err
-	}
-	prov, spec, err := s.engine.Lease(cli, workspace)
-	if err != nil {
-		return nil, spec, err
-	}
-	if cli != nil && s.engine.Delivery() == DeliverCopy {
-		prov = cli.Bootstrapper.CopyInProvider(prov, cli.Entry, basePath)
-	}
-	return prov, spec, nil
-}
-
-// ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
-// row (a driver, a test double) runs as the sandbox finds it.
-func (s *session) ensureCLI(ctx context.Context, row agents.Agent) (*Installed, error) {
-	if row.CLI == nil {
-		return nil, nil
-	}
-	if cli, ok := s.clis[row.Name]; ok {
-		return cli, nil
-	}
-	b, err := newBootstrapper(ctx, s.f, s.opts.Bootstrap)
+	r, err := outpost.New(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	e, err := b.Ensure(ctx, row.CLI.Name)
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Bootstrap, err,
-			"%s CLI: install the pinned version (outpost bootstrap; set %s or npm's registry, or %s for an offline mirror)",
-			row.Name, registryEnv, mirrorEnv)
-	}
-	cli := &Installed{Entry: e, Bootstrapper: b}
-	s.clis[row.Name] = cli
-	return cli, nil
+	return &session{r: r, opts: opts}, nil
 }
 
-// resolveWorkspace returns the absolute workspace directory ("": the
-// current directory).
-func resolveWorkspace(dir string) (string, error) {
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", outposterr.Wrap(outposterr.Configuration, err, "find the current directory")
-		}
-		dir = wd
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", outposterr.Wrap(outposterr.Configuration, err, "workspace")
-	}
-	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-		return "", outposterr.New(outposterr.Configuration, "workspace %s is not a directory", abs)
-	}
-	return abs, nil
-}
+func (s *session) close() { s.r.Close() }
 
-// turn runs one turn. The turn is validated (harness.Turn.Validate) before
-// any sandbox is opened or CLI bootstrapped.
+// turn runs one turn. The turn is validated before any sandbox is opened
+// or CLI bootstrapped.
 func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapters.Event)) (*harness.Result, error) {
-	row, a, err := s.adapter(req.Agent)
-	if err != nil {
-		return nil, err
-	}
-	workspace, err := resolveWorkspace(req.Workspace)
-	if err != nil {
-		return nil, err
-	}
-	if row.Driver != nil {
-		// The driver's workdir must stay inside this turn's workspace too.
-		if err := row.Driver.CheckWorkdir(workspace); err != nil {
-			return nil, err
-		}
-	}
-	in := adapters.Input{Prompt: req.Prompt, Model: req.Model, Effort: s.opts.Turn.Effort,
-		Continue: req.Continue, Fork: req.Fork, MCP: s.mcp}
-	if s.srv != nil {
-		// A subscription-style placeholder token makes the CLI read the
-		// server's rate-limit headers, as a logged-in account would.
-		in.Endpoint = &adapters.Endpoint{BaseURL: s.srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
-		// The scripted server answers at once; a CLI retrying for minutes
-		// would only hide the scenario.
-		retries := 1
-		in.MaxRetries = &retries
-	}
-	schema := s.schema
-	if req.Schema != nil {
-		schema = req.Schema
-	}
-	t := harness.Turn{
-		Adapter: a, Input: in, Store: s.store, Credentials: s.creds,
-		OnEvent: onEvent, Logger: s.logger, StopOnQuotaRetry: req.StopOnQuotaRetry, Reseed: s.opts.Turn.Reseed,
-		Live: req.Live, Schema: schema,
-		Limits: harness.Limits{Deadline: s.opts.Turn.Timeout, IdleTimeout: s.opts.Turn.IdleTimeout},
-	}
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	if t.Provider, t.Spec, err = s.lease(ctx, row, workspace); err != nil {
-		return nil, err
-	}
-	return harness.Run(ctx, t)
+	return s.r.Run(ctx, outpost.Turn{Agent: req.Agent, Prompt: req.Prompt, Model: req.Model,
+		Continue: req.Continue, Fork: req.Fork, Workspace: req.Workspace, Schema: req.Schema, Live: req.Live,
+		StopOnQuotaRetry: req.StopOnQuotaRetry, OnEvent: onEvent})
 }
 
 // redactArg hides the value part of NAME=VALUE.

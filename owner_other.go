@@ -1,5 +1,5 @@
 //go:build !unix
 
-package cli
+package outpost
 
 func owner(string) (uid, gid int, ok bool) { return 0, 0, false }

@@ -1,0 +1,29 @@
+// Package outpost runs coding-agent CLIs (Claude Code, Codex, GitHub Copilot
+// CLI, Google Antigravity, spec-defined drivers) headless, one turn at a
+// time, in sandboxes, and returns a normalized, classified result. It is
+// the library face of the outpost command, which is built on it.
+//
+// A [Runner] does for a turn or a batch what the command does: it finds the
+// agent by name in the registry (package agents) or among the project's
+// drivers, plans credentials from the project's declared variables
+// (.outpost/.env), bootstraps the pinned CLI once — downloaded, verified
+// against its SHA-512, cached on the host — and delivers it into each lease
+// the sandbox engine's way ([Delivery]: a read-only mount, a copy through
+// the sandbox contract, or the host path), chooses the lease user, restores
+// and captures conversations, and classifies what happened:
+//
+//	r, err := outpost.New(ctx, outpost.Options{Offline: true, Getenv: os.Getenv})
+//	if err != nil { ... }
+//	defer r.Close()
+//	res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "Say hello"})
+//
+// Options.Offline starts the scripted model server (package outposttest)
+// so a real CLI runs a whole turn with no account and no network. The
+// lower layers stay available: package harness runs one turn with an
+// adapter and a provider you choose, package batch runs many.
+//
+// The library never reads the process environment: whatever comes from
+// it (forwarded variables, the Docker engine address, npm's registry
+// setting, the state directory) is read through Options.Getenv, which the
+// outpost command sets to os.Getenv.
+package outpost

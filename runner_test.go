@@ -1,0 +1,83 @@
+package outpost_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost"
+	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+)
+
+// TestRunnerDocker is the README's library example with the default
+// sandbox: a real Claude Code turn in a Docker lease (the verified CLI
+// delivered by the engine's rule), then a small batch; no container of this
+// process is left.
+func TestRunnerDocker(t *testing.T) {
+	testenv.Short(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, perr := cli.Ping(pctx)
+	cancel()
+	if perr != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	ws := t.TempDir()
+	require.NoError(t, os.Chmod(ws, 0o777))
+
+	ctx := context.Background()
+	r, err := outpost.New(ctx, outpost.Options{Project: ws, Offline: true, NoStore: true, Getenv: os.Getenv})
+	require.NoError(t, err)
+	res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "Say hello MARK-fac1"})
+	require.NoError(t, err, "%+v", res)
+	assert.Equal(t, "outpost ok: MARK-fac1.", res.Text)
+
+	recs, err := r.Batch(ctx, []batch.Job{
+		{ID: "a", Agent: "claude", Prompt: "MARK-fac2"},
+		{ID: "b", Agent: "codex", Prompt: "MARK-fac3"},
+	}, batch.Options{Concurrency: 2})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	for _, rec := range recs {
+		assert.True(t, rec.Outcome.OK, "%+v", rec)
+	}
+	r.Close()
+	r.Close() // idempotent
+
+	left, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelOwnerPID+"="+strconv.Itoa(os.Getpid())))})
+	require.NoError(t, err)
+	assert.Empty(t, left, "no container of this process is left")
+
+	_, err = r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "after close"})
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "a closed runner runs nothing")
+}
+
+func TestRunnerRefusesBadTurnsBeforeAnySandbox(t *testing.T) {
+	ctx := context.Background()
+	r, err := outpost.New(ctx, outpost.Options{Project: t.TempDir(), NoStore: true,
+		Sandbox: outpost.SandboxOptions{Host: "unix:///nonexistent/docker.sock"}})
+	require.NoError(t, err, "nothing is opened before the first turn")
+	defer r.Close()
+	_, err = r.Run(ctx, outpost.Turn{Agent: "nope", Prompt: "hi"})
+	assert.ErrorContains(t, err, `unknown agent "nope"`)
+	_, err = r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "  "})
+	assert.ErrorContains(t, err, "empty prompt", "validated before the (unreachable) engine is opened")
+	_, err = r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "hi"})
+	assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err), "then the engine is the problem")
+
+	_, err = outpost.New(ctx, outpost.Options{Sandbox: outpost.SandboxOptions{Kind: "vm"}, NoStore: true})
+	assert.ErrorContains(t, err, `sandbox must be one of docker, host, not "vm"`)
+}

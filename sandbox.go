@@ -1,0 +1,221 @@
+package outpost
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/outpost-dev/outpost/bootstrap"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox/host"
+)
+
+// basePath is the PATH of a container lease after the CLI's own directory.
+const basePath = "/usr/local/bin:/usr/bin:/bin"
+
+// Delivery is how a verified, bootstrapped CLI reaches a sandbox's leases.
+type Delivery string
+
+// The deliveries.
+const (
+	// DeliverMount bind-mounts the host cache entry read-only into each
+	// lease: nothing is copied (an engine on this machine).
+	DeliverMount Delivery = "mount"
+	// DeliverCopy copies the verified tree into each lease through the
+	// sandbox contract and checks its version (any engine, local or not).
+	DeliverCopy Delivery = "copy"
+	// DeliverHostPath runs the CLI from the host cache (the host sandbox).
+	DeliverHostPath Delivery = "host-path"
+)
+
+// SandboxKind is one way to get leases, selected by name (the outpost
+// command's --sandbox NAME).
+type SandboxKind struct {
+	// Name is the kind's name.
+	Name string
+	// Summary is one line for help texts.
+	Summary string
+	// Open connects to the kind's engine once per runner.
+	Open func(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error)
+}
+
+// SandboxOptions say where a turn runs. Zero values are the kind's defaults.
+type SandboxOptions struct {
+	// Kind is the sandbox kind's name ("": DefaultSandbox).
+	Kind string
+	// Image, Network and User configure container leases (User "uid:gid";
+	// empty: the workspace owner's when outpost runs as root).
+	Image, Network, User string
+	// Host is the Docker engine address (DOCKER_HOST's form; empty: the
+	// local default).
+	Host string
+	// HostEnv is the environment the host sandbox gives CLIs (PATH, LANG,
+	// ...; never the whole environment, which holds secrets nobody chose to
+	// forward).
+	HostEnv map[string]string
+	// Project is the project directory: its .outpost is hidden from
+	// container leases too when it lies inside the workspace.
+	Project string
+	// Version labels the resources the kind creates.
+	Version string
+}
+
+// SandboxEngine is an opened sandbox kind: it hands out the provider and
+// lease spec for each turn and says how the agent's CLI gets there.
+type SandboxEngine interface {
+	// Delivery says how a bootstrapped CLI reaches this engine's leases.
+	Delivery() Delivery
+	// Lease returns the provider and spec for a turn in workspace (a host
+	// directory) with cli (nil: the CLI is not Outpost's to install)
+	// delivered as Delivery says.
+	Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error)
+	// Close releases everything the invocation still holds, bounded; it
+	// runs also after cancellation.
+	Close()
+}
+
+// Installed is a verified CLI ready for delivery.
+type Installed struct {
+	Entry *bootstrap.Entry
+	// Bootstrapper installs the entry into a lease (copy delivery).
+	Bootstrapper *bootstrap.Bootstrapper
+}
+
+// SandboxKinds returns the built-in sandbox kinds, by name; a runner takes
+// the table, so a test (or another engine) adds one row.
+func SandboxKinds() map[string]SandboxKind {
+	return map[string]SandboxKind{
+		"docker": {Name: "docker", Summary: "isolated containers on a Docker engine (default)", Open: openDocker},
+		"host":   {Name: "host", Summary: "this machine, unisolated", Open: openHost},
+	}
+}
+
+// DefaultSandbox is the kind used when none is named.
+const DefaultSandbox = "docker"
+
+// SandboxNames lists the kinds of table, sorted.
+func SandboxNames(table map[string]SandboxKind) []string {
+	names := make([]string, 0, len(table))
+	for n := range table {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// lookupSandbox returns the kind named name ("" is the default).
+func lookupSandbox(table map[string]SandboxKind, name string) (SandboxKind, error) {
+	if name == "" {
+		name = DefaultSandbox
+	}
+	k, ok := table[name]
+	if !ok {
+		return SandboxKind{}, outposterr.New(outposterr.Configuration, "sandbox must be one of %s, not %q",
+			strings.Join(SandboxNames(table), ", "), name)
+	}
+	return k, nil
+}
+
+// dockerEngine hands out Docker leases.
+type dockerEngine struct {
+	ctx  context.Context
+	p    *docker.Provider
+	o    SandboxOptions
+	root bool // outpost runs as root
+}
+
+func openDocker(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	p, err := docker.New(ctx, docker.Options{Host: o.Host, Logger: log, Version: o.Version})
+	if err != nil {
+		if o.Kind == "" {
+			return nil, outposterr.Wrap(outposterr.Sandbox, err,
+				"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
+		}
+		return nil, err
+	}
+	return &dockerEngine{ctx: ctx, p: p, o: o, root: os.Geteuid() == 0}, nil
+}
+
+func (e *dockerEngine) Delivery() Delivery { return DeliverMount }
+
+func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	spec := sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
+		Env: map[string]string{"PATH": basePath}, User: e.o.User, Hide: hiddenDirs(e.o.Project, workspace)}
+	if cli != nil {
+		spec.Mounts = append(spec.Mounts, cli.Entry.Mount())
+		spec.Env["PATH"] = cli.Entry.SandboxBinDir() + ":" + basePath
+	}
+	if spec.User == "" && e.root {
+		// Leases never run as root. When outpost does, the lease takes the
+		// workspace owner's ids so the agent can write its files.
+		if uid, gid, ok := owner(workspace); ok && uid != 0 {
+			spec.User = fmt.Sprintf("%d:%d", uid, gid)
+		}
+	}
+	return e.p, spec, nil
+}
+
+// Close removes what the run still holds. SIGINT/SIGTERM cancel the root
+// context: the harness stops the CLI and releases its lease under a
+// bounded, uncancellable context; this is the last line of defence.
+func (e *dockerEngine) Close() {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), docker.DefaultReleaseTimeout)
+	defer cancel()
+	_ = e.p.ReleaseAll(cctx)
+	e.p.Close()
+}
+
+// hostEngine runs CLIs on this machine.
+type hostEngine struct {
+	env map[string]string
+	log *slog.Logger
+}
+
+func openHost(_ context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	if o.User != "" {
+		return nil, outposterr.New(outposterr.Configuration, "a lease user applies to isolated sandboxes; the host sandbox runs as you")
+	}
+	env := map[string]string{}
+	for k, v := range o.HostEnv {
+		env[k] = v
+	}
+	if env["TZ"] == "" {
+		env["TZ"] = "UTC"
+	}
+	return &hostEngine{env: env, log: log}, nil
+}
+
+func (e *hostEngine) Delivery() Delivery { return DeliverHostPath }
+
+func (e *hostEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	env := map[string]string{}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	if cli != nil {
+		env["PATH"] = cli.Entry.HostBinDir() + ":" + env["PATH"]
+	}
+	return host.New(host.Options{Env: env, Logger: e.log}), sandbox.Spec{Workspace: workspace}, nil
+}
+
+func (e *hostEngine) Close() {}
+
+// hiddenDirs lists the workspace-relative .outpost directories a container
+// lease must not see: the workspace's own and, when the project (the
+// current directory) lies inside the workspace, the project's. They hold
+// .env values, drivers and, maybe, a conversation store.
+func hiddenDirs(project, workspace string) []string {
+	hide := []string{ConfigDir}
+	if project != "" {
+		if rel, err := filepath.Rel(workspace, project); err == nil && rel != "." && filepath.IsLocal(rel) {
+			hide = append(hide, filepath.ToSlash(filepath.Join(rel, ConfigDir)))
+		}
+	}
+	return hide
+}
