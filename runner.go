@@ -241,11 +241,11 @@ func (r *Runner) adapter(name string) (agents.Agent, adapters.Adapter, error) {
 // lease returns the provider and lease spec for a turn of row in
 // workspace: the engine is opened once, the agent's pinned CLI bootstrapped
 // once and delivered the engine's way.
-func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) (sandbox.Provider, sandbox.Spec, *Installed, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, sandbox.Spec{}, outposterr.New(outposterr.Configuration, "the runner is closed")
+		return nil, sandbox.Spec{}, nil, outposterr.New(outposterr.Configuration, "the runner is closed")
 	}
 	if r.engine == nil {
 		o := r.opts.Sandbox
@@ -260,22 +260,22 @@ func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) 
 		}
 		e, err := r.kind.Open(ctx, o, r.logger)
 		if err != nil {
-			return nil, sandbox.Spec{}, err
+			return nil, sandbox.Spec{}, nil, err
 		}
 		r.engine = e
 	}
 	cli, err := r.ensureCLI(ctx, row)
 	if err != nil {
-		return nil, sandbox.Spec{}, err
+		return nil, sandbox.Spec{}, nil, err
 	}
 	prov, spec, err := r.engine.Lease(cli, workspace)
 	if err != nil {
-		return nil, spec, err
+		return nil, spec, nil, err
 	}
 	if cli != nil && r.engine.Delivery() == DeliverCopy {
 		prov = cli.Bootstrapper.CopyInProvider(prov, cli.Entry, basePath)
 	}
-	return prov, spec, nil
+	return prov, spec, cli, nil
 }
 
 // ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
@@ -376,16 +376,32 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ht.Provider, ht.Spec, err = r.lease(ctx, row, workspace); err != nil {
+	var cli *Installed
+	if ht.Provider, ht.Spec, cli, err = r.lease(ctx, row, workspace); err != nil {
 		return nil, err
 	}
-	return harness.Run(ctx, ht)
+	res, err := harness.Run(ctx, ht)
+	if res != nil && res.CLIVersion == "" && cli != nil {
+		// The CLI printed no version (Codex, Copilot): it is the pinned,
+		// verified one that was delivered.
+		res.CLIVersion = cli.Entry.Version
+	}
+	return res, err
+}
+
+// BatchOptions are batch.Options plus what a runner adds to each turn.
+type BatchOptions struct {
+	batch.Options
+	// Attempt, when set, is called as each turn of a job starts: the turn's
+	// events go to the returned onEvent (nil: none), and done (nil: none)
+	// receives its result. A run directory records attempts this way.
+	Attempt func(t batch.Turn) (onEvent func(adapters.Event), done func(*harness.Result))
 }
 
 // Batch runs jobs (package batch) through the runner: each job's turns run
 // in its workspace (default: the project) with its schema. Every job's
 // agent and fallbacks are checked before anything runs.
-func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts batch.Options) ([]batch.Record, error) {
+func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts BatchOptions) ([]batch.Record, error) {
 	for i := range jobs {
 		j := &jobs[i]
 		if err := j.Compile(); err != nil {
@@ -398,13 +414,22 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts batch.Options
 		}
 	}
 	return batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
+		var onEvent func(adapters.Event)
+		var done func(*harness.Result)
+		if opts.Attempt != nil {
+			onEvent, done = opts.Attempt(t)
+		}
 		res, err := r.Run(ctx, Turn{Agent: t.Agent, Prompt: t.Prompt, Model: t.Job.Model,
-			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Compiled})
+			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Compiled,
+			OnEvent: onEvent})
 		if res == nil {
 			res = &harness.Result{Agent: t.Agent, Err: err, Started: time.Now()}
 		}
+		if done != nil {
+			done(res)
+		}
 		return res, err
-	}, opts)
+	}, opts.Options)
 }
 
 // String names the runner for logs.

@@ -47,11 +47,14 @@ func TestRunnerDocker(t *testing.T) {
 	recs, err := r.Batch(ctx, []batch.Job{
 		{ID: "a", Agent: "claude", Prompt: "MARK-fac2"},
 		{ID: "b", Agent: "codex", Prompt: "MARK-fac3"},
-	}, batch.Options{Concurrency: 2})
+	}, outpost.BatchOptions{Options: batch.Options{Concurrency: 2}})
 	require.NoError(t, err)
 	require.Len(t, recs, 2)
 	for _, rec := range recs {
 		assert.True(t, rec.Outcome.OK, "%+v", rec)
+		if rec.Agent == "codex" {
+			assert.Equal(t, "0.169.0", rec.CLIVersion, "a CLI that prints no version reports the delivered pin")
+		}
 	}
 	r.Close()
 	r.Close() // idempotent

@@ -15,7 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost"
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -49,6 +52,9 @@ Outages (overload, 5xx, connection failures, timeouts) are retried with capped
 exponential backoff and full jitter, then fall back. A turn is stopped as soon as the
 CLI's own retry chatter proves a quota failure.
 
+--json prints each result line on standard output as well; --out DIR records the run
+(every attempt's trajectory, the results, parks and a manifest) for outpost report.
+
 SIGINT stops scheduling, cancels running turns and removes their containers; jobs
 without a result line are redone by --resume, finished ones never are. The exit code is
 0 when every job succeeded, 1 otherwise (configuration errors: 2).`,
@@ -58,7 +64,7 @@ without a result line are redone by --resume, finished ones never are. The exit 
 			if o.Results == "" {
 				o.Results = o.Jobs + ".results.jsonl"
 			}
-			return runBatch(cmd.Context(), f, o)
+			return runBatch(cmd.Context(), cmd, f, o)
 		},
 	}
 	addRunFlags(f, cmd, &o.Run)
@@ -72,7 +78,7 @@ without a result line are redone by --resume, finished ones never are. The exit 
 	return cmd
 }
 
-func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
+func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions) error {
 	jobs, err := readJobs(o.Jobs)
 	if err != nil {
 		return err
@@ -107,10 +113,22 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 	}
 	defer out.Close()
 
+	rec, err := openRecord(cmd, &o.Run)
+	if err != nil {
+		return err
+	}
+	var attempt func(batch.Turn) (func(adapters.Event), func(*harness.Result))
+	if rec != nil {
+		defer rec.Close()
+		attempt = func(t batch.Turn) (func(adapters.Event), func(*harness.Result)) {
+			a := rec.Job(t.Job.ID, 0)
+			return a.Event, func(res *harness.Result) { _ = a.Finish(res) }
+		}
+	}
 	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
 	failed := 0
 	var mu sync.Mutex
-	recs, err := s.r.Batch(ctx, jobs, batch.Options{
+	recs, err := s.r.Batch(ctx, jobs, outpost.BatchOptions{Attempt: attempt, Options: batch.Options{
 		Concurrency: o.Concurrency, MaxParks: o.MaxParks, MaxPark: o.MaxPark, MaxRetries: o.MaxRetries, Done: done,
 		OnRecord: func(r batch.Record) {
 			b, _ := json.Marshal(r)
@@ -119,14 +137,25 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 			// One write per line, synced: a crash never leaves half a record.
 			_, _ = out.Write(append(b, '\n'))
 			_ = out.Sync()
+			if o.Run.Output.JSON {
+				fmt.Fprintf(f.IO.Out, "%s\n", b)
+			}
+			if rec != nil {
+				_ = rec.Record(r)
+			}
 			if !r.Outcome.OK {
 				failed++
 			}
 			prog.record(r)
 		},
 		OnStatus: prog.status,
-		OnPark:   prog.park,
-	})
+		OnPark: func(job string, until time.Time) {
+			prog.park(job, until)
+			if rec != nil {
+				_ = rec.Park(job, time.Now(), until)
+			}
+		},
+	}})
 	prog.finish()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; `outpost batch %s --resume --results %s` continues\n",

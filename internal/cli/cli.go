@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,8 +24,41 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-// Version is the outpost version, set at build time with -ldflags.
-var Version = "dev"
+// Version is the outpost version: the module version and VCS revision the
+// binary was built from (go install …@VERSION records the version, a build
+// in a checkout the revision); -ldflags "-X …/internal/cli.Version=…" wins.
+var Version = buildVersion()
+
+// buildVersion reads the version from the binary's build information.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if modified == "true" {
+			rev += "-dirty"
+		}
+		v += " (" + rev + ")"
+	}
+	return v
+}
 
 // IOStreams are the command's standard streams.
 type IOStreams struct {
@@ -84,7 +119,7 @@ func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 	defer func() {
 		if v := recover(); v != nil {
 			err := outposterr.Panic(v)
-			fmt.Fprintln(f.IO.ErrOut, "outpost:", err)
+			printError(f.IO.ErrOut, outposterr.Internal, err)
 			code = int(ExitCodeOf(err))
 		}
 	}()
@@ -94,16 +129,23 @@ func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 	}
 	var flagErr *flagError
 	if errors.As(err, &flagErr) {
-		fmt.Fprintln(f.IO.ErrOut, "outpost:", err)
+		printError(f.IO.ErrOut, outposterr.Configuration, err)
 		return int(ExitConfiguration)
 	}
 	var silent *silentError
 	if !errors.As(err, &silent) {
-		fmt.Fprintln(f.IO.ErrOut, "outpost:", err)
+		printError(f.IO.ErrOut, outposterr.ClassOf(err), err)
 	} else {
 		err = silent.err
 	}
 	return int(ExitCodeOf(err))
+}
+
+// printError prints an error in the one style every command uses:
+// "outpost: CLASS: message".
+func printError(w io.Writer, class outposterr.Class, err error) {
+	msg := strings.TrimPrefix(err.Error(), string(class)+": ")
+	fmt.Fprintf(w, "outpost: %s: %s\n", class, msg)
 }
 
 // flagError marks command-line usage errors.

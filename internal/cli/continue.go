@@ -35,7 +35,7 @@ func newCmdContinue(f *Factory, fork bool) *cobra.Command {
 				}
 				opts.Turn.Agent = m.Agent
 			}
-			return runRun(cmd.Context(), f, opts)
+			return runRun(cmd.Context(), cmd, f, opts)
 		},
 	}
 	addRunFlags(f, cmd, opts)

@@ -62,6 +62,9 @@ type CredentialOptions struct {
 type OutputOptions struct {
 	JSON    bool
 	Verbose bool
+	// Out is a run directory to record into (runrec): trajectories,
+	// results, patches and a manifest, for `outpost report`.
+	Out string
 }
 
 // StoreOptions say where conversations are kept.
@@ -101,6 +104,7 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 
 	fl.BoolVar(&o.Output.JSON, "json", false, "print JSON lines: every event, then the outcome")
 	fl.BoolVarP(&o.Output.Verbose, "verbose", "v", false, "debug logs on stderr")
+	fl.StringVar(&o.Output.Out, "out", "", "record the run into this directory (trajectories, results, patches, a manifest) for outpost report")
 
 	fl.StringVar(&o.Store.Dir, "store", "", "conversation store directory (default: "+defaultStoreHelp+")")
 	fl.BoolVar(&o.Store.NoStore, "no-store", false, "do not capture or restore the conversation")

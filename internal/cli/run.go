@@ -18,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/runrec"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/typed"
 )
@@ -66,7 +67,7 @@ lines it never took are reported as warnings.
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return runRun(cmd.Context(), f, opts)
+			return runRun(cmd.Context(), cmd, f, opts)
 		},
 	}
 	addRunFlags(f, cmd, opts)
@@ -76,7 +77,7 @@ lines it never took are reported as warnings.
 	return cmd
 }
 
-func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
+func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOptions) error {
 	prompt := opts.Turn.Prompt
 	if prompt == "-" {
 		b, err := io.ReadAll(io.LimitReader(f.IO.In, lines.MaxBytes))
@@ -111,7 +112,23 @@ func runRun(ctx context.Context, f *Factory, opts *RunOptions) error {
 		defer close(done)
 		req.Live = liveLines(f.IO.In, f.IO.ErrOut, done)
 	}
-	res, err := s.turn(ctx, req, r.event)
+	rec, err := openRecord(cmd, opts)
+	if err != nil {
+		return err
+	}
+	onEvent := r.event
+	var att *runrec.Attempt
+	if rec != nil {
+		defer rec.Close()
+		att = rec.Job("run", 0)
+		onEvent = func(ev adapters.Event) { r.event(ev); att.Event(ev) }
+	}
+	res, err := s.turn(ctx, req, onEvent)
+	if att != nil && res != nil {
+		if ferr := att.Finish(res); ferr != nil {
+			fmt.Fprintln(f.IO.ErrOut, "outpost: warning: --out:", ferr)
+		}
+	}
 	if res == nil {
 		return err
 	}
