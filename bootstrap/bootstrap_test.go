@@ -399,21 +399,6 @@ func TestEnsureCancelled(t *testing.T) {
 	assertCacheClean(t, b.opts.CacheDir)
 }
 
-func TestProgressLines(t *testing.T) {
-	var buf strings.Builder
-	f := ProgressLines(&buf)
-	for i := int64(0); i <= 100; i++ {
-		f(Progress{Name: "claude", Version: "2.1.328", Platform: LinuxX64, Phase: "download", Done: i * 1e6, Total: 100e6})
-	}
-	f(Progress{Name: "claude", Version: "2.1.328", Platform: LinuxX64, Phase: "verify", Done: 100e6, Total: 100e6})
-	f(Progress{Name: "claude", Version: "2.1.328", Platform: LinuxX64, Phase: "done", Done: 100e6, Total: 100e6})
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	require.Len(t, lines, 13)
-	assert.Equal(t, "claude 2.1.328 (linux-x64): download 0% (0.0/100.0 MB)", lines[0])
-	assert.Equal(t, "claude 2.1.328 (linux-x64): download 50% (50.0/100.0 MB)", lines[5])
-	assert.Equal(t, "claude 2.1.328 (linux-x64): done", lines[12])
-}
-
 func TestEnsureSweepsStaleTemporaries(t *testing.T) {
 	srv := newServer(t)
 	archive := agyArchive(t, "1.2.12")

@@ -19,6 +19,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -231,28 +232,21 @@ func finishedJobs(path string) (map[string]bool, error) {
 	return done, sc.Err()
 }
 
-// batchProgress shows a live status line on a terminal, log lines otherwise.
-type batchProgress struct {
-	mu   sync.Mutex
-	w    io.Writer
-	tty  bool
-	last batch.Status
+// batchProgress shows the batch's status line (internal/progress): drawn
+// in place on a terminal, periodic plain lines otherwise, job lines above.
+type batchProgress struct{ line *progress.Line }
+
+func newBatchProgress(w io.Writer, tty bool) *batchProgress {
+	return &batchProgress{line: progress.New(w, tty, 0)}
 }
 
-func newBatchProgress(w io.Writer, tty bool) *batchProgress { return &batchProgress{w: w, tty: tty} }
-
 func (p *batchProgress) status(s batch.Status) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last = s
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", s)
-	}
+	cost := fmt.Sprintf("$%.4f", s.CostUSD)
+	p.line.Set(fmt.Sprintf("done (%d failed), %d running, %d parked, %d tokens, %s", s.Failed, s.Running, s.Parked, s.Tokens, cost),
+		s.Done, s.Total)
 }
 
 func (p *batchProgress) record(r batch.Record) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	state := "ok"
 	if !r.Outcome.OK {
 		state = r.Outcome.Class
@@ -260,26 +254,11 @@ func (p *batchProgress) record(r batch.Record) {
 			state += " (unavailable: " + r.Outcome.Unavailable + ")"
 		}
 	}
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
-	fmt.Fprintf(p.w, "job %s: %s via %s in %s\n", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond)
+	p.line.Logf("job %s: %s via %s in %s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond)
 }
 
 func (p *batchProgress) park(job string, until time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
-	fmt.Fprintf(p.w, "job %s: quota; parked until %s\n", job, until.UTC().Format(time.RFC3339))
+	p.line.Logf("job %s: quota; parked until %s", job, until.UTC().Format(time.RFC3339))
 }
 
-func (p *batchProgress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
-	fmt.Fprintln(p.w, p.last.String())
-}
+func (p *batchProgress) finish() { p.line.Close() }

@@ -14,6 +14,7 @@ import (
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/bootstrap"
+	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -101,28 +102,30 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// progressFunc draws a bar on a terminal, plain lines otherwise.
+// progressFunc shows download progress on one status line
+// (internal/progress: throttled, in place on a terminal, periodic plain
+// lines otherwise), one line per verified CLI above it.
 func progressFunc(w io.Writer, tty bool) func(bootstrap.Progress) {
-	if !tty {
-		return bootstrap.ProgressLines(w)
-	}
 	var mu sync.Mutex
+	var line *progress.Line
 	return func(p bootstrap.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
+		if line == nil {
+			line = progress.New(w, tty, 0)
+		}
 		label := p.Name + " " + p.Version
 		switch {
 		case p.Phase == "download" && p.Total > 0:
-			const width = 30
-			n := int(p.Done * width / p.Total)
-			fmt.Fprintf(w, "\r%-24s [%s%s] %3d%% %d/%d MB", label, strings.Repeat("#", n), strings.Repeat(" ", width-n),
-				p.Done*100/p.Total, p.Done>>20, p.Total>>20)
+			line.Set(fmt.Sprintf("MB %s", label), int(p.Done>>20), int(p.Total>>20))
 		case p.Phase == "download":
-			fmt.Fprintf(w, "\r%-24s %d MB", label, p.Done>>20)
+			line.Set(fmt.Sprintf("%s: %d MB", label, p.Done>>20), 0, 0)
 		case p.Phase == "done":
-			fmt.Fprintf(w, "\r%-24s verified and cached%30s\n", label, "")
+			line.Logf("%s verified and cached", label)
+			line.Close()
+			line = nil
 		default:
-			fmt.Fprintf(w, "\r%-24s %s…%30s", label, p.Phase, "")
+			line.Set(label+": "+p.Phase, 0, 0)
 		}
 	}
 }
