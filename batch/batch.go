@@ -217,6 +217,7 @@ type runner struct {
 	sem  chan struct{}
 
 	mu     sync.Mutex
+	pubMu  sync.Mutex // orders OnStatus deliveries
 	status Status
 }
 
@@ -269,7 +270,12 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 	return records, ctx.Err()
 }
 
+// publish changes the status and hands the snapshot to OnStatus. pubMu
+// keeps deliveries in the order of the changes, so a display never sees
+// an older snapshot after a newer one.
 func (r *runner) publish(f func(*Status)) {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
 	r.mu.Lock()
 	f(&r.status)
 	s := r.status
