@@ -213,7 +213,7 @@ node_ready() {
 cluster_up() {
 	local c
 	for c in containerd "${components[@]}"; do pid_of "$c" >/dev/null || return 1; done
-	[ -f "$kubeconfig" ] && api_ready && node_ready
+	[ -f "$kubeconfig" ] && api_ready && curl -sf --max-time 2 http://127.0.0.1:10248/healthz >/dev/null && node_ready
 }
 
 # waitfor SECONDS WHAT CMD...: poll CMD until it succeeds; on timeout show the log of WHAT.
@@ -463,6 +463,10 @@ waitfor 60 kube-controller-manager sa_ready
 log "starting kubelet (node $node)"
 start kubelet "$bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
 	--root-dir="$state/kubelet" --cert-dir="$state/kubelet/pki" --hostname-override="$node" --v=1
+# The kubelet's own health first: after a restart the node object still says
+# Ready from before.
+kubelet_healthy() { curl -sf --max-time 2 http://127.0.0.1:10248/healthz >/dev/null; }
+waitfor 120 kubelet kubelet_healthy
 waitfor 120 kubelet node_ready
 log "cluster is up in $((SECONDS - t0))s (node $node Ready)"
 log "ready: kubeconfig $kubeconfig"
