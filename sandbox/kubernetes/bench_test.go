@@ -146,7 +146,9 @@ type raw struct {
 	kc  string
 }
 
-func newRaw(b *testing.B) *raw {
+func newRaw(b *testing.B) *raw { return newRawT(b) }
+
+func newRawT(b testing.TB) *raw {
 	p := newProvider(b, kubernetes.Options{}) // skips without a cluster
 	kc := testOptions(b).Kubeconfig
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)

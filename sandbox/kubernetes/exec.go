@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -187,29 +189,45 @@ func shellQuote(v string) string {
 	return b.String()
 }
 
-// executor returns a WebSocket executor for the exec request of argv, with
-// a fallback to SPDY for API servers that cannot upgrade to WebSockets.
-func (l *lease) executor(argv []string) (remotecommand.Executor, error) {
+// executor returns the exec stream of argv: the WebSocket executor, and the
+// SPDY one (made only then) when the API server cannot upgrade to
+// WebSockets.
+func (l *lease) executor(argv []string, stdin bool) remotecommand.Executor {
 	req := l.p.cs.CoreV1().RESTClient().Post().
 		Resource("pods").Namespace(l.p.ns).Name(l.name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: containerName,
 			Command:   argv,
-			Stdin:     true,
+			Stdin:     stdin,
 			Stdout:    true,
 			Stderr:    true,
 		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(l.p.cfg, http.MethodGet, req.URL().String())
+	return &fallbackExecutor{cfg: l.p.cfg, url: req.URL()}
+}
+
+type fallbackExecutor struct {
+	cfg *rest.Config
+	url *url.URL
+}
+
+func (e *fallbackExecutor) Stream(opts remotecommand.StreamOptions) error {
+	return e.StreamWithContext(context.Background(), opts)
+}
+
+func (e *fallbackExecutor) StreamWithContext(ctx context.Context, opts remotecommand.StreamOptions) error {
+	ws, err := remotecommand.NewWebSocketExecutor(e.cfg, http.MethodGet, e.url.String())
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec client")
+		return outposterr.Wrap(outposterr.Configuration, err, "exec client")
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(l.p.cfg, http.MethodPost, req.URL())
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec client")
+	err = ws.StreamWithContext(ctx, opts)
+	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
+		return err
 	}
-	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	spdy, serr := remotecommand.NewSPDYExecutor(e.cfg, http.MethodPost, e.url)
+	if serr != nil {
+		return outposterr.Wrap(outposterr.Configuration, serr, "exec client")
+	}
+	return spdy.StreamWithContext(ctx, opts)
 }
 
 // start runs es through the wrapper.
@@ -234,10 +252,7 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	nonce := strings.ReplaceAll(id, "-", "")
 	pidBase := "/tmp/outpost-" + id
 	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase, dir}, es.args...)
-	ex, err := l.executor(argv)
-	if err != nil {
-		return nil, err
-	}
+	ex := l.executor(argv, true)
 	p := &process{
 		l:          l,
 		pidBase:    pidBase,
@@ -569,22 +584,9 @@ func (w *stdinWriter) Close() error {
 func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
 	ctx, cancel := l.p.opCtx(ctx)
 	defer cancel()
-	req := l.p.cs.CoreV1().RESTClient().Post().
-		Resource("pods").Namespace(l.p.ns).Name(l.name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(l.p.cfg, http.MethodGet, req.URL().String())
-	if err != nil {
-		return nil, err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(l.p.cfg, http.MethodPost, req.URL())
-	if err != nil {
-		return nil, err
-	}
-	ex, _ := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	ex := l.executor(argv, false)
 	var stdout, stderr bytes.Buffer
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		var ce utilexec.ExitError
 		if errors.As(err, &ce) {

@@ -499,3 +499,22 @@ func TestReleaseAll(t *testing.T) {
 	assert.Empty(t, p.Live())
 	assert.Empty(t, podsOfRun(t, p, runID))
 }
+
+func TestCleanupOnSignal(t *testing.T) {
+	runID := "test-" + uuid.NewString()
+	p := newProvider(t, kubernetes.Options{RunID: runID})
+	_, err := p.Acquire(context.Background(), sandbox.Spec{Env: map[string]string{"K": "v"}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	stop := kubernetes.CleanupOnSignal(p, 0, func(err error) { done <- err }, syscall.SIGUSR1)
+	defer stop()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGUSR1))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("no cleanup after the signal")
+	}
+	assert.Empty(t, p.Live())
+	assert.Empty(t, podsOfRun(t, p, runID))
+}
