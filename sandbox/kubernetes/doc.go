@@ -116,8 +116,10 @@
 // [Reap] (outpost gc) removes labelled pods and Secrets whose owning process
 // is gone, and those of owners on other hosts whose heartbeat is older than
 // [ReapOptions].Grace, in every namespace the client may list. A Provider
-// tracks its live leases: [Provider.ReleaseAll] removes them all, and
-// [CleanupOnSignal] calls it when the process receives SIGINT or SIGTERM.
+// tracks its live leases: [Provider.ReleaseAll] removes them all,
+// [CleanupOnSignal] calls it when the process receives SIGINT or SIGTERM, and
+// [Provider.Close] stops their background watches and heartbeats without
+// removing them.
 //
 // # Images
 //

@@ -252,6 +252,7 @@ func TestAPIServerUnreachable(t *testing.T) {
 	p, err := kubernetes.New(context.Background(), kubernetes.Options{RestConfig: &via, PullPolicy: corev1.PullNever,
 		ReleaseTimeout: 3 * time.Second, OpTimeout: 3 * time.Second})
 	require.NoError(t, err)
+	defer p.Close()
 	sb, err := p.Acquire(context.Background(), sandbox.Spec{Env: map[string]string{"K": "v"}})
 	require.NoError(t, err)
 	name := sb.ID()

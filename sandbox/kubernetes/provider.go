@@ -295,6 +295,19 @@ func (p *Provider) Clientset() k8s.Interface { return p.cs }
 // Server is the API server's address.
 func (p *Provider) Server() string { return p.cfg.Host }
 
+// Close stops the background work of the live leases (pod watches and
+// heartbeats) without releasing them, for a caller that gives up on a
+// cluster it cannot reach any more; see [Provider.ReleaseAll] to remove them.
+// The leases' own calls fail afterwards only if the cluster does.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.leases {
+		l.cancel()
+	}
+	return nil
+}
+
 // opCtx derives the short deadline used for control calls.
 func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(p.withLogger(ctx), p.opts.OpTimeout)
