@@ -94,9 +94,10 @@
 //
 // A pod cannot mount Spec.Workspace, so the workspace is copied: in at
 // Acquire (directories, regular files and links as they are), and back to
-// the host directory after every process the caller executes ends (before
-// Wait returns): the entries that changed in the pod since the last sync,
-// and deletions of paths the pod had reported before. What comes back is
+// the host directory when a process the caller executes ends having changed
+// something under Root (the wrapper checks; the sync runs before Wait
+// returns): the entries that changed in the pod since the last sync, and
+// deletions of paths the pod had reported before. What comes back is
 // hostile input: names are checked, nothing is written through a link or
 // outside the directory, absolute or escaping links are not recreated, and
 // one sync is bounded by Options.MaxSyncBytes. Changes made on the host

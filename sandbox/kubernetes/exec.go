@@ -33,7 +33,7 @@ import (
 
 // wrapperScript starts every command:
 //
-//	sh -c wrapperScript outpost-exec PIDBASE DIR ARGV...
+//	sh -c wrapperScript outpost-exec PIDBASE DIR WATCH ARGV...
 //
 // Its standard input begins with a header: a line with the exit marker's
 // nonce, then one line per Command.Env variable (an export statement with
@@ -46,12 +46,14 @@ import (
 // records its pid, honours a cancellation that arrived before the pid was
 // written, writes a start marker "\x1eoutpost:NONCE:start\x1e" on stderr,
 // waits for the command and writes an exit marker
-// "\x1eoutpost:NONCE:exit:STATUS:OOMKILLS\x1e". The provider strips both
-// from the stream. Exec returns at the start marker, Wait at the exit
+// "\x1eoutpost:NONCE:exit:STATUS:OOMKILLS:CHANGED\x1e". The provider strips
+// both from the stream. Exec returns at the start marker, Wait at the exit
 // marker: a grandchild that keeps the output open does not hold it.
 // OOMKILLS is how many processes the kernel's OOM killer ended in the
-// container's cgroup while the command ran.
-const wrapperScript = `b=$1 d=$2; shift 2
+// container's cgroup while the command ran. With WATCH=1 (a lease with a
+// host workspace), CHANGED is 1 when something under Root changed since the
+// last workspace sync, so commands that change nothing cost no sync.
+const wrapperScript = `b=$1 d=$2 w=$3; shift 3
 nl='
 '
 IFS= read -r n || exit 125
@@ -71,7 +73,9 @@ if [ -e "$b.cancel" ]; then kill -KILL -- "-$c" 2>/dev/null || kill -KILL "$c" 2
 printf '\036outpost:%s:start\036' "$n" >&2
 wait "$c"; s=$?
 oomc
-printf '\036outpost:%s:exit:%s:%s\036' "$n" "$s" "$((o - o1))" >&2
+ch=0
+if [ "$w" = 1 ]; then if [ ! -e ` + syncStamp + `.stamp ] || [ -n "$(find ` + Root + ` -cnewer ` + syncStamp + `.stamp -print -quit 2>/dev/null)" ]; then ch=1; fi; fi
+printf '\036outpost:%s:exit:%s:%s:%s\036' "$n" "$s" "$((o - o1))" "$ch" >&2
 exit "$s"`
 
 // signalScript signals a wrapped command's group:
@@ -251,7 +255,7 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	id := uuid.NewString()
 	nonce := strings.ReplaceAll(id, "-", "")
 	pidBase := "/tmp/outpost-" + id
-	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase, dir}, es.args...)
+	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase, dir, flag(es.syncAfter)}, es.args...)
 	ex := l.executor(argv, true)
 	p := &process{
 		l:          l,
@@ -351,7 +355,7 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 			st := statusOf(m.code)
 			st.OOMKilled = m.oomKills > 0 && !killed
 			var err error
-			if syncAfter && !l.releasing.Load() {
+			if syncAfter && m.changed && !l.releasing.Load() {
 				err = l.syncWorkspace(context.WithoutCancel(ctx))
 			}
 			p.setExit(st, err)
@@ -601,6 +605,7 @@ func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
 type exitMarker struct {
 	code     int
 	oomKills int
+	changed  bool // the workspace changed since the last sync
 }
 
 // markerFilter passes stderr through to w and takes the wrapper's start and
@@ -617,7 +622,7 @@ type markerFilter struct {
 }
 
 // maxMarkerTail bounds the part of a marker after the prefix
-// ("exit:CODE:OOMKILLS\x1e").
+// ("exit:CODE:OOMKILLS:CHANGED\x1e").
 const maxMarkerTail = 48
 
 func newMarkerFilter(w io.Writer, nonce string, onStart func(), onExit func(exitMarker)) *markerFilter {
@@ -688,17 +693,17 @@ func (f *markerFilter) take(payload string) bool {
 	if !ok {
 		return false
 	}
-	code, ooms, ok := strings.Cut(rest, ":")
-	if !ok {
+	fields := strings.Split(rest, ":")
+	if len(fields) != 3 || (fields[2] != "0" && fields[2] != "1") {
 		return false
 	}
-	c, err1 := strconv.Atoi(code)
-	o, err2 := strconv.Atoi(ooms)
+	c, err1 := strconv.Atoi(fields[0])
+	o, err2 := strconv.Atoi(fields[1])
 	if err1 != nil || err2 != nil || c < 0 || c > 255 || o < 0 {
 		return false
 	}
 	f.done = true
-	f.onExit(exitMarker{code: c, oomKills: o})
+	f.onExit(exitMarker{code: c, oomKills: o, changed: fields[2] == "1"})
 	return true
 }
 

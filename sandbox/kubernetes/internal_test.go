@@ -24,7 +24,7 @@ import (
 func TestMarkerFilter(t *testing.T) {
 	const nonce = "0123abcd"
 	start := "\x1eoutpost:" + nonce + ":start\x1e"
-	marker := "\x1eoutpost:" + nonce + ":exit:137:1\x1e"
+	marker := "\x1eoutpost:" + nonce + ":exit:137:1:1\x1e"
 	stream := "before\n" + start + "err line\n" + marker + "after\n"
 	// Every split of the stream into two writes gives the same result.
 	for i := 0; i <= len(stream); i++ {
@@ -39,7 +39,7 @@ func TestMarkerFilter(t *testing.T) {
 		}
 		f.Flush()
 		assert.Equal(t, "before\nerr line\nafter\n", out.String(), "split at %d", i)
-		assert.Equal(t, []exitMarker{{code: 137, oomKills: 1}}, got, "split at %d", i)
+		assert.Equal(t, []exitMarker{{code: 137, oomKills: 1, changed: true}}, got, "split at %d", i)
 		assert.Equal(t, 1, starts, "split at %d", i)
 	}
 	// Byte by byte.
@@ -65,9 +65,11 @@ func TestMarkerFilter(t *testing.T) {
 func TestMarkerFilterLeavesOtherDataAlone(t *testing.T) {
 	for _, s := range []string{
 		"plain output\n",
-		"\x1eoutpost:othernonce:exit:0:0\x1e", // another exec's marker (a forged one)
-		"\x1eoutpost:0123abcd:exit:notanumber:0\x1e",
-		"\x1eoutpost:0123abcd:exit:999:0\x1e",
+		"\x1eoutpost:othernonce:exit:0:0:0\x1e", // another exec's marker (a forged one)
+		"\x1eoutpost:0123abcd:exit:notanumber:0:0\x1e",
+		"\x1eoutpost:0123abcd:exit:999:0:0\x1e",
+		"\x1eoutpost:0123abcd:exit:0:0\x1e",
+		"\x1eoutpost:0123abcd:exit:0:0:2\x1e",
 		"\x1eoutpost:0123abcd:bogus\x1e",
 		"\x1e\x1e\x1eoutpost:0123",
 		strings.Repeat("\x1eoutpost:0123abcd:", 3),
@@ -105,7 +107,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 	// The reading part of the wrapper, then print each variable NUL-terminated.
 	reader := wrapperScript[:strings.Index(wrapperScript, "oomc()")]
 	script := reader + `for v in A B C D E F G; do eval "printf '%s\0' \"\$$v\""; done; cat`
-	cmd := exec.Command(sh, "-c", script, "test", "/tmp/base", "/")
+	cmd := exec.Command(sh, "-c", script, "test", "/tmp/base", "/", "0")
 	cmd.Stdin = io.MultiReader(bytes.NewReader(header("nonce", values)), strings.NewReader("the rest of stdin"))
 	out, err := cmd.Output()
 	require.NoError(t, err)

@@ -404,6 +404,20 @@ cp -p /etc/hostname copied-with-old-mtime`))
 		assert.ErrorIs(t, err, os.ErrNotExist, gone)
 	}
 
+	// A command that changes nothing under Root costs no sync: the pod's
+	// sync stamp stays as it was; one that changes something moves it.
+	stamp := func() string {
+		r := run(context.Background(), t, sb, sh(`stat -c %y /tmp/.outpost-sync.stamp`))
+		require.True(t, r.status.Success(), r.stderr)
+		return r.stdout
+	}
+	before := stamp()
+	run(context.Background(), t, sb, sh(`cat keep.txt >/dev/null`))
+	assert.Equal(t, before, stamp(), "a read-only command synced the workspace")
+	run(context.Background(), t, sb, sh(`echo x > touched`))
+	assert.NotEqual(t, before, stamp(), "a write was not synced")
+	assert.Equal(t, "x\n", read("touched"))
+
 	// A directory removed in the pod goes on the host too.
 	r = run(context.Background(), t, sb, sh(`rm -r new`))
 	require.True(t, r.status.Success(), r.stderr)
