@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -288,7 +289,7 @@ func podProblem(pod *corev1.Pod) string {
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return fmt.Sprintf("pod unschedulable: %s", cmpOr(c.Message, c.Reason))
+			return fmt.Sprintf("pod unschedulable: %s", cmp.Or(c.Message, c.Reason))
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -307,13 +308,6 @@ func podProblem(pod *corev1.Pod) string {
 		msg += ": " + pod.Status.Message
 	}
 	return msg
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // waitRunning waits, bounded by Options.StartTimeout, until the pod runs,
@@ -423,7 +417,7 @@ func (l *lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// released returns the error of work asked of a released lease.
+// releasedError is the error of work asked of a released lease.
 func (l *lease) releasedError(what string) error {
 	return outposterr.New(outposterr.Sandbox, "%s: lease %s was released", what, l.name)
 }
