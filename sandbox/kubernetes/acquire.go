@@ -200,11 +200,7 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 		ImagePullPolicy: p.opts.PullPolicy,
 		Command:         []string{"sh", "-c", startScript, "outpost-lease", Home},
 		WorkingDir:      Root,
-		Env: []corev1.EnvVar{
-			{Name: "HOME", Value: Home},
-			{Name: "TZ", Value: "UTC"},
-			{Name: "XDG_CACHE_HOME", Value: "/tmp/.cache"},
-		},
+		Env:             defaultEnv(spec.Env),
 		Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser:                &uid,
@@ -265,6 +261,23 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
 	return pod
+}
+
+// defaultEnv is the container's plain environment: HOME, TZ and
+// XDG_CACHE_HOME, except those Spec.Env sets (its values come from the
+// Secret, and a plain env entry would win over them).
+func defaultEnv(specEnv map[string]string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range []corev1.EnvVar{
+		{Name: "HOME", Value: Home},
+		{Name: "TZ", Value: "UTC"},
+		{Name: "XDG_CACHE_HOME", Value: "/tmp/.cache"},
+	} {
+		if _, set := specEnv[e.Name]; !set {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // adoptSecret makes the pod the owner of the lease's Secret. A failure only

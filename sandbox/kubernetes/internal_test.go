@@ -347,3 +347,15 @@ func TestWriteWorkspaceTar(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"a/": "5", "a/b/": "5", "a/b/f": "0", "abs": "2/etc/passwd"}, got)
 }
+
+func TestDefaultEnv(t *testing.T) {
+	names := func(es []corev1.EnvVar) (n []string) {
+		for _, e := range es {
+			n = append(n, e.Name)
+		}
+		return n
+	}
+	assert.Equal(t, []string{"HOME", "TZ", "XDG_CACHE_HOME"}, names(defaultEnv(nil)))
+	assert.Equal(t, []string{"HOME", "XDG_CACHE_HOME"}, names(defaultEnv(map[string]string{"TZ": "Europe/Paris", "X": "y"})),
+		"a Spec.Env variable is not shadowed by a plain default")
+}
