@@ -201,7 +201,7 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 		Command:         []string{"sh", "-c", startScript, "outpost-lease", Home},
 		WorkingDir:      Root,
 		Env:             defaultEnv(spec.Env),
-		Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsUser:                &uid,
 			RunAsGroup:               &gid,
