@@ -1,7 +1,8 @@
 // Package testenv gates integration tests on what the machine has.
 //
-// Locally a test that needs Docker or a real agent CLI skips with a clear
-// message when it is missing. In CI, OUTPOST_REQUIRE_DOCKER=1 and
+// Locally a test that needs Docker, a Kubernetes cluster or a real agent CLI
+// skips with a clear message when it is missing. In CI,
+// OUTPOST_REQUIRE_DOCKER=1, OUTPOST_REQUIRE_KUBERNETES=1 and
 // OUTPOST_REQUIRE_CLIS=1 (and OUTPOST_REQUIRE_CHROMIUM=1 for the browser test
 // of the HTML report) turn those skips into failures, so an integration
 // test can never pass by not running.
@@ -23,6 +24,16 @@ const RequireCLIsEnv = "OUTPOST_REQUIRE_CLIS"
 // RequireToolsEnv is the variable that makes a missing measuring tool
 // (GNU time, chromium) a failure.
 const RequireToolsEnv = "OUTPOST_REQUIRE_TOOLS"
+
+// RequireKubernetesEnv is the variable that makes a missing Kubernetes
+// cluster a failure.
+const RequireKubernetesEnv = "OUTPOST_REQUIRE_KUBERNETES"
+
+// KubeconfigEnv names the kubeconfig of the test cluster
+// (scripts/kube-setup.sh prints the path to use). KUBECONFIG is not read:
+// tests create and delete pods, and must not do so in whatever cluster a
+// developer's shell points at.
+const KubeconfigEnv = "OUTPOST_KUBECONFIG"
 
 // Required reports whether the named requirement variable is set to 1/true.
 func Required(env string) bool {
@@ -87,10 +98,28 @@ func invocable(p, name string) string {
 	return best
 }
 
+// Kubeconfig returns the path of the test cluster's kubeconfig, from
+// OUTPOST_KUBECONFIG, or skips/fails the test when it is unset or the file
+// does not exist. Whether the cluster
+// answers is for the caller to check (and report with [Missing]).
+func Kubeconfig(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv(KubeconfigEnv)
+	if p == "" {
+		Missing(t, RequireKubernetesEnv, "a Kubernetes cluster ("+KubeconfigEnv+" is unset; export "+KubeconfigEnv+"=$(bash scripts/kube-setup.sh))")
+		return ""
+	}
+	if _, err := os.Stat(p); err != nil {
+		Missing(t, RequireKubernetesEnv, "a Kubernetes cluster (kubeconfig "+p+": "+err.Error()+")")
+		return ""
+	}
+	return p
+}
+
 // Short skips long-running integration tests under -short.
 func Short(t testing.TB) {
 	t.Helper()
-	if testing.Short() && !Required(RequireCLIsEnv) && !Required(RequireDockerEnv) {
+	if testing.Short() && !Required(RequireCLIsEnv) && !Required(RequireDockerEnv) && !Required(RequireKubernetesEnv) {
 		t.Skip("skipping integration test in -short mode")
 	}
 }

@@ -1,0 +1,101 @@
+package leasekit
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckEntry(t *testing.T) {
+	ok := []tar.Header{
+		{Name: "a", Typeflag: tar.TypeReg},
+		{Name: "./a/b/", Typeflag: tar.TypeDir},
+		{Name: "a/link", Typeflag: tar.TypeSymlink, Linkname: "../b"},
+		{Name: "h", Typeflag: tar.TypeLink, Linkname: "a"},
+	}
+	for _, h := range ok {
+		assert.NoError(t, CheckEntry(&h), h.Name)
+	}
+	bad := []tar.Header{
+		{Name: "/abs", Typeflag: tar.TypeReg},
+		{Name: "", Typeflag: tar.TypeReg},
+		{Name: "../up", Typeflag: tar.TypeReg},
+		{Name: "a/../../up", Typeflag: tar.TypeReg},
+		{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
+		{Name: "a/l", Typeflag: tar.TypeSymlink, Linkname: "../../x"},
+		{Name: "h", Typeflag: tar.TypeLink, Linkname: "../x"},
+		{Name: "dev", Typeflag: tar.TypeChar},
+		{Name: "fifo", Typeflag: tar.TypeFifo},
+	}
+	for _, h := range bad {
+		err := CheckEntry(&h)
+		assert.ErrorIs(t, err, ErrUnsafeArchive, "%q", h.Name)
+	}
+}
+
+func TestSafeTar(t *testing.T) {
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "ok", Typeflag: tar.TypeReg, Size: 2, Uid: 5, Uname: "x"}))
+	_, _ = tw.Write([]byte("hi"))
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "../bad", Typeflag: tar.TypeReg}))
+	require.NoError(t, tw.Close())
+	var out bytes.Buffer
+	err := SafeTar(&out, bytes.NewReader(in.Bytes()))
+	require.ErrorIs(t, err, ErrUnsafeArchive)
+	h, err := tar.NewReader(&out).Next()
+	require.NoError(t, err)
+	assert.Equal(t, "ok", h.Name)
+	assert.Zero(t, h.Uid, "owners are dropped")
+	assert.Empty(t, h.Uname)
+}
+
+func TestPipe(t *testing.T) {
+	p := NewPipe()
+	_, err := p.Write([]byte("abc"))
+	require.NoError(t, err)
+	p.CloseWrite()
+	b, err := io.ReadAll(p)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", string(b))
+	_, err = p.Write([]byte("x"))
+	assert.ErrorIs(t, err, io.ErrClosedPipe)
+
+	// Close unblocks a blocked writer and readers.
+	p = NewPipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Write(make([]byte, PipeBuffer+1))
+		done <- err
+	}()
+	p.Close()
+	assert.True(t, errors.Is(<-done, io.ErrClosedPipe))
+	n, err := p.Read(make([]byte, 1))
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+func TestTailBuffer(t *testing.T) {
+	tb := &TailBuffer{Max: 4}
+	_, _ = tb.Write([]byte("abcdef"))
+	assert.Equal(t, "cdef", string(tb.Bytes()))
+}
+
+func TestSignalsAndOwner(t *testing.T) {
+	assert.Equal(t, "SIGKILL", LinuxSignalName(9))
+	assert.Empty(t, LinuxSignalName(0))
+	assert.Empty(t, LinuxSignalName(64))
+	assert.Equal(t, "SIGTERM", HostSignalName(syscall.SIGTERM))
+	me := Self()
+	assert.Equal(t, os.Getpid(), me.PID)
+	assert.True(t, OwnerAlive(me.PID, me.Start))
+	assert.False(t, OwnerAlive(me.PID, me.Start+"1"), "another start time is another process")
+	assert.False(t, OwnerAlive(-1, ""))
+}

@@ -1,0 +1,107 @@
+package leasekit
+
+import (
+	"bytes"
+	"io"
+	"sync"
+)
+
+// PipeBuffer is how much unread output a [Pipe] holds before its writer
+// blocks. A caller that reads stdout to the end before touching stderr (or
+// the reverse) does not deadlock unless the other stream produces more.
+const PipeBuffer = 4 << 20
+
+// Pipe is an in-memory pipe with a bounded buffer: writes block only when
+// the buffer is full, reads block until data, EOF (CloseWrite) or Close.
+type Pipe struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    bytes.Buffer
+	wdone  bool // writer finished: readers get EOF after the buffer drains
+	closed bool // reader side closed: buffered data dropped, writes fail
+}
+
+// NewPipe returns an empty pipe.
+func NewPipe() *Pipe {
+	p := &Pipe{}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+// Read implements io.Reader.
+func (p *Pipe) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.buf.Len() == 0 && !p.wdone && !p.closed {
+		p.cond.Wait()
+	}
+	if p.closed || p.buf.Len() == 0 {
+		return 0, io.EOF
+	}
+	n, _ := p.buf.Read(b)
+	p.cond.Broadcast()
+	return n, nil
+}
+
+// Write implements io.Writer; it blocks while the buffer is full.
+func (p *Pipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for len(b) > 0 {
+		for p.buf.Len() >= PipeBuffer && !p.closed {
+			p.cond.Wait()
+		}
+		if p.closed || p.wdone {
+			return n, io.ErrClosedPipe
+		}
+		k := min(len(b), PipeBuffer-p.buf.Len())
+		p.buf.Write(b[:k])
+		b = b[k:]
+		n += k
+		p.cond.Broadcast()
+	}
+	return n, nil
+}
+
+// CloseWrite marks the end of the stream.
+func (p *Pipe) CloseWrite() {
+	p.mu.Lock()
+	p.wdone = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// Close discards buffered data and unblocks readers and writers.
+func (p *Pipe) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.buf.Reset()
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// TailBuffer keeps the last Max bytes written to it.
+type TailBuffer struct {
+	Max int
+	mu  sync.Mutex
+	b   []byte
+}
+
+// Write implements io.Writer.
+func (t *TailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.Max {
+		t.b = append(t.b[:0:0], t.b[len(t.b)-t.Max:]...)
+	}
+	return len(p), nil
+}
+
+// Bytes returns a copy of what is kept.
+func (t *TailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
+}

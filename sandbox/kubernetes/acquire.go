@@ -1,0 +1,306 @@
+package kubernetes
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// startScript is the container's main process: it notes whether env can
+// reset ignored signals (the exec wrapper then uses it), creates the private
+// home with mode 0700 inside the memory-backed volume (a volume's own root
+// cannot be given a mode) and sleeps. The pod shares its process namespace,
+// so the pause process is PID 1 and reaps orphans.
+const startScript = `if env --default-signal=INT,QUIT true 2>/dev/null; then : >/tmp/.outpost-envds; fi
+mkdir -p -m 0700 "$1"
+exec sleep infinity`
+
+// Acquire creates a pod for spec and waits until it runs. See the package
+// documentation for what the pod looks like.
+func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("acquire kubernetes sandbox: %w", err)
+	}
+	image := cmp.Or(spec.Image, p.opts.Image)
+	useHost, err := hostNetwork(cmp.Or(spec.Network, p.opts.Network))
+	if err != nil {
+		return nil, err
+	}
+	user := cmp.Or(spec.User, p.opts.User)
+	uid, gid, err := parseUser(user)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range spec.Env {
+		if !sandbox.ValidEnvName(k) {
+			return nil, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return nil, outposterr.New(outposterr.Configuration, "environment variable %s holds a NUL byte", k)
+		}
+	}
+	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
+	}
+	if len(spec.Forwards) > 0 {
+		return nil, outposterr.New(outposterr.Configuration,
+			"kubernetes leases cannot reach this machine's unix sockets (%s): run the gateway as a sidecar or service", spec.Forwards[0].Socket)
+	}
+	var hide []string
+	for _, h := range spec.Hide {
+		c := path.Clean(filepath.ToSlash(h))
+		if c == "." || path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
+			return nil, outposterr.New(outposterr.Configuration, "hidden directory %q must be inside the workspace", h)
+		}
+		hide = append(hide, c)
+	}
+	if len(spec.Mounts) > 0 {
+		return nil, outposterr.New(outposterr.Configuration,
+			"kubernetes leases have no host mounts (%s): copy files in with CopyIn", spec.Mounts[0].Source)
+	}
+	if spec.Pids > 0 {
+		p.log.Debug("pids limit is a node setting on kubernetes; Spec.Pids ignored", "pids", spec.Pids)
+	}
+	workspace := ""
+	if spec.Workspace != "" {
+		dir, err := filepath.Abs(spec.Workspace)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
+		}
+		if !fi.IsDir() {
+			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
+		}
+		workspace = dir
+	}
+
+	leaseID := strings.ReplaceAll(uuid.NewString(), "-", "")
+	l := newLease(p, leaseID, user, workspace)
+	l.hide = hide
+	labels, annotations := p.labels(spec.Labels, leaseID)
+	if len(spec.Env) > 0 {
+		l.secret = l.name + "-env"
+	}
+	pod := p.podFor(l, spec, image, useHost, uid, gid, labels, annotations)
+
+	// Create calls are never abandoned half-way (a request cut off by
+	// cancellation can still complete in the API server and leak the
+	// object); they run to completion and cancellation is checked after.
+	bctx := context.WithoutCancel(ctx)
+	if l.secret != "" {
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: l.secret, Namespace: p.ns, Labels: labels, Annotations: ownerAnnotations(annotations)},
+			Type:       corev1.SecretTypeOpaque,
+			Immutable:  new(true),
+			Data:       map[string][]byte{},
+		}
+		for k, v := range spec.Env {
+			sec.Data[k] = []byte(v)
+		}
+		cctx, cancel := p.opCtx(bctx)
+		_, err := p.cs.CoreV1().Secrets(p.ns).Create(cctx, sec, metav1.CreateOptions{})
+		cancel()
+		if err != nil {
+			return nil, apiError(err, "create secret %s", l.secret)
+		}
+		p.track(l)
+	}
+	cctx, cancel := p.opCtx(bctx)
+	created, err := p.cs.CoreV1().Pods(p.ns).Create(cctx, pod, metav1.CreateOptions{})
+	cancel()
+	if err != nil {
+		return nil, errors.Join(apiError(err, "create pod %s", l.name), l.Release(ctx))
+	}
+	p.track(l)
+	p.log.Debug("pod created", "pod", l.name, "namespace", p.ns, "image", image, "host_network", useHost, "user", user)
+	l.startWatch(created)
+	if l.secret != "" {
+		// The pod owns its Secret: if the pod is deleted by anyone, the
+		// cluster's garbage collector deletes the Secret too.
+		l.adoptSecret(bctx, created.UID)
+	}
+	if ctx.Err() != nil {
+		return nil, errors.Join(fmt.Errorf("create pod: %w", ctx.Err()), l.Release(ctx))
+	}
+	if err := l.waitRunning(ctx); err != nil {
+		return nil, errors.Join(err, l.Release(ctx))
+	}
+	if workspace != "" {
+		if err := l.copyWorkspaceIn(ctx); err != nil {
+			return nil, errors.Join(err, l.Release(ctx))
+		}
+	}
+	l.startHeartbeat()
+	return l, nil
+}
+
+// labels builds the labels and annotations of a lease's resources.
+func (p *Provider) labels(callerLabels map[string]string, leaseID string) (labels, annotations map[string]string) {
+	labels, annotations = map[string]string{}, map[string]string{}
+	for k, v := range callerLabels {
+		setLabel(labels, annotations, labelKey(k), v)
+	}
+	host := labelValue(p.owner.Host)
+	labels[LabelOwnerPID] = p.owner.PIDString()
+	labels[LabelOwnerHost] = host
+	if host != p.owner.Host {
+		annotations[AnnotationOwnerHost] = p.owner.Host
+	}
+	if p.owner.Start != "" {
+		labels[LabelOwnerStart] = p.owner.Start
+	}
+	if labels[LabelRun] == "" && annotations[LabelRun] == "" {
+		setLabel(labels, annotations, LabelRun, p.opts.RunID)
+	}
+	labels[LabelManaged] = "true"
+	setLabel(labels, annotations, LabelVersion, p.opts.Version)
+	labels[LabelLease] = leaseID
+	labels[LabelCreated] = strconv.FormatInt(time.Now().Unix(), 10)
+	return labels, annotations
+}
+
+// ownerAnnotations is the part of annotations that identifies the owner
+// (copied to Secrets; the heartbeat stays on the pod).
+func ownerAnnotations(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if k != AnnotationHeartbeat {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// podFor builds the hardened pod of a lease.
+func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost bool, uid, gid int64,
+	labels, annotations map[string]string) *corev1.Pod {
+	annotations[AnnotationHeartbeat] = time.Now().UTC().Format(time.RFC3339)
+	res := corev1.ResourceList{}
+	if cpus := cmp.Or(spec.CPUs, p.opts.CPUs); cpus > 0 {
+		res[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
+	}
+	if mem := cmp.Or(spec.MemoryBytes, p.opts.MemoryBytes); mem > 0 {
+		res[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	if p.opts.EphemeralStorageBytes > 0 {
+		res[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(p.opts.EphemeralStorageBytes, resource.BinarySI)
+	}
+	homeSize := resource.NewQuantity(p.opts.HomeBytes, resource.BinarySI)
+	deadline := int64(p.opts.Lifetime / time.Second)
+	grace := int64(2)
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	c := corev1.Container{
+		Name:            containerName,
+		Image:           image,
+		ImagePullPolicy: p.opts.PullPolicy,
+		Command:         []string{"sh", "-c", startScript, "outpost-lease", Home},
+		WorkingDir:      Root,
+		Env:             defaultEnv(spec.Env),
+		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                &uid,
+			RunAsGroup:               &gid,
+			RunAsNonRoot:             new(true),
+			AllowPrivilegeEscalation: new(false),
+			Privileged:               new(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           seccomp,
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "home", MountPath: "/home"},
+			{Name: "workspace", MountPath: Root},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+	}
+	if l.secret != "" {
+		// Only the Secret's name is in the pod; its values reach the
+		// container's environment (and every exec) through the kubelet.
+		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: l.secret},
+		}}}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: p.ns, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  new(false),
+			EnableServiceLinks:            new(false),
+			ShareProcessNamespace:         new(true),
+			HostNetwork:                   useHost,
+			ActiveDeadlineSeconds:         &deadline,
+			TerminationGracePeriodSeconds: &grace,
+			NodeSelector:                  p.opts.NodeSelector,
+			Tolerations:                   p.opts.Tolerations,
+			PriorityClassName:             p.opts.PriorityClassName,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser:      &uid,
+				RunAsGroup:     &gid,
+				RunAsNonRoot:   new(true),
+				SeccompProfile: seccomp,
+			},
+			Containers: []corev1.Container{c},
+			Volumes: []corev1.Volume{
+				{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+					Medium: corev1.StorageMediumMemory, SizeLimit: homeSize}}},
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}
+	if useHost {
+		pod.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
+	if p.opts.RuntimeClassName != "" {
+		pod.Spec.RuntimeClassName = &p.opts.RuntimeClassName
+	}
+	for _, s := range p.opts.ImagePullSecrets {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	return pod
+}
+
+// defaultEnv is the container's plain environment: HOME, TZ and
+// XDG_CACHE_HOME, except those Spec.Env sets (its values come from the
+// Secret, and a plain env entry would win over them).
+func defaultEnv(specEnv map[string]string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range []corev1.EnvVar{
+		{Name: "HOME", Value: Home},
+		{Name: "TZ", Value: "UTC"},
+		{Name: "XDG_CACHE_HOME", Value: "/tmp/.cache"},
+	} {
+		if _, set := specEnv[e.Name]; !set {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// adoptSecret makes the pod the owner of the lease's Secret. A failure only
+// loses the cluster-side backstop (Release and Reap still delete the Secret).
+func (l *lease) adoptSecret(ctx context.Context, podUID types.UID) {
+	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q}]}}`, l.name, podUID)
+	cctx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	if _, err := l.p.cs.CoreV1().Secrets(l.p.ns).Patch(cctx, l.secret, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		l.p.log.Debug("set secret owner", "secret", l.secret, "err", err)
+	}
+}

@@ -1,0 +1,255 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
+)
+
+// The benchmarks compare a lease of this provider with the same work done
+// the plainest way: a pod created, exec'd and deleted with client-go, or with
+// kubectl (OUTPOST_KUBECTL names the binary; scripts/kube-setup.sh caches one
+// beside the cluster's binaries). Every one runs `true` in the base image.
+
+// BenchmarkColdLease: Acquire, exec `true`, Release.
+func BenchmarkColdLease(b *testing.B) {
+	p := newProvider(b, kubernetes.Options{})
+	for b.Loop() {
+		coldLease(b, p)
+	}
+}
+
+func coldLease(b testing.TB, p *kubernetes.Provider) {
+	ctx := context.Background()
+	sb, err := p.Acquire(ctx, sandbox.Spec{})
+	require.NoError(b, err)
+	pr, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	require.NoError(b, err)
+	st, err := pr.Wait()
+	require.NoError(b, err)
+	require.True(b, st.Success())
+	require.NoError(b, pr.Close())
+	require.NoError(b, sb.Release(ctx))
+}
+
+// BenchmarkColdRawClientGo: create a plain pod, wait until it runs, exec
+// `true`, delete it (grace period 0), with client-go directly.
+func BenchmarkColdRawClientGo(b *testing.B) {
+	r := newRaw(b)
+	for b.Loop() {
+		r.cold(b)
+	}
+}
+
+// BenchmarkColdRawKubectl: the same with kubectl (apply, wait, exec, delete).
+func BenchmarkColdRawKubectl(b *testing.B) {
+	r := newRaw(b)
+	kubectl := kubectlBin(b)
+	for b.Loop() {
+		name := "outpost-bench-" + uuid.NewString()[:8]
+		pod, err := runtimeJSON(r.pod(name))
+		require.NoError(b, err)
+		r.kubectl(b, kubectl, pod, "create", "-f", "-")
+		r.kubectl(b, kubectl, nil, "wait", "--for=condition=Ready", "--timeout=60s", "pod/"+name)
+		r.kubectl(b, kubectl, nil, "exec", name, "--", "true")
+		r.kubectl(b, kubectl, nil, "delete", "pod", name, "--grace-period=0", "--force", "--wait=false")
+	}
+}
+
+// BenchmarkWarmExec: exec `true` in a running lease (the per-turn overhead
+// of a warm session).
+func BenchmarkWarmExec(b *testing.B) {
+	p := newProvider(b, kubernetes.Options{})
+	sb := acquire(b, p, sandbox.Spec{})
+	ctx := context.Background()
+	for b.Loop() {
+		pr, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+		require.NoError(b, err)
+		st, err := pr.Wait()
+		require.NoError(b, err)
+		require.True(b, st.Success())
+		require.NoError(b, pr.Close())
+	}
+}
+
+// BenchmarkWarmExecRawClientGo: exec `true` in a running plain pod with
+// client-go's WebSocket executor.
+func BenchmarkWarmExecRawClientGo(b *testing.B) {
+	r := newRaw(b)
+	name := r.start(b)
+	for b.Loop() {
+		require.NoError(b, r.exec(name, "true"))
+	}
+}
+
+// BenchmarkWarmExecRawKubectl: `kubectl exec POD -- true`.
+func BenchmarkWarmExecRawKubectl(b *testing.B) {
+	r := newRaw(b)
+	kubectl := kubectlBin(b)
+	name := r.start(b)
+	for b.Loop() {
+		r.kubectl(b, kubectl, nil, "exec", name, "--", "true")
+	}
+}
+
+// BenchmarkParallelCold16: 16 cold leases at once (Acquire, exec, Release
+// each); one op is the wall time of all 16.
+func BenchmarkParallelCold16(b *testing.B) {
+	p := newProvider(b, kubernetes.Options{})
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() { coldLease(b, p) })
+		}
+		wg.Wait()
+	}
+}
+
+// BenchmarkParallelCold16RawClientGo: the same with plain client-go pods.
+func BenchmarkParallelCold16RawClientGo(b *testing.B) {
+	r := newRaw(b)
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() { r.cold(b) })
+		}
+		wg.Wait()
+	}
+}
+
+// raw does pod work with client-go and nothing of the provider.
+type raw struct {
+	cfg *rest.Config
+	cs  k8s.Interface
+	ns  string
+	kc  string
+}
+
+func newRaw(b *testing.B) *raw { return newRawT(b) }
+
+func newRawT(b testing.TB) *raw {
+	p := newProvider(b, kubernetes.Options{}) // skips without a cluster
+	kc := testOptions(b).Kubeconfig
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	require.NoError(b, err)
+	cfg.QPS, cfg.Burst = kubernetes.DefaultQPS, kubernetes.DefaultBurst
+	cs, err := k8s.NewForConfig(cfg)
+	require.NoError(b, err)
+	return &raw{cfg: cfg, cs: cs, ns: p.Namespace(), kc: kc}
+}
+
+func (r *raw) pod(name string) *corev1.Pod {
+	uid := int64(1000)
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns, Labels: map[string]string{"outpost.dev/bench": "raw"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:   corev1.RestartPolicyNever,
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid},
+			Containers: []corev1.Container{{
+				Name: "main", Image: kubernetes.DefaultImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sleep", "infinity"},
+			}},
+		},
+	}
+}
+
+// start creates a pod, waits until it runs and deletes it when b ends.
+func (r *raw) start(b testing.TB) string {
+	name := "outpost-bench-" + uuid.NewString()[:8]
+	ctx := context.Background()
+	w, err := r.cs.CoreV1().Pods(r.ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	require.NoError(b, err)
+	defer w.Stop()
+	_, err = r.cs.CoreV1().Pods(r.ns).Create(ctx, r.pod(name), metav1.CreateOptions{})
+	require.NoError(b, err)
+	b.Cleanup(func() { r.delete(name) })
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && pod.Status.Phase == corev1.PodRunning {
+				return name
+			}
+		case <-timeout:
+			b.Fatalf("pod %s not running after a minute", name)
+		}
+	}
+}
+
+func (r *raw) delete(name string) {
+	zero := int64(0)
+	_ = r.cs.CoreV1().Pods(r.ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+}
+
+func (r *raw) exec(name string, argv ...string) error {
+	req := r.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(r.ns).Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "main", Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewWebSocketExecutor(r.cfg, http.MethodGet, req.URL().String())
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	return ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+}
+
+func (r *raw) cold(b testing.TB) {
+	name := "outpost-bench-" + uuid.NewString()[:8]
+	ctx := context.Background()
+	w, err := r.cs.CoreV1().Pods(r.ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	require.NoError(b, err)
+	defer w.Stop()
+	_, err = r.cs.CoreV1().Pods(r.ns).Create(ctx, r.pod(name), metav1.CreateOptions{})
+	require.NoError(b, err)
+	defer r.delete(name)
+	for ev := range w.ResultChan() {
+		if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning {
+			break
+		}
+	}
+	require.NoError(b, r.exec(name, "true"))
+}
+
+func (r *raw) kubectl(b testing.TB, kubectl string, stdin []byte, args ...string) {
+	cmd := exec.Command(kubectl, append([]string{"--kubeconfig", r.kc, "-n", r.ns}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	require.NoError(b, err, "kubectl %v: %s", args, out)
+}
+
+func kubectlBin(b testing.TB) string {
+	k := os.Getenv("OUTPOST_KUBECTL")
+	if k == "" {
+		b.Skip("set OUTPOST_KUBECTL to a kubectl binary to compare with kubectl")
+	}
+	return k
+}
+
+func runtimeJSON(pod *corev1.Pod) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion).Encode(pod, &buf); err != nil {
+		return nil, fmt.Errorf("encode pod: %w", err)
+	}
+	return buf.Bytes(), nil
+}

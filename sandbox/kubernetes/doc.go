@@ -1,0 +1,134 @@
+// Package kubernetes is the Kubernetes [sandbox.Provider]: every lease is
+// one hardened pod, reached through the API server with client-go
+// (k8s.io/client-go). It is the only package of Outpost that imports
+// client-go, and it never runs kubectl. Construct it with [New]; the
+// kubeconfig path, context and namespace come from the caller (the library
+// reads no environment variables).
+//
+// # Leases
+//
+// [Provider.Acquire] creates one pod per lease (named outpost-<16 hex>) and
+// waits until its container runs:
+//
+//   - the container's main process creates the home and sleeps; the pod
+//     shares its process namespace, so the pause process is PID 1 and reaps
+//     the orphans of exec'd commands;
+//   - a non-root user (Spec.User, else Options.User, else [DefaultUser];
+//     uid 0 is refused), runAsNonRoot, allowPrivilegeEscalation false,
+//     privileged false, all capabilities dropped, seccomp RuntimeDefault;
+//   - no service account token (automountServiceAccountToken false) and no
+//     service environment variables (enableServiceLinks false);
+//   - a private home at [Home] (mode 0700) on a memory-backed emptyDir
+//     (Options.HomeBytes, counted against the memory limit) and the
+//     workspace at [Root] (/workspace, the working directory) on a
+//     disk-backed emptyDir;
+//   - CPU and memory requests equal to their limits (Spec.CPUs and
+//     Spec.MemoryBytes, else Options.CPUs and Options.MemoryBytes; zero: none)
+//     and Options.EphemeralStorageBytes for the disk. Spec.Pids is a node
+//     setting on Kubernetes and is ignored;
+//   - activeDeadlineSeconds (Options.Lifetime) as the backstop for a lease
+//     nobody releases, restartPolicy Never, image pull policy
+//     Options.PullPolicy (IfNotPresent unless set);
+//   - the network: Spec.Network, else Options.Network: "pod" (or "bridge")
+//     is the cluster's pod network, "host" the node's network namespace
+//     (hostNetwork, for a server on the node's loopback); nothing else;
+//   - Spec.Hide directories are never copied into the pod and never written
+//     back from it; Spec.Forwards are refused (a pod cannot reach this
+//     machine's unix sockets);
+//   - Spec.Mounts are refused: a pod cannot see this machine's directories;
+//     copy files in with CopyIn instead;
+//   - labels (see [LabelManaged] and friends, the Docker provider's set
+//     under outpost.dev/) on the pod and its Secret, and a heartbeat
+//     annotation ([AnnotationHeartbeat]) refreshed while the lease lives.
+//
+// The wait for the pod is bounded by Options.StartTimeout and classified:
+// an image that is missing and may not be pulled, cannot be pulled or is
+// invalid, a container that cannot start, a pod that is deleted, evicted or
+// fails, an API server that stops answering fail at once; an unschedulable
+// pod fails at the timeout with the scheduler's message. All are
+// [outposterr.Sandbox] errors, and the pod and Secret are removed.
+//
+// # Secrets
+//
+// Spec.Env values never appear in the pod spec: they go into a per-lease
+// Secret (outpost-<16 hex>-env, immutable, owned by the pod so the cluster
+// deletes it with the pod), which the container references with envFrom;
+// Release deletes it. Command.Env values travel in the exec's standard
+// input: a header that the exec wrapper reads before the command's own
+// input and turns into exported variables, so they are in no argv, no pod
+// spec and no Secret. Credential files go through CopyIn into the home.
+//
+// # Processes
+//
+// [sandbox.Sandbox.Exec] runs a fixed sh wrapper through the pods/exec
+// subresource (the WebSocket executor, SPDY when the API server cannot
+// upgrade), with the command's argv as positional parameters, never a
+// string. The wrapper reads the header, enters the working directory, starts
+// the command in a new session (its own process group; coreutils env resets
+// the SIGINT and SIGQUIT that sh ignores for background jobs), records its
+// pid in /tmp/outpost-<id>.pid, waits for it and writes an exit marker on
+// stderr, which the provider takes out of the stream. Wait returns at the
+// marker, so a grandchild holding stdout open does not hold Wait; a command
+// killed by signal n reports 128+n, which is read as that signal. The
+// marker also counts out-of-memory kills in the container's cgroup, which
+// sets ExitStatus.OOMKilled. [sandbox.Process.Signal], Close and context
+// cancellation run a short second exec that signals the whole group (a
+// cancellation arriving before the pid was written leaves a marker the
+// wrapper honours). The exec stream outlives the caller's context, so a
+// cancelled command still reports its status (SIGKILL, no error).
+//
+// A pod that is deleted, evicted or ends fails every running process of the
+// lease at once with a sandbox error (the provider watches the pod); a
+// broken stream is classified by asking for the pod: deleted, or the API
+// server unreachable.
+//
+// The image needs POSIX sh, coreutils (env with --default-signal for
+// SIGINT delivery, sleep, mkdir), setsid (util-linux), tar and find; the
+// base image has them all.
+//
+// # Files and the workspace
+//
+// CopyIn and CopyOut run tar in the pod as the lease user, through the
+// exec's standard input and output, with the Docker provider's rules:
+// destinations are absolute, clean paths; CopyIn checks the archive entry by
+// entry and refuses absolute names, ".." components, symbolic links that are
+// absolute or lead outside the destination, hard links to such names and
+// special files, killing the extraction at the first one.
+//
+// A pod cannot mount Spec.Workspace, so the workspace is copied: in at
+// Acquire (directories, regular files and links as they are), and back to
+// the host directory when a process the caller executes ends having changed
+// something under Root (the wrapper checks; the sync runs before Wait
+// returns): the entries that changed in the pod since the last sync, and
+// deletions of paths the pod had reported before. What comes back is
+// hostile input: names are checked, nothing is written through a link or
+// outside the directory, absolute or escaping links are not recreated, and
+// one sync is bounded by Options.MaxSyncBytes. Changes made on the host
+// during the lease are not seen by the pod. Without Spec.Workspace, Root is
+// an empty directory and nothing is synced.
+//
+// # Timeouts
+//
+// Every control call (create, get, patch, delete, the signalling exec) runs
+// under Options.OpTimeout; exec streams last as long as their process.
+// Release deletes the pod with no grace period and the Secret under
+// context.WithoutCancel plus Options.ReleaseTimeout, treats "not found" as
+// success and joins errors.
+//
+// # Cleanup
+//
+// [Reap] (outpost gc) removes labelled pods and Secrets whose owning process
+// is gone, and those of owners on other hosts whose heartbeat is older than
+// [ReapOptions].Grace, in every namespace the client may list. A Provider
+// tracks its live leases: [Provider.ReleaseAll] removes them all,
+// [CleanupOnSignal] calls it when the process receives SIGINT or SIGTERM, and
+// [Provider.Close] stops their background watches and heartbeats without
+// removing them.
+//
+// # Images
+//
+// The provider never builds or loads images. A single-node cluster of this
+// machine (scripts/kube-setup.sh) has the base image imported into its
+// runtime; on other clusters push it to a registry the nodes can pull from
+// and set Options.Image (and Options.ImagePullSecrets).
+package kubernetes

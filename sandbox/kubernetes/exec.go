@@ -1,0 +1,716 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
+)
+
+// wrapperScript starts every command:
+//
+//	sh -c wrapperScript outpost-exec PIDBASE DIR WATCH ARGV...
+//
+// Its standard input begins with a header: a line with the exit marker's
+// nonce, then one line per Command.Env variable (an export statement with
+// the value single-quoted, newlines spelled "$nl"), then an empty line;
+// what follows is the command's own input. So no value is ever in an argv
+// or in the pod spec. The wrapper waits for the pod's home to exist (the
+// main process creates it right after the container starts), enters DIR,
+// starts the command in a new session (its own process group; env resets
+// the SIGINT/SIGQUIT that sh ignores for background jobs, when env can),
+// records its pid, honours a cancellation that arrived before the pid was
+// written, writes a start marker "\x1eoutpost:NONCE:start\x1e" on stderr,
+// waits for the command and writes an exit marker
+// "\x1eoutpost:NONCE:exit:STATUS:OOMKILLS:CHANGED\x1e". The provider strips
+// both from the stream. Exec returns at the start marker, Wait at the exit
+// marker: a grandchild that keeps the output open does not hold it.
+// OOMKILLS is how many processes the kernel's OOM killer ended in the
+// container's cgroup while the command ran. With WATCH=1 (a lease with a
+// host workspace), CHANGED is 1 when something under Root changed since the
+// last workspace sync, so commands that change nothing cost no sync.
+const wrapperScript = `b=$1 d=$2 w=$3; shift 3
+nl='
+'
+IFS= read -r n || exit 125
+while IFS= read -r l && [ -n "$l" ]; do eval "$l" || exit 125; done
+oomc() { o=0; for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+if [ -r "$f" ]; then while read -r k v; do if [ "$k" = oom_kill ]; then o=$v; fi; done <"$f"; break; fi; done; }
+i=0; while [ ! -d ` + Home + ` ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
+cd -- "$d" || exit 126
+oomc; o1=$o
+if [ -e /tmp/.outpost-envds ]; then case $1 in *=*) ;; *) set -- env --default-signal=INT,QUIT -- "$@";; esac; fi
+exec 3<&0
+setsid "$@" <&3 3<&- &
+c=$!
+exec 3<&-
+echo "$c" >"$b.pid" || { kill -KILL "$c"; exit 126; }
+if [ -e "$b.cancel" ]; then kill -KILL -- "-$c" 2>/dev/null || kill -KILL "$c" 2>/dev/null; fi
+printf '\036outpost:%s:start\036' "$n" >&2
+wait "$c"; s=$?
+oomc
+ch=0
+if [ "$w" = 1 ]; then if [ ! -e ` + syncStamp + `.stamp ] || [ -n "$(find ` + Root + ` -cnewer ` + syncStamp + `.stamp -print -quit 2>/dev/null)" ]; then ch=1; fi; fi
+printf '\036outpost:%s:exit:%s:%s:%s\036' "$n" "$s" "$((o - o1))" "$ch" >&2
+exit "$s"`
+
+// signalScript signals a wrapped command's group:
+// sh -c signalScript outpost-signal PIDBASE SIGNAME MARK CLEAN.
+// MARK=1 leaves a cancellation marker first, so a command whose wrapper has
+// not written its pid yet is killed right after it starts (the wrapper
+// writes its pid before it looks for the marker, so one of the two always
+// sees the other). CLEAN=1 removes the pid file afterwards.
+const signalScript = `p=$1 s=$2
+if [ "$3" = 1 ]; then : >"$p.cancel"; fi
+if [ -s "$p.pid" ]; then read -r g <"$p.pid" && kill -s "$s" -- "-$g" 2>/dev/null; fi
+if [ "$4" = 1 ]; then rm -f -- "$p.pid" "$p.cancel"; fi
+exit 0`
+
+// execSpec is one exec inside a lease.
+type execSpec struct {
+	args      []string
+	env       map[string]string
+	dir       string
+	stdin     []byte
+	live      bool // keep stdin open for Process.Stdin
+	stream    io.Reader
+	syncAfter bool // sync the workspace back when the process ends
+}
+
+// process is a running exec; it implements [sandbox.Process].
+type process struct {
+	l       *lease
+	pidBase string
+
+	stdout, stderr *leasekit.Pipe
+	filter         *markerFilter
+	stdin          *stdinWriter // nil unless live
+	stdinPipe      *io.PipeWriter
+
+	cancelStream context.CancelFunc
+	streamDone   chan struct{} // closed when the exec stream ended
+	started      chan struct{} // closed when the start marker arrived
+	exited       chan struct{} // closed when the exit marker arrived
+	done         chan struct{} // closed when the status is final
+	closing      chan struct{} // closed by Close
+	closeOnce    sync.Once
+	closeErr     error
+
+	mu        sync.Mutex
+	streamErr error
+	marker    exitMarker
+	killed    bool // Outpost sent SIGKILL to the group
+	status    sandbox.ExitStatus
+	waitErr   error
+}
+
+var _ sandbox.Process = (*process)(nil)
+
+// Exec implements [sandbox.Sandbox]. A relative Command.Dir is taken
+// relative to [Root]. Spec.Env reaches the process through the lease's
+// Secret, Command.Env (which wins) through the process's standard input.
+func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	if err := cmd.Validate(); err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
+	}
+	for k, v := range cmd.Env {
+		if strings.ContainsRune(v, 0) {
+			return nil, outposterr.New(outposterr.Configuration, "exec: environment variable %s holds a NUL byte", k)
+		}
+	}
+	p, err := l.start(ctx, execSpec{
+		args: cmd.Args, env: cmd.Env, dir: cmd.Dir, stdin: cmd.Stdin, live: cmd.KeepStdinOpen,
+		syncAfter: l.workspace != "",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// header is the wrapper's input header for nonce and env.
+func header(nonce string, env map[string]string) []byte {
+	var b bytes.Buffer
+	b.WriteString(nonce)
+	b.WriteByte('\n')
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		b.WriteString("export ")
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(shellQuote(env[k]))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}
+
+// shellQuote single-quotes v for the wrapper's eval, on one line: a single
+// quote ends the quoting, adds an escaped quote and starts quoting again, and
+// a newline is spelled "$nl" between quotes (the wrapper sets nl to one).
+func shellQuote(v string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\'':
+			b.WriteString(`'\''`)
+		case '\n':
+			b.WriteString(`'"$nl"'`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// executor returns the exec stream of argv: the WebSocket executor, and the
+// SPDY one (made only then) when the API server cannot upgrade to
+// WebSockets.
+func (l *lease) executor(argv []string, stdin bool) remotecommand.Executor {
+	req := l.p.cs.CoreV1().RESTClient().Post().
+		Resource("pods").Namespace(l.p.ns).Name(l.name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: containerName,
+			Command:   argv,
+			Stdin:     stdin,
+			Stdout:    true,
+			Stderr:    true,
+		}, scheme.ParameterCodec)
+	return &fallbackExecutor{cfg: l.p.cfg, url: req.URL()}
+}
+
+type fallbackExecutor struct {
+	cfg *rest.Config
+	url *url.URL
+}
+
+func (e *fallbackExecutor) Stream(opts remotecommand.StreamOptions) error {
+	return e.StreamWithContext(context.Background(), opts)
+}
+
+func (e *fallbackExecutor) StreamWithContext(ctx context.Context, opts remotecommand.StreamOptions) error {
+	ws, err := remotecommand.NewWebSocketExecutor(e.cfg, http.MethodGet, e.url.String())
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "exec client")
+	}
+	err = ws.StreamWithContext(ctx, opts)
+	if err == nil || !(httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)) {
+		return err
+	}
+	spdy, serr := remotecommand.NewSPDYExecutor(e.cfg, http.MethodPost, e.url)
+	if serr != nil {
+		return outposterr.Wrap(outposterr.Configuration, serr, "exec client")
+	}
+	return spdy.StreamWithContext(ctx, opts)
+}
+
+// start runs es through the wrapper.
+func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
+	if l.isReleased() {
+		return nil, l.releasedError("exec " + es.args[0])
+	}
+	if err := l.goneError(); err != nil {
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "exec %s", es.args[0])
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("exec %s: %w", es.args[0], err)
+	}
+	dir := es.dir
+	switch {
+	case dir == "":
+		dir = Root
+	case !path.IsAbs(dir):
+		dir = path.Join(Root, dir)
+	}
+	id := uuid.NewString()
+	nonce := strings.ReplaceAll(id, "-", "")
+	pidBase := "/tmp/outpost-" + id
+	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase, dir, flag(es.syncAfter)}, es.args...)
+	ex := l.executor(argv, true)
+	p := &process{
+		l:          l,
+		pidBase:    pidBase,
+		stdout:     leasekit.NewPipe(),
+		stderr:     leasekit.NewPipe(),
+		streamDone: make(chan struct{}),
+		started:    make(chan struct{}),
+		exited:     make(chan struct{}),
+		done:       make(chan struct{}),
+		closing:    make(chan struct{}),
+	}
+	p.filter = newMarkerFilter(p.stderr, nonce, func() { close(p.started) }, p.onMarker)
+	input := []io.Reader{bytes.NewReader(header(nonce, es.env)), bytes.NewReader(es.stdin)}
+	switch {
+	case es.stream != nil:
+		input = append(input, es.stream)
+	case es.live:
+		pr, pw := io.Pipe()
+		p.stdinPipe = pw
+		p.stdin = &stdinWriter{w: pw}
+		input = append(input, pr)
+	}
+	// The stream carries the exit status, so it outlives the caller's
+	// context: a cancelled command is killed and its status still read.
+	sctx, cancel := context.WithCancel(l.p.withLogger(context.WithoutCancel(ctx)))
+	p.cancelStream = cancel
+	go func() {
+		err := ex.StreamWithContext(sctx, remotecommand.StreamOptions{
+			Stdin:  io.MultiReader(input...),
+			Stdout: p.stdout,
+			Stderr: p.filter,
+		})
+		p.filter.Flush()
+		p.stdout.CloseWrite()
+		p.stderr.CloseWrite()
+		p.mu.Lock()
+		p.streamErr = err
+		p.mu.Unlock()
+		close(p.streamDone)
+	}()
+	go p.watch(ctx, es.syncAfter)
+	if err := p.waitStarted(ctx); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitStarted waits for the start marker, so Exec reports a pod or an API
+// server that is gone, and returns once the command runs in its own group.
+// A wrapper that ended before it started the command (say, the directory
+// does not exist) leaves its status to Wait.
+func (p *process) waitStarted(ctx context.Context) error {
+	t := time.NewTimer(p.l.p.opts.OpTimeout)
+	defer t.Stop()
+	select {
+	case <-p.started:
+		return nil
+	case <-p.done:
+		select {
+		case <-p.started:
+			return nil
+		default:
+		}
+		_, err := p.Wait()
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("exec in pod %s: %w", p.l.name, ctx.Err())
+	case <-t.C:
+		return outposterr.New(outposterr.Sandbox, "exec in pod %s did not start within %s", p.l.name, p.l.p.opts.OpTimeout)
+	}
+}
+
+// onMarker records the exit marker.
+func (p *process) onMarker(m exitMarker) {
+	p.mu.Lock()
+	p.marker = m
+	p.mu.Unlock()
+	close(p.exited)
+}
+
+// watch decides the process's status: from the exit marker, else from the
+// end of the stream; a done context kills the process group; a pod that is
+// deleted or ends fails the process at once.
+func (p *process) watch(ctx context.Context, syncAfter bool) {
+	defer close(p.done)
+	l := p.l
+	ctxDone, closing := ctx.Done(), p.closing
+	var giveUp <-chan time.Time
+	for {
+		select {
+		case <-p.exited:
+			p.mu.Lock()
+			m, killed := p.marker, p.killed
+			p.mu.Unlock()
+			st := statusOf(m.code)
+			st.OOMKilled = m.oomKills > 0 && !killed
+			var err error
+			if syncAfter && m.changed && !l.releasing.Load() {
+				err = l.syncWorkspace(context.WithoutCancel(ctx))
+			}
+			p.setExit(st, err)
+			return
+		case <-p.streamDone:
+			select {
+			case <-p.exited:
+				continue // the marker came with the last bytes
+			default:
+			}
+			p.setExit(p.streamEnd(ctx))
+			return
+		case <-l.gone:
+			if l.releasing.Load() {
+				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil)
+			} else {
+				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, l.goneError(), "exec"))
+			}
+			p.cancelStream()
+			return
+		case <-ctxDone:
+			ctxDone = nil
+			if err := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
+				l.p.log.Debug("kill on cancel", "pod", l.name, "err", err)
+			}
+			giveUp = time.After(l.p.opts.OpTimeout)
+		case <-closing:
+			closing = nil
+			if giveUp == nil {
+				giveUp = time.After(l.p.opts.OpTimeout)
+			}
+		case <-giveUp:
+			p.cancelStream()
+			p.setExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox,
+				"exec in pod %s did not report its exit within %s", l.name, l.p.opts.OpTimeout))
+			return
+		}
+	}
+}
+
+// streamEnd turns the end of a stream that brought no exit marker into a
+// status: the wrapper's own exit code, or an error about the pod or the API
+// server.
+func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
+	l := p.l
+	p.mu.Lock()
+	err, killed := p.streamErr, p.killed
+	p.mu.Unlock()
+	var ce utilexec.ExitError
+	switch {
+	case err == nil:
+		return sandbox.ExitStatus{}, nil
+	case errors.As(err, &ce):
+		return statusOf(ce.ExitStatus()), nil
+	case l.releasing.Load():
+		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
+	case isClosed(p.closing) && killed:
+		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
+	}
+	if gerr := l.goneError(); gerr != nil {
+		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, gerr, "exec")
+	}
+	// Ask about the pod: deleted under us, or the API server gone?
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	pod, gerr := l.p.cs.CoreV1().Pods(l.p.ns).Get(gctx, l.name, metav1.GetOptions{})
+	cancel()
+	switch {
+	case apierrors.IsNotFound(gerr):
+		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, err, "exec: pod %s was deleted", l.name)
+	case gerr != nil:
+		return sandbox.ExitStatus{Code: -1}, apiError(errors.Join(err, gerr), "exec in pod %s: lost the stream", l.name)
+	case goneReason(l.name, pod) != "":
+		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, err, "exec: %s", goneReason(l.name, pod))
+	}
+	return sandbox.ExitStatus{Code: -1}, outposterr.Wrap(outposterr.Sandbox, err, "exec in pod %s: stream failed", l.name)
+}
+
+// statusOf decodes an exit code. The wrapper reports a command killed by
+// signal n as 128+n, the encoding shells use, so codes 129..159 are
+// reported as death by that signal (Code -1, Signal set), also when a
+// program chose such a code itself.
+func statusOf(code int) sandbox.ExitStatus {
+	if code > 128 && code <= 128+31 {
+		if name := leasekit.LinuxSignalName(code - 128); name != "" {
+			return sandbox.ExitStatus{Code: -1, Signal: name}
+		}
+	}
+	return sandbox.ExitStatus{Code: code}
+}
+
+func (p *process) setExit(st sandbox.ExitStatus, err error) {
+	p.mu.Lock()
+	p.status, p.waitErr = st, err
+	p.mu.Unlock()
+}
+
+// Stdout implements [sandbox.Process].
+func (p *process) Stdout() io.Reader { return p.stdout }
+
+// Stderr implements [sandbox.Process].
+func (p *process) Stderr() io.Reader { return p.stderr }
+
+// Stdin implements [sandbox.Process].
+func (p *process) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
+}
+
+// Wait implements [sandbox.Process]. The error is about waiting (the pod
+// was deleted or ended, the API server went away, the workspace could not
+// be synced back); a process ended by the caller's context or by Release has
+// a status (SIGKILL) and no error.
+func (p *process) Wait() (sandbox.ExitStatus, error) {
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, p.waitErr
+}
+
+// Signal implements [sandbox.Process]: a short exec signals the whole group.
+func (p *process) Signal(sig syscall.Signal) error {
+	if sig == 0 {
+		return nil
+	}
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGKILL, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
+		return p.signal(context.Background(), sig, true, false)
+	}
+	return p.signal(context.Background(), sig, false, false)
+}
+
+// signal runs signalScript for sig. A pod that is gone has nothing left to
+// signal.
+func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bool) error {
+	name := leasekit.HostSignalName(sig)
+	if name == "" {
+		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
+	}
+	if sig == syscall.SIGKILL {
+		p.mu.Lock()
+		p.killed = true
+		p.mu.Unlock()
+	}
+	if p.l.isReleased() || p.l.goneError() != nil {
+		return nil
+	}
+	argv := []string{"sh", "-c", signalScript, "outpost-signal", p.pidBase, name[3:], flag(mark), flag(clean)}
+	if _, err := p.l.quick(ctx, argv); err != nil {
+		if p.l.goneError() != nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// closeGrace is how long Close waits for the stream of an exited command to
+// end by itself before it kills what is left of the group.
+const closeGrace = 250 * time.Millisecond
+
+// Close implements [sandbox.Process]. It kills what is left of the process
+// group unless the stream ended by itself (then nothing of the group held
+// the output), ends the stream and unblocks readers.
+func (p *process) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.closing)
+		if isClosed(p.exited) {
+			// The wrapper has exited; the stream normally ends a moment
+			// later, and then nothing needs killing.
+			t := time.NewTimer(closeGrace)
+			select {
+			case <-p.streamDone:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		p.mu.Lock()
+		var ce utilexec.ExitError
+		clean := isClosed(p.streamDone) && (p.streamErr == nil || errors.As(p.streamErr, &ce))
+		p.mu.Unlock()
+		if !clean {
+			p.closeErr = p.signal(context.Background(), syscall.SIGKILL, true, true)
+		}
+		if p.stdinPipe != nil {
+			_ = p.stdinPipe.Close()
+		}
+		p.cancelStream()
+		p.stdout.Close()
+		p.stderr.Close()
+	})
+	return p.closeErr
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// stdinWriter is the live stdin of a process started with KeepStdinOpen.
+type stdinWriter struct {
+	w    *io.PipeWriter
+	once sync.Once
+}
+
+// Write sends b to the process after Command.Stdin.
+func (w *stdinWriter) Write(b []byte) (int, error) { return w.w.Write(b) }
+
+// Close closes the process's stdin.
+func (w *stdinWriter) Close() error {
+	w.once.Do(func() { _ = w.w.Close() })
+	return nil
+}
+
+// quick runs a short command (no wrapper, no input) as the lease user under
+// the op timeout and returns its stdout; a non-zero exit is an error
+// carrying its stderr.
+func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
+	ctx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	ex := l.executor(argv, false)
+	var stdout, stderr bytes.Buffer
+	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		var ce utilexec.ExitError
+		if errors.As(err, &ce) {
+			return stdout.Bytes(), fmt.Errorf("%s exited %d: %s", argv[0], ce.ExitStatus(), bytes.TrimSpace(stderr.Bytes()))
+		}
+		return nil, apiError(err, "exec %s in pod %s", argv[0], l.name)
+	}
+	return stdout.Bytes(), nil
+}
+
+// exitMarker is what the wrapper reports when its command ended.
+type exitMarker struct {
+	code     int
+	oomKills int
+	changed  bool // the workspace changed since the last sync
+}
+
+// markerFilter passes stderr through to w and takes the wrapper's start and
+// exit markers out of it, also when a marker is split across writes. After
+// the exit marker everything passes unread.
+type markerFilter struct {
+	w       io.Writer
+	prefix  []byte // "\x1eoutpost:NONCE:"
+	onStart func()
+	onExit  func(exitMarker)
+	held    []byte // bytes that may be the start of a marker
+	started bool
+	done    bool
+}
+
+// maxMarkerTail bounds the part of a marker after the prefix
+// ("exit:CODE:OOMKILLS:CHANGED\x1e").
+const maxMarkerTail = 48
+
+func newMarkerFilter(w io.Writer, nonce string, onStart func(), onExit func(exitMarker)) *markerFilter {
+	return &markerFilter{w: w, prefix: []byte("\x1eoutpost:" + nonce + ":"), onStart: onStart, onExit: onExit}
+}
+
+func (f *markerFilter) Write(b []byte) (int, error) {
+	if f.done {
+		return f.w.Write(b)
+	}
+	data := append(f.held, b...)
+	f.held = nil
+	var out []byte
+	for !f.done {
+		i := bytes.Index(data, f.prefix)
+		if i < 0 {
+			break
+		}
+		rest := data[i+len(f.prefix):]
+		end := bytes.IndexByte(rest, 0x1e)
+		if end < 0 && len(rest) < maxMarkerTail {
+			// Possibly a marker still arriving: hold it.
+			out = append(out, data[:i]...)
+			f.held = append([]byte(nil), data[i:]...)
+			data = nil
+			break
+		}
+		if end >= 0 && f.take(string(rest[:end])) {
+			out = append(out, data[:i]...)
+			data = rest[end+1:]
+			continue
+		}
+		// Not a marker of ours: it is output.
+		out = append(out, data[:i+1]...)
+		data = data[i+1:]
+	}
+	if !f.done && len(data) > 0 {
+		// Hold back the longest tail that could begin a marker.
+		keep := 0
+		for k := min(len(f.prefix)-1, len(data)); k > 0; k-- {
+			if bytes.HasSuffix(data, f.prefix[:k]) {
+				keep = k
+				break
+			}
+		}
+		f.held = append([]byte(nil), data[len(data)-keep:]...)
+		data = data[:len(data)-keep]
+	}
+	out = append(out, data...)
+	if len(out) > 0 {
+		if _, err := f.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// take handles one marker payload and reports whether it was well formed.
+func (f *markerFilter) take(payload string) bool {
+	if payload == "start" {
+		if !f.started {
+			f.started = true
+			f.onStart()
+		}
+		return true
+	}
+	rest, ok := strings.CutPrefix(payload, "exit:")
+	if !ok {
+		return false
+	}
+	fields := strings.Split(rest, ":")
+	if len(fields) != 3 || (fields[2] != "0" && fields[2] != "1") {
+		return false
+	}
+	c, err1 := strconv.Atoi(fields[0])
+	o, err2 := strconv.Atoi(fields[1])
+	if err1 != nil || err2 != nil || c < 0 || c > 255 || o < 0 {
+		return false
+	}
+	f.done = true
+	f.onExit(exitMarker{code: c, oomKills: o, changed: fields[2] == "1"})
+	return true
+}
+
+// Flush writes what was held back; call it when the stream ended.
+func (f *markerFilter) Flush() {
+	if len(f.held) > 0 {
+		_, _ = f.w.Write(f.held)
+		f.held = nil
+	}
+}

@@ -1,0 +1,384 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+func TestMarkerFilter(t *testing.T) {
+	const nonce = "0123abcd"
+	start := "\x1eoutpost:" + nonce + ":start\x1e"
+	marker := "\x1eoutpost:" + nonce + ":exit:137:1:1\x1e"
+	stream := "before\n" + start + "err line\n" + marker + "after\n"
+	// Every split of the stream into two writes gives the same result.
+	for i := 0; i <= len(stream); i++ {
+		var out bytes.Buffer
+		var got []exitMarker
+		starts := 0
+		f := newMarkerFilter(&out, nonce, func() { starts++ }, func(m exitMarker) { got = append(got, m) })
+		for _, part := range []string{stream[:i], stream[i:]} {
+			n, err := f.Write([]byte(part))
+			require.NoError(t, err)
+			require.Equal(t, len(part), n)
+		}
+		f.Flush()
+		assert.Equal(t, "before\nerr line\nafter\n", out.String(), "split at %d", i)
+		assert.Equal(t, []exitMarker{{code: 137, oomKills: 1, changed: true}}, got, "split at %d", i)
+		assert.Equal(t, 1, starts, "split at %d", i)
+	}
+	// Byte by byte.
+	var out bytes.Buffer
+	var got []exitMarker
+	f := newMarkerFilter(&out, nonce, func() {}, func(m exitMarker) { got = append(got, m) })
+	for i := range len(stream) {
+		_, err := f.Write([]byte{stream[i]})
+		require.NoError(t, err)
+	}
+	f.Flush()
+	assert.Equal(t, "before\nerr line\nafter\n", out.String())
+	assert.Len(t, got, 1)
+
+	// After the exit marker, a copy of it is output like anything else.
+	out.Reset()
+	f = newMarkerFilter(&out, nonce, func() {}, func(exitMarker) {})
+	_, err := f.Write([]byte(marker + marker))
+	require.NoError(t, err)
+	assert.Equal(t, marker, out.String())
+}
+
+func TestMarkerFilterLeavesOtherDataAlone(t *testing.T) {
+	for _, s := range []string{
+		"plain output\n",
+		"\x1eoutpost:othernonce:exit:0:0:0\x1e", // another exec's marker (a forged one)
+		"\x1eoutpost:0123abcd:exit:notanumber:0:0\x1e",
+		"\x1eoutpost:0123abcd:exit:999:0:0\x1e",
+		"\x1eoutpost:0123abcd:exit:0:0\x1e",
+		"\x1eoutpost:0123abcd:exit:0:0:2\x1e",
+		"\x1eoutpost:0123abcd:bogus\x1e",
+		"\x1e\x1e\x1eoutpost:0123",
+		strings.Repeat("\x1eoutpost:0123abcd:", 3),
+	} {
+		var out bytes.Buffer
+		called := false
+		f := newMarkerFilter(&out, "0123abcd", func() { called = true }, func(exitMarker) { called = true })
+		_, err := f.Write([]byte(s))
+		require.NoError(t, err)
+		f.Flush()
+		assert.Equal(t, s, out.String(), "%q", s)
+		assert.False(t, called, "%q", s)
+	}
+}
+
+// TestHeaderRoundTrip feeds the wrapper's header reader (the first lines of
+// wrapperScript) with hostile values through the real sh, and checks that
+// the values arrive verbatim and that none of them runs as code.
+func TestHeaderRoundTrip(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	pwned := filepath.Join(dir, "pwned")
+	values := map[string]string{
+		"A": "plain",
+		"B": "it's \"quoted\" $HOME `touch " + pwned + "` $(touch " + pwned + ")",
+		"C": "multi\nline\n\nwith trailing newline\n",
+		"D": "'; touch " + pwned + "; '",
+		"E": "",
+		"F": "back\\slash\\n and \ttab and \r carriage",
+		"G": strings.Repeat("long ", 2000),
+	}
+	// The reading part of the wrapper, then print each variable NUL-terminated.
+	reader := wrapperScript[:strings.Index(wrapperScript, "oomc()")]
+	script := reader + `for v in A B C D E F G; do eval "printf '%s\0' \"\$$v\""; done; cat`
+	cmd := exec.Command(sh, "-c", script, "test", "/tmp/base", "/", "0")
+	cmd.Stdin = io.MultiReader(bytes.NewReader(header("nonce", values)), strings.NewReader("the rest of stdin"))
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	parts := strings.Split(string(out), "\x00")
+	require.Len(t, parts, 8)
+	for i, k := range []string{"A", "B", "C", "D", "E", "F", "G"} {
+		assert.Equal(t, values[k], parts[i], k)
+	}
+	assert.Equal(t, "the rest of stdin", parts[7], "the command's own input follows the header")
+	_, err = os.Stat(pwned)
+	assert.ErrorIs(t, err, os.ErrNotExist, "a value ran as code")
+}
+
+func TestStatusOf(t *testing.T) {
+	assert.Equal(t, sandbox.ExitStatus{Code: 0}, statusOf(0))
+	assert.Equal(t, sandbox.ExitStatus{Code: 3}, statusOf(3))
+	assert.Equal(t, sandbox.ExitStatus{Code: 128}, statusOf(128))
+	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, statusOf(137))
+	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGTERM"}, statusOf(143))
+	assert.Equal(t, sandbox.ExitStatus{Code: 200}, statusOf(200))
+}
+
+func TestParseUserAndNetwork(t *testing.T) {
+	uid, gid, err := parseUser("1000:1001")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), uid)
+	assert.Equal(t, int64(1001), gid)
+	for _, bad := range []string{"0:0", "0:1000", "root", "1000", "-1:2", ""} {
+		_, _, err := parseUser(bad)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%q: %v", bad, err)
+	}
+	for n, want := range map[string]bool{"": false, "pod": false, "bridge": false, "host": true} {
+		got, err := hostNetwork(n)
+		require.NoError(t, err, n)
+		assert.Equal(t, want, got, n)
+	}
+	for _, bad := range []string{"none", "container:x", "mynet"} {
+		_, err := hostNetwork(bad)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), bad)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	assert.Equal(t, "outpost.dev/session", labelKey("session"))
+	assert.Equal(t, "outpost.dev/session", labelKey("dev.outpost.session"))
+	assert.Equal(t, "example.com/x", labelKey("example.com/x"))
+	assert.Equal(t, "my-host.example", labelValue("my-host.example"))
+	assert.Equal(t, "a-b-c", labelValue("a b/c"))
+	assert.Len(t, labelValue(strings.Repeat("x", 100)), 63)
+
+	labels, ann := map[string]string{}, map[string]string{}
+	setLabel(labels, ann, "outpost.dev/run", "ok-value")
+	setLabel(labels, ann, "outpost.dev/session", "not a label value: spaces")
+	assert.Equal(t, map[string]string{"outpost.dev/run": "ok-value"}, labels)
+	assert.Equal(t, map[string]string{"outpost.dev/session": "not a label value: spaces"}, ann)
+}
+
+func TestPodClassification(t *testing.T) {
+	now := metav1.Now()
+	assert.Contains(t, goneReason("p", nil), "deleted")
+	assert.Contains(t, goneReason("p", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}), "being deleted")
+	assert.Contains(t, goneReason("p", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}}), "evicted: low on memory")
+	assert.Contains(t, goneReason("p", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}}), "lifetime")
+	assert.Empty(t, goneReason("p", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}))
+
+	waiting := func(reason string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: containerName, Image: "img:1", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "msg"}},
+		}}}}
+	}
+	assert.Contains(t, startFailure(waiting("ErrImageNeverPull")), "img:1 is not on the node")
+	assert.Contains(t, startFailure(waiting("ImagePullBackOff")), "cannot be pulled")
+	assert.Contains(t, startFailure(waiting("CreateContainerConfigError")), "cannot start")
+	assert.Empty(t, startFailure(waiting("ContainerCreating")))
+	assert.Empty(t, startFailure(waiting("ErrImagePull")), "one failed pull may still be retried")
+
+	unsched := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu.",
+	}}}}
+	assert.Contains(t, podProblem(unsched), "unschedulable: 0/1 nodes are available")
+}
+
+func TestLeftoverDecisions(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	opts := ReapOptions{Hostname: "here", Now: func() time.Time { return now }, Grace: 15 * time.Minute,
+		Alive: func(pid int, start string) bool { return pid == 42 && start == "7" }}
+	lo := func(pid, host, start string, hb time.Time) *Leftover {
+		return &Leftover{Labels: map[string]string{LabelOwnerPID: pid, LabelOwnerHost: host, LabelOwnerStart: start},
+			Heartbeat: hb, Created: now.Add(-time.Hour)}
+	}
+	assert.False(t, leftover(lo("42", "here", "7", time.Time{}), opts), "live owner")
+	l := lo("42", "here", "8", time.Time{})
+	assert.True(t, leftover(l, opts), "pid reused")
+	assert.Contains(t, l.Reason, "42 is gone")
+	assert.True(t, leftover(lo("43", "here", "", time.Time{}), opts), "dead owner")
+	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Minute)), opts), "foreign, fresh heartbeat")
+	assert.True(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts), "foreign, stale heartbeat")
+	opts.Grace = -1
+	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts), "negative grace: never")
+}
+
+// syncArchive builds a sync archive: the manifest, then entries.
+func syncArchive(t *testing.T, manifest []string, entries ...tar.Header) io.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	m := []byte(strings.Join(manifest, "\x00"))
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: manifestName, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(m))}))
+	_, err := tw.Write(m)
+	require.NoError(t, err)
+	for _, h := range entries {
+		body := h.Linkname
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(h.Uname)) // Uname carries the body in these tests
+			body = h.Uname
+			h.Uname = ""
+		}
+		require.NoError(t, tw.WriteHeader(&h))
+		if h.Typeflag == tar.TypeReg {
+			_, err := tw.Write([]byte(body))
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, tw.Close())
+	return &buf
+}
+
+func testLease(t *testing.T, ws string) *lease {
+	p := &Provider{log: slog.New(slog.DiscardHandler), opts: Options{MaxSyncBytes: 1 << 20}}
+	l := newLease(p, "0123456789abcdef0123", DefaultUser, ws)
+	t.Cleanup(l.cancel)
+	return l
+}
+
+func TestApplySync(t *testing.T) {
+	ws := t.TempDir()
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "host-only.txt"), []byte("mine"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(ws, "preexisting-escape")))
+	l := testLease(t, ws)
+	l.known = map[string]bool{"gone.txt": true, "kept.txt": true}
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "kept.txt"), []byte("old"), 0o644))
+
+	mt := time.Unix(1_700_000_000, 0)
+	err := l.applySync(syncArchive(t,
+		[]string{"./kept.txt", "./new", "./new/file.sh", "./link", "./ro"},
+		tar.Header{Name: "./kept.txt", Typeflag: tar.TypeReg, Mode: 0o600, Uname: "new content", ModTime: mt},
+		tar.Header{Name: "./new/", Typeflag: tar.TypeDir, Mode: 0o750, ModTime: mt},
+		tar.Header{Name: "./new/file.sh", Typeflag: tar.TypeReg, Mode: 0o755, Uname: "#!/bin/sh\n", ModTime: mt},
+		tar.Header{Name: "./link", Typeflag: tar.TypeSymlink, Linkname: "new/file.sh"},
+		tar.Header{Name: "./ro/", Typeflag: tar.TypeDir, Mode: 0o500, ModTime: mt},
+		tar.Header{Name: "./ro/inside", Typeflag: tar.TypeReg, Mode: 0o644, Uname: "in a read-only dir", ModTime: mt},
+		// Hostile entries: none may write outside ws.
+		tar.Header{Name: "../escaped", Typeflag: tar.TypeReg, Mode: 0o644, Uname: "x"},
+		tar.Header{Name: "/abs", Typeflag: tar.TypeReg, Mode: 0o644, Uname: "x"},
+		tar.Header{Name: "./abs-link", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
+		tar.Header{Name: "./up-link", Typeflag: tar.TypeSymlink, Linkname: "../../.."},
+		tar.Header{Name: "./dev", Typeflag: tar.TypeChar, Mode: 0o644},
+	))
+	require.NoError(t, err)
+
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(ws, name))
+		require.NoError(t, err, name)
+		return string(b)
+	}
+	assert.Equal(t, "new content", read("kept.txt"))
+	assert.Equal(t, "#!/bin/sh\n", read("new/file.sh"))
+	assert.Equal(t, "in a read-only dir", read("ro/inside"))
+	assert.Equal(t, "mine", read("host-only.txt"), "a host file the pod never had is kept")
+	fi, err := os.Stat(filepath.Join(ws, "kept.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	assert.True(t, fi.ModTime().Equal(mt))
+	fi, err = os.Stat(filepath.Join(ws, "ro"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o500), fi.Mode().Perm(), "directory modes are applied at the end")
+	target, err := os.Readlink(filepath.Join(ws, "link"))
+	require.NoError(t, err)
+	assert.Equal(t, "new/file.sh", target)
+	for _, name := range []string{"gone.txt", "abs-link", "up-link", "dev", "abs"} {
+		_, err := os.Lstat(filepath.Join(ws, name))
+		assert.ErrorIs(t, err, os.ErrNotExist, name)
+	}
+	_, err = os.Lstat(filepath.Join(filepath.Dir(ws), "escaped"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, map[string]bool{"kept.txt": true, "new": true, "new/file.sh": true, "link": true, "ro": true}, l.known)
+
+	// Writing through a link that leaves the workspace is refused, and
+	// nothing appears outside.
+	err = l.applySync(syncArchive(t, []string{"./preexisting-escape/x"},
+		tar.Header{Name: "./preexisting-escape/x", Typeflag: tar.TypeReg, Mode: 0o644, Uname: "x"}))
+	assert.Error(t, err)
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a file was written through a link out of the workspace")
+}
+
+func TestApplySyncLimits(t *testing.T) {
+	l := testLease(t, t.TempDir())
+	// No manifest first.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "x", Typeflag: tar.TypeReg, Size: 1}))
+	_, _ = tw.Write([]byte("x"))
+	require.NoError(t, tw.Close())
+	assert.True(t, outposterr.Is(l.applySync(&buf), outposterr.Sandbox))
+
+	// Over the byte limit.
+	big := strings.Repeat("y", 2<<20)
+	r := &limitReader{r: syncArchive(t, []string{"./big"}, tar.Header{Name: "./big", Typeflag: tar.TypeReg, Mode: 0o644, Uname: big}), n: 1 << 20}
+	err := l.applySync(r)
+	require.Error(t, err)
+	assert.True(t, outposterr.Is(err, outposterr.Sandbox))
+}
+
+func TestWriteWorkspaceTar(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "a", "b"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a", "b", "f"), []byte("data"), 0o640))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(dir, "abs")))
+	var buf bytes.Buffer
+	known := map[string]bool{}
+	require.NoError(t, writeWorkspaceTar(&buf, dir, known, nil))
+	assert.Equal(t, map[string]bool{"a": true, "a/b": true, "a/b/f": true, "abs": true}, known)
+	tr := tar.NewReader(&buf)
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		got[h.Name] = string(h.Typeflag) + h.Linkname
+		assert.Zero(t, h.Uid)
+	}
+	assert.Equal(t, map[string]string{"a/": "5", "a/b/": "5", "a/b/f": "0", "abs": "2/etc/passwd"}, got)
+}
+
+func TestDefaultEnv(t *testing.T) {
+	names := func(es []corev1.EnvVar) (n []string) {
+		for _, e := range es {
+			n = append(n, e.Name)
+		}
+		return n
+	}
+	assert.Equal(t, []string{"HOME", "TZ", "XDG_CACHE_HOME"}, names(defaultEnv(nil)))
+	assert.Equal(t, []string{"HOME", "XDG_CACHE_HOME"}, names(defaultEnv(map[string]string{"TZ": "Europe/Paris", "X": "y"})),
+		"a Spec.Env variable is not shadowed by a plain default")
+}
+
+// TestHiddenDirectories: a hidden directory (Spec.Hide: the project's
+// .outpost) is never copied into the pod, and what the pod puts there is
+// never written back.
+func TestHiddenDirectories(t *testing.T) {
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", ".env"), []byte("KEY=secret"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main"), 0o644))
+	var buf bytes.Buffer
+	known := map[string]bool{}
+	require.NoError(t, writeWorkspaceTar(&buf, ws, known, []string{".outpost"}))
+	assert.Equal(t, map[string]bool{"main.go": true}, known)
+	assert.NotContains(t, buf.String(), "KEY=secret")
+
+	l := testLease(t, ws)
+	l.hide = []string{".outpost"}
+	l.known = known
+	require.NoError(t, l.applySync(syncArchive(t, []string{"./main.go", "./.outpost", "./.outpost/drivers/evil.json"},
+		tar.Header{Name: "./.outpost/drivers/evil.json", Typeflag: tar.TypeReg, Mode: 0o644, Uname: `{"id":"evil"}`})))
+	assert.NoFileExists(t, filepath.Join(ws, ".outpost", "drivers", "evil.json"), "nothing planted through the sync")
+	assert.FileExists(t, filepath.Join(ws, ".outpost", ".env"), "and nothing removed there either")
+}

@@ -1,0 +1,391 @@
+package kubernetes
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultImage is the tag of the image built from .outpost/Dockerfile; it
+	// must be on the nodes or pullable by them.
+	DefaultImage = "outpost/base:dev"
+	// DefaultUser is the sandbox user: the base image's unprivileged "agent"
+	// account. Kubernetes leases never run as root.
+	DefaultUser = "1000:1000"
+	// DefaultNamespace is used when neither Options nor the kubeconfig
+	// context name one.
+	DefaultNamespace = "default"
+	// DefaultPingTimeout bounds the API server probe in [New].
+	DefaultPingTimeout = 5 * time.Second
+	// DefaultOpTimeout bounds each short API call (create, get, patch,
+	// delete, the signalling exec).
+	DefaultOpTimeout = 30 * time.Second
+	// DefaultStartTimeout bounds the wait for a new pod to run (scheduling,
+	// image pull, container start).
+	DefaultStartTimeout = 5 * time.Minute
+	// DefaultReleaseTimeout bounds cleanup in Release.
+	DefaultReleaseTimeout = 30 * time.Second
+	// DefaultLifetime is the pod's activeDeadlineSeconds: the backstop that
+	// ends a lease whose owner vanished without anyone running `outpost gc`.
+	DefaultLifetime = 24 * time.Hour
+	// DefaultHeartbeatInterval is how often a live lease refreshes
+	// [AnnotationHeartbeat].
+	DefaultHeartbeatInterval = time.Minute
+	// DefaultHomeBytes is the size limit of the memory-backed home.
+	DefaultHomeBytes = 1 << 30
+	// DefaultMaxSyncBytes bounds what one workspace sync may bring back.
+	DefaultMaxSyncBytes = 4 << 30
+	// DefaultQPS and DefaultBurst are the client's API rate limits.
+	DefaultQPS   = 50
+	DefaultBurst = 100
+)
+
+// Fixed paths inside every lease.
+const (
+	// Home is the private, memory-backed home directory of the sandbox user.
+	Home = "/home/agent"
+	// Root is the workspace directory and default working directory.
+	Root = "/workspace"
+	// containerName is the lease's only container.
+	containerName = "lease"
+)
+
+// apiHint is appended to errors that mean the API server cannot be used.
+const apiHint = "is the cluster up and the kubeconfig right?"
+
+// Options configure a [Provider]. Every field is optional except a way to
+// reach the cluster (Kubeconfig or RestConfig); the zero value of each is
+// described on the field. The library reads no environment variables: the
+// CLI resolves KUBECONFIG and flags and passes them here.
+type Options struct {
+	// Kubeconfig is the path of the kubeconfig file.
+	Kubeconfig string
+	// Context is the kubeconfig context to use. Empty: its current context.
+	Context string
+	// RestConfig is a client configuration to use instead of Kubeconfig.
+	RestConfig *rest.Config
+	// Namespace holds the leases' pods and Secrets. Empty: the context's
+	// namespace, else [DefaultNamespace].
+	Namespace string
+	// Image is the default container image. Empty: [DefaultImage].
+	Image string
+	// PullPolicy is the pods' image pull policy. Empty: IfNotPresent.
+	PullPolicy corev1.PullPolicy
+	// ImagePullSecrets name Secrets of the namespace used to pull the image.
+	ImagePullSecrets []string
+	// User is the default "uid:gid" (never uid 0). Empty: [DefaultUser].
+	User string
+	// Network is the default network: "pod" (or "bridge", the same: the
+	// cluster's pod network) or "host" (the node's network namespace, for a
+	// server on the node's loopback). Empty: "pod".
+	Network string
+	// CPUs and MemoryBytes are used when Spec leaves them zero; zero here
+	// too means no request and no limit.
+	CPUs        float64
+	MemoryBytes int64
+	// EphemeralStorageBytes is the request and limit of the pod's disk use
+	// (workspace, writable layer, logs). Zero: none.
+	EphemeralStorageBytes int64
+	// HomeBytes is the size limit of the memory-backed home (it counts
+	// against the memory limit). Zero: [DefaultHomeBytes].
+	HomeBytes int64
+	// NodeSelector, Tolerations, RuntimeClassName and PriorityClassName are
+	// copied into every pod (placement on a many-node cluster; a sandboxing
+	// runtime such as gVisor or Kata through its RuntimeClass).
+	NodeSelector      map[string]string
+	Tolerations       []corev1.Toleration
+	RuntimeClassName  string
+	PriorityClassName string
+	// Version is the value of [LabelVersion]. Empty: "dev".
+	Version string
+	// RunID is the value of [LabelRun] on every resource. Empty: a random id.
+	RunID string
+	// Logger receives debug records about API calls. Nil: discarded.
+	Logger *slog.Logger
+	// PingTimeout bounds the probe in [New]. Zero: [DefaultPingTimeout].
+	PingTimeout time.Duration
+	// OpTimeout bounds each short API call; streams are bounded by the
+	// caller's context instead. Zero: [DefaultOpTimeout].
+	OpTimeout time.Duration
+	// StartTimeout bounds the wait for a new pod to run. Zero:
+	// [DefaultStartTimeout].
+	StartTimeout time.Duration
+	// ReleaseTimeout bounds cleanup in Release. Zero: [DefaultReleaseTimeout].
+	ReleaseTimeout time.Duration
+	// Lifetime is the pods' activeDeadlineSeconds. Zero: [DefaultLifetime].
+	Lifetime time.Duration
+	// HeartbeatInterval is how often a lease refreshes
+	// [AnnotationHeartbeat]. Zero: [DefaultHeartbeatInterval]; negative: never.
+	HeartbeatInterval time.Duration
+	// MaxSyncBytes bounds the bytes one workspace sync brings back to the
+	// host. Zero: [DefaultMaxSyncBytes].
+	MaxSyncBytes int64
+	// QPS and Burst are the client's API rate limits (when the provider
+	// builds the client). Zero: [DefaultQPS], [DefaultBurst].
+	QPS   float32
+	Burst int
+}
+
+// Provider hands out Kubernetes pod leases. It is safe for concurrent use.
+type Provider struct {
+	cfg   *rest.Config
+	cs    k8s.Interface
+	ns    string
+	opts  Options
+	log   *slog.Logger
+	owner leasekit.Owner
+	klog  logr.Logger // client-go's logger (see logging.go)
+
+	mu     sync.Mutex
+	leases map[*lease]struct{}
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New connects to the cluster and checks that the API server answers within
+// Options.PingTimeout. An unreachable API server is an [outposterr.Sandbox]
+// error; a missing or broken kubeconfig is a configuration error.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	opts.Image = cmp.Or(opts.Image, DefaultImage)
+	opts.PullPolicy = cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent)
+	opts.User = cmp.Or(opts.User, DefaultUser)
+	opts.Network = cmp.Or(opts.Network, "pod")
+	opts.Version = cmp.Or(opts.Version, "dev")
+	opts.RunID = cmp.Or(opts.RunID, uuid.NewString())
+	opts.PingTimeout = cmp.Or(opts.PingTimeout, DefaultPingTimeout)
+	opts.OpTimeout = cmp.Or(opts.OpTimeout, DefaultOpTimeout)
+	opts.StartTimeout = cmp.Or(opts.StartTimeout, DefaultStartTimeout)
+	opts.ReleaseTimeout = cmp.Or(opts.ReleaseTimeout, DefaultReleaseTimeout)
+	opts.Lifetime = cmp.Or(opts.Lifetime, DefaultLifetime)
+	opts.HeartbeatInterval = cmp.Or(opts.HeartbeatInterval, DefaultHeartbeatInterval)
+	opts.HomeBytes = cmp.Or(opts.HomeBytes, DefaultHomeBytes)
+	opts.MaxSyncBytes = cmp.Or(opts.MaxSyncBytes, DefaultMaxSyncBytes)
+	opts.QPS = cmp.Or(opts.QPS, DefaultQPS)
+	opts.Burst = cmp.Or(opts.Burst, DefaultBurst)
+	switch opts.PullPolicy {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return nil, outposterr.New(outposterr.Configuration, "image pull policy %q is not Always, IfNotPresent or Never", opts.PullPolicy)
+	}
+	if _, _, err := parseUser(opts.User); err != nil {
+		return nil, err
+	}
+	if _, err := hostNetwork(opts.Network); err != nil {
+		return nil, err
+	}
+	if opts.CPUs < 0 || opts.MemoryBytes < 0 || opts.EphemeralStorageBytes < 0 || opts.HomeBytes < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, ns, err := restConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WarningHandler = warningLogger{log}
+	cs, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "kubernetes client")
+	}
+	p := &Provider{cfg: cfg, cs: cs, ns: ns, opts: opts, log: log, owner: leasekit.Self(), klog: clientLogger(log),
+		leases: map[*lease]struct{}{}}
+	pctx, cancel := context.WithTimeout(p.withLogger(ctx), opts.PingTimeout)
+	defer cancel()
+	if _, err := cs.CoreV1().RESTClient().Get().AbsPath("/version").Do(pctx).Raw(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reach kubernetes API server: %w", ctx.Err())
+		}
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "kubernetes API server unreachable at %s (%s)", cfg.Host, apiHint)
+	}
+	log.Debug("kubernetes provider ready", "server", cfg.Host, "namespace", ns)
+	return p, nil
+}
+
+// restConfig builds the client configuration and picks the namespace.
+func restConfig(opts Options) (*rest.Config, string, error) {
+	var cfg *rest.Config
+	ns := opts.Namespace
+	switch {
+	case opts.RestConfig != nil:
+		cfg = rest.CopyConfig(opts.RestConfig)
+	case opts.Kubeconfig != "":
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: opts.Kubeconfig}
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: opts.Context})
+		c, err := cc.ClientConfig()
+		if err != nil {
+			return nil, "", outposterr.Wrap(outposterr.Configuration, err, "load kubeconfig %s", opts.Kubeconfig)
+		}
+		cfg = c
+		if ns == "" {
+			if n, _, err := cc.Namespace(); err == nil {
+				ns = n
+			}
+		}
+	default:
+		return nil, "", outposterr.New(outposterr.Configuration, "no kubeconfig given (set KUBECONFIG or pass --kubeconfig)")
+	}
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	cfg.UserAgent = "outpost/" + opts.Version
+	return cfg, cmp.Or(ns, DefaultNamespace), nil
+}
+
+var userRE = regexp.MustCompile(`^([0-9]{1,10}):([0-9]{1,10})$`)
+
+// parseUser validates "uid:gid" and refuses root: pods run with runAsNonRoot.
+func parseUser(s string) (uid, gid int64, err error) {
+	m := userRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, outposterr.New(outposterr.Configuration, "sandbox user %q is not uid:gid", s)
+	}
+	uid, err1 := strconv.ParseInt(m[1], 10, 64)
+	gid, err2 := strconv.ParseInt(m[2], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, outposterr.Wrap(outposterr.Configuration, err, "sandbox user %q", s)
+	}
+	if uid == 0 {
+		return 0, 0, outposterr.New(outposterr.Configuration, "sandbox user %q is root: kubernetes leases run as a non-root user", s)
+	}
+	return uid, gid, nil
+}
+
+// hostNetwork maps a network name to the pod's hostNetwork field.
+func hostNetwork(n string) (bool, error) {
+	switch n {
+	case "", "pod", "bridge":
+		return false, nil
+	case "host":
+		return true, nil
+	}
+	return false, outposterr.New(outposterr.Configuration,
+		"network %q is not available for kubernetes leases (pod or host; restrict a pod's traffic with a NetworkPolicy)", n)
+}
+
+// Name implements [sandbox.Provider].
+func (p *Provider) Name() string { return "kubernetes" }
+
+// Namespace is where the provider creates its pods and Secrets.
+func (p *Provider) Namespace() string { return p.ns }
+
+// Clientset returns the API client, for [Reap].
+func (p *Provider) Clientset() k8s.Interface { return p.cs }
+
+// Server is the API server's address.
+func (p *Provider) Server() string { return p.cfg.Host }
+
+// Close stops the background work of the live leases (pod watches and
+// heartbeats) without releasing them, for a caller that gives up on a
+// cluster it cannot reach any more; see [Provider.ReleaseAll] to remove them.
+// The leases' own calls fail afterwards only if the cluster does.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.leases {
+		l.cancel()
+	}
+	return nil
+}
+
+// opCtx derives the short deadline used for control calls.
+func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(p.withLogger(ctx), p.opts.OpTimeout)
+}
+
+// track registers a live lease; untrack forgets it.
+func (p *Provider) track(l *lease) {
+	p.mu.Lock()
+	p.leases[l] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *Provider) untrack(l *lease) {
+	p.mu.Lock()
+	delete(p.leases, l)
+	p.mu.Unlock()
+}
+
+// Live returns the ids (pod names) of the leases acquired and not yet released.
+func (p *Provider) Live() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]string, 0, len(p.leases))
+	for l := range p.leases {
+		ids = append(ids, l.name)
+	}
+	return ids
+}
+
+// ReleaseAll releases every live lease of p concurrently and joins the
+// errors. It is what a signal handler calls before the process exits; each
+// Release is bounded by Options.ReleaseTimeout even if ctx is cancelled.
+func (p *Provider) ReleaseAll(ctx context.Context) error {
+	p.mu.Lock()
+	ls := make([]*lease, 0, len(p.leases))
+	for l := range p.leases {
+		ls = append(ls, l)
+	}
+	p.mu.Unlock()
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// apiError classifies a failed API call: unreachable servers and server-side
+// failures are sandbox errors, refusals (forbidden, invalid, quota) are
+// configuration errors.
+func apiError(err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return outposterr.Wrap(outposterr.Configuration, err, "%s: not allowed (check the kubeconfig user's permissions)", msg)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return outposterr.Wrap(outposterr.Configuration, err, "%s", msg)
+	case isUnreachable(err):
+		return outposterr.Wrap(outposterr.Sandbox, err, "%s: kubernetes API server unreachable (%s)", msg, apiHint)
+	}
+	return outposterr.Wrap(outposterr.Sandbox, err, "%s", msg)
+}
+
+// isUnreachable reports errors that mean no answer came from the API server.
+func isUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := err.(apierrors.APIStatus); ok || errors.As(err, new(apierrors.APIStatus)) {
+		return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+	}
+	s := err.Error()
+	for _, m := range []string{"connection refused", "no such host", "i/o timeout", "connection reset", "EOF",
+		"context deadline exceeded", "network is unreachable", "broken pipe", "TLS handshake"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}

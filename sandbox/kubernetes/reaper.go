@@ -1,0 +1,199 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
+)
+
+// The reaper exists because a lease is removed by its owner's Release, and an
+// owner can die without running it: kill -9, a crash, a lost CI runner. Such
+// pods keep running "sleep infinity" until their activeDeadlineSeconds. Every
+// Outpost pod and Secret records which process owns it (pid, host name,
+// process start time) and every pod carries a heartbeat its owner refreshes,
+// so a later `outpost gc` can tell leftovers from leases of runs still going
+// on, also when the owner ran on another machine.
+
+// DefaultReapGrace is how old the heartbeat of a pod owned by another host
+// (whose pid cannot be checked here) must be before [Reap] removes it: many
+// missed heartbeats ([DefaultHeartbeatInterval]).
+const DefaultReapGrace = 15 * time.Minute
+
+// ReapOptions tune [Reap]. The zero value removes leftovers of dead owners on
+// this host and foreign ones whose heartbeat is older than
+// [DefaultReapGrace], in every namespace the client may list.
+type ReapOptions struct {
+	// DryRun lists leftovers without removing them.
+	DryRun bool
+	// Namespaces to search. Empty: all namespaces; if listing across
+	// namespaces is forbidden, FallbackNamespace alone.
+	Namespaces []string
+	// FallbackNamespace is searched when listing across namespaces is
+	// forbidden. Empty: [DefaultNamespace].
+	FallbackNamespace string
+	// Grace is the heartbeat age after which a lease whose owner cannot be
+	// checked here counts as left over. Zero: [DefaultReapGrace]; negative:
+	// never.
+	Grace time.Duration
+	// Hostname is this host's name as owners record it. Empty: os.Hostname().
+	Hostname string
+	// Now is the current time. Nil: time.Now.
+	Now func() time.Time
+	// Alive reports whether pid (with its recorded start time, possibly "")
+	// is still the owning process. Nil: a live process with that pid whose
+	// start time matches, when one was recorded.
+	Alive func(pid int, start string) bool
+}
+
+// Leftover is a labelled resource found by [Reap].
+type Leftover struct {
+	// Kind is "pod" or "secret".
+	Kind      string
+	Namespace string
+	Name      string
+	Labels    map[string]string
+	Created   time.Time
+	// Heartbeat is the pod's last heartbeat (zero for Secrets).
+	Heartbeat time.Time
+	// Reason says why it counts as left over.
+	Reason string
+	// Removed is set when Reap removed it (never in a dry run).
+	Removed bool
+}
+
+// Reap finds Outpost pods and Secrets ([LabelManaged]) whose owner is gone
+// and deletes them unless opts.DryRun. Resources of live owners are left
+// alone. It returns every leftover found; deletion errors are joined, and a
+// resource already gone counts as removed.
+func Reap(ctx context.Context, cs k8s.Interface, opts ReapOptions) ([]Leftover, error) {
+	if opts.Grace == 0 {
+		opts.Grace = DefaultReapGrace
+	}
+	if opts.Hostname == "" {
+		opts.Hostname, _ = os.Hostname()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Alive == nil {
+		opts.Alive = leasekit.OwnerAlive
+	}
+	if opts.FallbackNamespace == "" {
+		opts.FallbackNamespace = DefaultNamespace
+	}
+	namespaces := opts.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	sel := metav1.ListOptions{LabelSelector: LabelManaged + "=true"}
+	var (
+		pods    []corev1.Pod
+		secrets []corev1.Secret
+	)
+	for _, ns := range namespaces {
+		pl, err := cs.CoreV1().Pods(ns).List(ctx, sel)
+		if err != nil && ns == metav1.NamespaceAll && apierrors.IsForbidden(err) {
+			ns = opts.FallbackNamespace
+			pl, err = cs.CoreV1().Pods(ns).List(ctx, sel)
+		}
+		if err != nil {
+			return nil, apiError(err, "list pods")
+		}
+		pods = append(pods, pl.Items...)
+		sl, err := cs.CoreV1().Secrets(ns).List(ctx, sel)
+		if err != nil {
+			return nil, apiError(err, "list secrets")
+		}
+		secrets = append(secrets, sl.Items...)
+	}
+
+	var (
+		out  []Leftover
+		errs []error
+	)
+	leasePod := map[string]bool{} // namespace/lease id -> the pod is left over
+	for _, p := range pods {
+		lo := Leftover{Kind: "pod", Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Created: p.CreationTimestamp.Time}
+		if t, err := time.Parse(time.RFC3339, p.Annotations[AnnotationHeartbeat]); err == nil {
+			lo.Heartbeat = t
+		}
+		left := leftover(&lo, opts)
+		leasePod[p.Namespace+"/"+p.Labels[LabelLease]] = left
+		if !left {
+			continue
+		}
+		if !opts.DryRun {
+			now := int64(0)
+			err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &now})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, apiError(err, "delete pod %s/%s", p.Namespace, p.Name))
+			} else {
+				lo.Removed = true
+			}
+		}
+		out = append(out, lo)
+	}
+	for _, s := range secrets {
+		lo := Leftover{Kind: "secret", Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Created: s.CreationTimestamp.Time}
+		left, hasPod := leasePod[s.Namespace+"/"+s.Labels[LabelLease]]
+		switch {
+		case hasPod && !left:
+			continue
+		case hasPod:
+			lo.Reason = "its pod is left over"
+		case !leftover(&lo, opts):
+			continue
+		}
+		if !opts.DryRun {
+			err := cs.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, apiError(err, "delete secret %s/%s", s.Namespace, s.Name))
+			} else {
+				lo.Removed = true
+			}
+		}
+		out = append(out, lo)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return out, outposterr.Wrap(outposterr.Sandbox, err, "reap")
+	}
+	return out, nil
+}
+
+// leftover decides whether lo has lost its owner and sets lo.Reason.
+func leftover(lo *Leftover, opts ReapOptions) bool {
+	pid, err := strconv.Atoi(lo.Labels[LabelOwnerPID])
+	host := lo.Labels[LabelOwnerHost]
+	if err == nil && pid > 0 && host != "" && host == labelValue(opts.Hostname) {
+		if opts.Alive(pid, lo.Labels[LabelOwnerStart]) {
+			return false
+		}
+		lo.Reason = "owner process " + strconv.Itoa(pid) + " is gone"
+		return true
+	}
+	if opts.Grace < 0 {
+		return false
+	}
+	last := lo.Heartbeat
+	if last.IsZero() {
+		last = lo.Created
+	}
+	if last.IsZero() {
+		return false
+	}
+	if age := opts.Now().Sub(last); age > opts.Grace {
+		lo.Reason = "owner cannot be checked here and its last sign of life is older than " + opts.Grace.String()
+		return true
+	}
+	return false
+}

@@ -1,0 +1,373 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
+)
+
+// A pod cannot see the host's directories, so a workspace is copied: in at
+// Acquire, and back after each process ends. The pod side marks each sync
+// with a stamp file in its /tmp; the next sync sends the manifest of every
+// path under Root plus the entries whose status changed since the stamp
+// (ctime, which no program can set back). The host applies the changes and
+// removes the paths it had learned from the pod that the manifest no longer
+// lists. Paths created on the host during the lease are never touched.
+
+// syncStamp is the pod-side stamp of the last sync.
+const syncStamp = "/tmp/.outpost-sync"
+
+// workspaceInScript extracts the host workspace into Root, then stamps it.
+const workspaceInScript = `cd ` + Root + ` && tar -x -p --no-same-owner -f - && : >` + syncStamp + `.stamp`
+
+// syncScript writes the sync archive: first the manifest (NUL-separated
+// names of every file, directory and link under Root), then the entries
+// changed since the last stamp, hard links stored as files.
+const syncScript = `cd ` + Root + ` || exit 3
+s=` + syncStamp + `
+: >"$s.new" || exit 4
+find . -mindepth 1 \( -type f -o -type d -o -type l \) -print0 >"$s.all" || exit 4
+if [ -e "$s.stamp" ]; then find . -mindepth 1 -cnewer "$s.stamp" \( -type f -o -type d -o -type l \) -print0 >"$s.chg" || exit 4
+else cp "$s.all" "$s.chg" || exit 4; fi
+mv -f "$s.new" "$s.stamp" || exit 4
+exec tar -c -f - --hard-dereference -C /tmp .outpost-sync.all -C ` + Root + ` --no-recursion --null -T "$s.chg"`
+
+// manifestName is the first entry of a sync archive.
+const manifestName = ".outpost-sync.all"
+
+// maxManifest bounds the manifest of one sync.
+const maxManifest = 64 << 20
+
+// copyWorkspaceIn copies the host workspace into Root: directories, regular
+// files and symbolic links (as they are), no special files.
+func (l *lease) copyWorkspaceIn(ctx context.Context) error {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	known := map[string]bool{}
+	go func() { pw.CloseWithError(writeWorkspaceTar(pw, l.workspace, known, l.hide)) }()
+	p, err := l.start(ctx, execSpec{args: []string{"sh", "-c", workspaceInScript}, dir: "/", stream: pr})
+	if err != nil {
+		return fmt.Errorf("copy workspace in: %w", err)
+	}
+	defer p.Close()
+	stderr := &leasekit.TailBuffer{Max: 4096}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(stderr, p.Stderr())
+	}()
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	st, err := p.Wait()
+	<-done
+	if err != nil {
+		return fmt.Errorf("copy workspace in: %w", err)
+	}
+	if !st.Success() {
+		return outposterr.New(outposterr.Sandbox, "copy workspace in: tar %s: %s", st, bytes.TrimSpace(stderr.Bytes()))
+	}
+	l.syncMu.Lock()
+	l.known = known
+	l.syncMu.Unlock()
+	return nil
+}
+
+// writeWorkspaceTar writes dir as a tar stream of relative names and records
+// them in known. Symbolic links are not followed; the hidden directories
+// are left out.
+func writeWorkspaceTar(w io.Writer, dir string, known map[string]bool, hide []string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if hidden(rel, hide) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case fi.IsDir(), fi.Mode().IsRegular():
+		default:
+			return nil // sockets, devices, pipes stay on the host
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name = rel
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		known[rel] = true
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyN(tw, f, h.Size)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "read workspace %s", dir)
+	}
+	return tw.Close()
+}
+
+// syncWorkspace brings the pod's workspace changes back to the host
+// directory (see the comment at the top of this file). What the pod sends
+// is hostile: names are checked, nothing is written through a link or
+// outside the directory (os.Root), sizes are bounded, symbolic links that
+// are absolute or leave the workspace are not recreated.
+func (l *lease) syncWorkspace(ctx context.Context) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.goneError() != nil {
+		return outposterr.Wrap(outposterr.Sandbox, l.goneError(), "sync workspace")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*l.p.opts.OpTimeout)
+	defer cancel()
+	p, err := l.start(ctx, execSpec{args: []string{"sh", "-c", syncScript}, dir: "/"})
+	if err != nil {
+		return fmt.Errorf("sync workspace: %w", err)
+	}
+	defer p.Close()
+	stderr := &leasekit.TailBuffer{Max: 4096}
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		_, _ = io.Copy(stderr, p.Stderr())
+	}()
+	applyErr := l.applySync(&limitReader{r: p.Stdout(), n: l.p.opts.MaxSyncBytes})
+	if applyErr != nil {
+		_ = p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
+	}
+	st, err := p.Wait()
+	<-errDone
+	switch {
+	case applyErr != nil:
+		return applyErr
+	case err != nil:
+		return fmt.Errorf("sync workspace: %w", err)
+	case !st.Success():
+		return outposterr.New(outposterr.Sandbox, "sync workspace: %s: %s", st, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// limitReader fails once more than n bytes were read.
+type limitReader struct {
+	r io.Reader
+	n int64
+}
+
+func (r *limitReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.n -= int64(n)
+	if r.n < 0 {
+		return n, outposterr.New(outposterr.Sandbox, "sync workspace: the pod sent more than the limit (Options.MaxSyncBytes)")
+	}
+	return n, err
+}
+
+// applySync applies a sync archive to the host workspace.
+func (l *lease) applySync(r io.Reader) error {
+	tr := tar.NewReader(r)
+	h, err := tr.Next()
+	if err != nil || h.Name != manifestName || h.Typeflag != tar.TypeReg || h.Size > maxManifest {
+		return outposterr.Wrap(outposterr.Sandbox, errors.Join(err, errors.New("no manifest")), "sync workspace")
+	}
+	raw, err := io.ReadAll(io.LimitReader(tr, maxManifest))
+	if err != nil {
+		return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: read manifest")
+	}
+	now := map[string]bool{}
+	for n := range bytes.SplitSeq(raw, []byte{0}) {
+		if name, ok := syncName(string(n)); ok && !hidden(name, l.hide) {
+			now[name] = true
+		}
+	}
+	root, err := os.OpenRoot(l.workspace)
+	if err != nil {
+		return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: open %s", l.workspace)
+	}
+	defer root.Close()
+	type dirMode struct {
+		name string
+		mode fs.FileMode
+		mt   time.Time
+	}
+	var dirs []dirMode
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: read archive")
+		}
+		name, ok := syncName(h.Name)
+		if !ok || hidden(name, l.hide) {
+			l.p.log.Warn("workspace sync: entry refused", "name", h.Name)
+			continue
+		}
+		mode := fs.FileMode(h.Mode) & fs.ModePerm
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if fi, err := root.Lstat(name); err == nil && !fi.IsDir() {
+				if err := root.RemoveAll(name); err != nil {
+					return syncErr(err, name)
+				}
+			}
+			if err := root.MkdirAll(name, 0o700); err != nil {
+				return syncErr(err, name)
+			}
+			// Owner access while children are written; the mode is set at the end.
+			if err := root.Chmod(name, mode|0o700); err != nil {
+				return syncErr(err, name)
+			}
+			dirs = append(dirs, dirMode{name, mode, h.ModTime})
+		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old-style regular files are still regular files
+			if err := writeSyncFile(root, name, mode, h.ModTime, tr); err != nil {
+				return syncErr(err, name)
+			}
+		case tar.TypeSymlink:
+			check := *h
+			check.Name = name
+			if err := leasekit.CheckEntry(&check); err != nil {
+				l.p.log.Warn("workspace sync: link not recreated", "name", name, "reason", err)
+				continue
+			}
+			if err := ensureParent(root, name); err != nil {
+				return syncErr(err, name)
+			}
+			if err := root.RemoveAll(name); err != nil {
+				return syncErr(err, name)
+			}
+			if err := root.Symlink(h.Linkname, name); err != nil {
+				return syncErr(err, name)
+			}
+		default:
+			l.p.log.Debug("workspace sync: entry type skipped", "name", name, "type", h.Typeflag)
+		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		_ = root.Chmod(d.name, d.mode)
+		_ = root.Chtimes(d.name, d.mt, d.mt)
+	}
+	for name := range l.known {
+		if !now[name] {
+			if err := root.RemoveAll(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				l.p.log.Debug("workspace sync: remove", "name", name, "err", err)
+			}
+		}
+	}
+	l.known = now
+	return nil
+}
+
+func syncErr(err error, name string) error {
+	return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: %s", name)
+}
+
+// syncName turns an archive name ("./a/b/") into a workspace path ("a/b"),
+// refusing absolute names and ".." components.
+func syncName(n string) (string, bool) {
+	n = strings.TrimSuffix(strings.TrimPrefix(n, "./"), "/")
+	if n == "" || n == "." || leasekit.LocalName(n) != nil || strings.ContainsRune(n, 0) {
+		return "", false
+	}
+	return path.Clean(n), true
+}
+
+// ensureParent creates the parent directories of name.
+func ensureParent(root *os.Root, name string) error {
+	if dir := path.Dir(name); dir != "." {
+		return root.MkdirAll(dir, 0o755)
+	}
+	return nil
+}
+
+// writeSyncFile replaces name with the content of r: written to a new file
+// beside it, then renamed over it (a link at name is replaced, not followed).
+func writeSyncFile(root *os.Root, name string, mode fs.FileMode, mt time.Time, r io.Reader) error {
+	if err := ensureParent(root, name); err != nil {
+		return err
+	}
+	if fi, err := root.Lstat(name); err == nil && fi.IsDir() {
+		if err := root.RemoveAll(name); err != nil {
+			return err
+		}
+	}
+	tmp := path.Join(path.Dir(name), ".outpost-sync-"+uuid.NewString()[:8])
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode|0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = root.Chmod(tmp, mode)
+	}
+	if err == nil {
+		_ = root.Chtimes(tmp, mt, mt)
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+	}
+	return err
+}
+
+// hidden reports whether the workspace path name is, or is under, one of
+// the hidden directories.
+func hidden(name string, hide []string) bool {
+	for _, h := range hide {
+		if name == h || strings.HasPrefix(name, h+"/") {
+			return true
+		}
+	}
+	return false
+}
