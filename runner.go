@@ -273,9 +273,17 @@ func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) 
 		return nil, spec, nil, err
 	}
 	if cli != nil && r.engine.Delivery() == DeliverCopy {
-		prov = cli.Bootstrapper.CopyInProvider(prov, cli.Entry, basePath)
+		prov = cli.Bootstrapper.CopyInProvider(prov, cli.Entry, basePath, r.engineCLIDir())
 	}
 	return prov, spec, cli, nil
+}
+
+// engineCLIDir is where a copied CLI goes in the engine's leases.
+func (r *Runner) engineCLIDir() string {
+	if d, ok := r.engine.(interface{ CLIDir() string }); ok {
+		return d.CLIDir()
+	}
+	return ""
 }
 
 // ensureCLI bootstraps row's pinned CLI once; an agent without a catalog

@@ -14,6 +14,7 @@ import (
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/sandbox/host"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
 // basePath is the PATH of a container lease after the CLI's own directory.
@@ -64,6 +65,11 @@ type SandboxOptions struct {
 	Project string
 	// Version labels the resources the kind creates.
 	Version string
+	// Kubeconfig, KubeContext and Namespace reach a Kubernetes cluster
+	// (the kubernetes kind): the kubeconfig file (required), its context
+	// (empty: the current one) and the namespace of the pods (empty: the
+	// context's, else "default").
+	Kubeconfig, KubeContext, Namespace string
 }
 
 // SandboxEngine is an opened sandbox kind: it hands out the provider and
@@ -93,6 +99,8 @@ func SandboxKinds() map[string]SandboxKind {
 	return map[string]SandboxKind{
 		"docker": {Name: "docker", Summary: "isolated containers on a Docker engine (default)", Open: openDocker},
 		"host":   {Name: "host", Summary: "this machine, unisolated", Open: openHost},
+		"kubernetes": {Name: "kubernetes", Summary: "a hardened pod per lease on a Kubernetes cluster (--kubeconfig)",
+			Open: openKubernetes},
 	}
 }
 
@@ -218,4 +226,51 @@ func hiddenDirs(project, workspace string) []string {
 		}
 	}
 	return hide
+}
+
+// kubeCLIDir is where a copied CLI goes in a pod: on the container's disk,
+// not in the memory-backed home (which counts against the pod's memory).
+const kubeCLIDir = "/tmp/outpost-cli"
+
+// kubeEngine hands out Kubernetes pods.
+type kubeEngine struct {
+	ctx context.Context
+	p   *kubernetes.Provider
+	o   SandboxOptions
+}
+
+func openKubernetes(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	if o.Kubeconfig == "" {
+		return nil, outposterr.New(outposterr.Configuration,
+			"the kubernetes sandbox needs a kubeconfig (--kubeconfig, or KUBECONFIG for the outpost command)")
+	}
+	if o.User != "" {
+		if uid, _, _ := strings.Cut(o.User, ":"); uid == "0" {
+			return nil, outposterr.New(outposterr.Configuration, "leases never run as root (--user %s)", o.User)
+		}
+	}
+	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: o.Kubeconfig, Context: o.KubeContext,
+		Namespace: o.Namespace, Image: o.Image, User: o.User, Logger: log, Version: o.Version})
+	if err != nil {
+		return nil, err
+	}
+	return &kubeEngine{ctx: ctx, p: p, o: o}, nil
+}
+
+// Delivery: a pod cannot mount this machine's cache; the CLI is copied in.
+func (e *kubeEngine) Delivery() Delivery { return DeliverCopy }
+
+// CLIDir is where the copied CLI goes.
+func (e *kubeEngine) CLIDir() string { return kubeCLIDir }
+
+func (e *kubeEngine) Lease(_ *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	return e.p, sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
+		Env: map[string]string{"PATH": basePath}, Hide: hiddenDirs(e.o.Project, workspace)}, nil
+}
+
+func (e *kubeEngine) Close() {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), kubernetes.DefaultReleaseTimeout)
+	defer cancel()
+	_ = e.p.ReleaseAll(cctx)
+	_ = e.p.Close()
 }

@@ -3,9 +3,12 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"path"
 	"time"
 
+	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -14,10 +17,13 @@ import (
 // that cannot see this machine's cache: a remote Docker engine, a
 // Kubernetes pod) and its version checked before use. Commands run in such
 // a lease find the CLI first on their PATH; basePath is the rest of that
-// PATH (the image's). A lease whose copy fails is released and the error
-// is a bootstrap error.
-func (b *Bootstrapper) CopyInProvider(p sandbox.Provider, e *Entry, basePath string) sandbox.Provider {
-	return &copyInProvider{inner: p, b: b, e: e, base: basePath}
+// PATH (the image's). dir is where the tree goes (created first; empty:
+// under the lease's home, which is memory-backed on some engines — a pod's
+// home counts against its memory limit, so a disk path such as
+// /tmp/outpost-cli is better there). A lease whose copy fails is released
+// and the error is a bootstrap error.
+func (b *Bootstrapper) CopyInProvider(p sandbox.Provider, e *Entry, basePath, dir string) sandbox.Provider {
+	return &copyInProvider{inner: p, b: b, e: e, base: basePath, dir: dir}
 }
 
 // releaseTimeout bounds releasing a lease whose copy failed.
@@ -28,6 +34,7 @@ type copyInProvider struct {
 	b     *Bootstrapper
 	e     *Entry
 	base  string
+	dir   string
 }
 
 func (p *copyInProvider) Name() string { return p.inner.Name() }
@@ -37,7 +44,15 @@ func (p *copyInProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	bin, err := p.b.Install(ctx, sb, p.e, "")
+	dir := p.dir
+	if dir != "" {
+		dir = path.Join(dir, p.e.Name, p.e.Version)
+		err = mkdirIn(ctx, sb, dir)
+	}
+	var bin string
+	if err == nil {
+		bin, err = p.b.Install(ctx, sb, p.e, dir)
+	}
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
@@ -72,4 +87,23 @@ func (l *pathLease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Proc
 func (l *pathLease) Unisolated() bool {
 	u, ok := l.Sandbox.(sandbox.Unisolated)
 	return ok && u.Unisolated()
+}
+
+// mkdirIn creates dir (and its parents) in the lease.
+func mkdirIn(ctx context.Context, sb sandbox.Sandbox, dir string) error {
+	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"mkdir", "-p", "--", dir}})
+	if err != nil {
+		return outposterr.Wrap(outposterr.Bootstrap, err, "create %s in the sandbox", dir)
+	}
+	defer proc.Close()
+	go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
+	go func() { _, _ = io.Copy(io.Discard, proc.Stderr()) }()
+	st, err := proc.Wait()
+	if err == nil && !st.Success() {
+		err = fmt.Errorf("mkdir %s", st)
+	}
+	if err != nil {
+		return outposterr.Wrap(outposterr.Bootstrap, err, "create %s in the sandbox", dir)
+	}
+	return nil
 }

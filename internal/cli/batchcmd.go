@@ -96,12 +96,19 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if err != nil {
 		return err
 	}
+	onlyDrivers := true
 	for _, j := range jobs {
 		for _, name := range append([]string{j.Agent}, j.Fallback...) {
-			if _, err := table.Lookup(name); err != nil {
+			row, err := table.Lookup(name)
+			if err != nil {
 				return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
 			}
+			onlyDrivers = onlyDrivers && row.Driver != nil
 		}
+	}
+	if onlyDrivers && o.Run.Credentials.Auth == "" {
+		// Drivers declare their secrets themselves; there is no login to choose.
+		o.Run.Credentials.Auth = "none"
 	}
 	s, err := newSession(ctx, f, &o.Run, table)
 	if err != nil {

@@ -11,12 +11,14 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
 // NewCmdGC builds `outpost gc`.
 func NewCmdGC(f *Factory) *cobra.Command {
 	var dryRun bool
 	var grace time.Duration
+	var kube SandboxOptions
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run]",
 		Short: "Remove labelled Docker leftovers that no live outpost process owns",
@@ -25,6 +27,13 @@ owning outpost process is gone (or, for resources of another host, older than
 --grace) and removes them. Resources of runs still going on are left alone.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch kube.Kind {
+			case "", "docker":
+			case "kubernetes":
+				return gcKubernetes(cmd.Context(), f, kube, dryRun, grace)
+			default:
+				return &flagError{fmt.Errorf("--sandbox must be docker or kubernetes for gc, not %q", kube.Kind)}
+			}
 			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
 			if err != nil {
 				return err
@@ -51,7 +60,37 @@ owning outpost process is gone (or, for resources of another host, older than
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list leftovers without removing them")
 	cmd.Flags().DurationVar(&grace, "grace", docker.DefaultReapGrace, "age after which resources of unknown owners count as left over")
+	cmd.Flags().StringVar(&kube.Kind, "sandbox", "", "docker (default) or kubernetes: pods and Secrets in every namespace the kubeconfig may list")
+	cmd.Flags().StringVar(&kube.Kubeconfig, "kubeconfig", "", "with --sandbox kubernetes: the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
+	cmd.Flags().StringVar(&kube.Context, "context", "", "with --sandbox kubernetes: the kubeconfig context")
 	return cmd
+}
+
+// gcKubernetes removes pods and Secrets whose owning outpost process is gone.
+func gcKubernetes(ctx context.Context, f *Factory, o SandboxOptions, dryRun bool, grace time.Duration) error {
+	path := kubeconfig(f, o.Kubeconfig)
+	if path == "" {
+		return outposterr.New(outposterr.Configuration, "gc --sandbox kubernetes needs a kubeconfig (--kubeconfig or KUBECONFIG)")
+	}
+	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: path, Context: o.Context, Version: Version})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	left, err := kubernetes.Reap(ctx, p.Clientset(), kubernetes.ReapOptions{DryRun: dryRun, Grace: grace})
+	for _, l := range left {
+		state := "removed"
+		if !l.Removed {
+			state = "left over"
+		}
+		fmt.Fprintf(f.IO.Out, "%s %s %s/%s (%s)\n", state, l.Kind, l.Namespace, l.Name, l.Reason)
+	}
+	if len(left) == 0 {
+		fmt.Fprintln(f.IO.Out, "no leftovers")
+	}
+	return err
 }
 
 func shortName(l docker.Leftover) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
 // check is one doctor verdict.
@@ -132,7 +133,51 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 
 // sandboxDoctors check each sandbox kind's engine, by kind name.
 var sandboxDoctors = map[string]func(ctx context.Context, f *Factory, image string) []check{
-	"docker": dockerDoctor,
+	"docker":     dockerDoctor,
+	"kubernetes": kubernetesDoctor,
+}
+
+// kubernetesDoctor checks the cluster of $KUBECONFIG (or ~/.kube/config):
+// reachable, the namespace, permission to create pods and Secrets and to
+// exec, and the sandbox image on a node. Without a kubeconfig there is
+// nothing to check.
+func kubernetesDoctor(ctx context.Context, f *Factory, image string) []check {
+	path := kubeconfig(f, "")
+	if path == "" {
+		return nil
+	}
+	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: path, Version: Version})
+	if err != nil {
+		return []check{{name: "kubernetes cluster", detail: err.Error()}}
+	}
+	defer p.Close()
+	out := []check{{name: "kubernetes cluster", ok: true, detail: p.Server() + " namespace " + p.Namespace()}}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for _, perm := range []struct{ verb, resource, sub string }{
+		{"create", "pods", ""}, {"create", "secrets", ""}, {"create", "pods", "exec"}, {"delete", "pods", ""},
+	} {
+		name := "kubernetes may " + perm.verb + " " + perm.resource
+		if perm.sub != "" {
+			name += "/" + perm.sub
+		}
+		ok, err := p.Can(cctx, perm.verb, perm.resource, perm.sub)
+		c := check{name: name, ok: ok && err == nil, detail: "allowed"}
+		if err != nil {
+			c.detail = err.Error()
+		} else if !ok {
+			c.detail = "denied in namespace " + p.Namespace()
+		}
+		out = append(out, c)
+	}
+	if found, err := p.ImageOnNode(cctx, image); err == nil {
+		c := check{name: "kubernetes image " + image, ok: found, detail: "on a node"}
+		if !found {
+			c.detail = "on no node (import it: scripts/kube-setup.sh does for the local cluster)"
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // dockerDoctor checks the Docker engine and the sandbox image.

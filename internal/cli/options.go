@@ -49,6 +49,8 @@ type SandboxOptions struct {
 	Image     string
 	Network   string
 	User      string
+	// Kubeconfig, Context and Namespace reach a cluster (--sandbox kubernetes).
+	Kubeconfig, Context, Namespace string
 }
 
 // CredentialOptions say how the CLI authenticates and what it may see.
@@ -96,6 +98,9 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.StringVar(&o.Sandbox.Workspace, "workspace", "", "workspace directory (default: the current directory)")
 	fl.StringVar(&o.Sandbox.Image, "image", "", "container image (default: the Outpost base image)")
 	fl.StringVar(&o.Sandbox.Network, "network", "", "container network mode: none, bridge, host or a network name")
+	fl.StringVar(&o.Sandbox.Kubeconfig, "kubeconfig", "", "with --sandbox kubernetes: the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
+	fl.StringVar(&o.Sandbox.Context, "context", "", "with --sandbox kubernetes: the kubeconfig context (default: the current one)")
+	fl.StringVar(&o.Sandbox.Namespace, "namespace", "", "with --sandbox kubernetes: the namespace of the pods (default: the context's)")
 	fl.StringVar(&o.Sandbox.User, "user", "", "container lease user uid:gid (default: yours; as root, the workspace owner's, else 1000:1000)")
 
 	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")

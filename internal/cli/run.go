@@ -233,7 +233,8 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	}
 	o := outpost.Options{
 		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind, Image: opts.Sandbox.Image, Network: opts.Sandbox.Network,
-			User: opts.Sandbox.User, Host: f.Getenv("DOCKER_HOST"), HostEnv: hostEnv(f)},
+			User: opts.Sandbox.User, Host: f.Getenv("DOCKER_HOST"), HostEnv: hostEnv(f),
+			Kubeconfig: kubeconfig(f, opts.Sandbox.Kubeconfig), KubeContext: opts.Sandbox.Context, Namespace: opts.Sandbox.Namespace},
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
 		NoStore: opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},

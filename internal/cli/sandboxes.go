@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/outpost-dev/outpost"
@@ -29,4 +31,23 @@ func hostEnv(f *Factory) map[string]string {
 	}
 	env["TZ"] = "UTC"
 	return env
+}
+
+// kubeconfig is the kubeconfig file: --kubeconfig, else $KUBECONFIG (its
+// first entry), else ~/.kube/config when it exists.
+func kubeconfig(f *Factory, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := f.Getenv("KUBECONFIG"); v != "" {
+		first, _, _ := strings.Cut(v, string(filepath.ListSeparator))
+		return first
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		p := filepath.Join(home, ".kube", "config")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }

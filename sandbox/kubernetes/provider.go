@@ -14,8 +14,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -388,4 +390,38 @@ func isUnreachable(err error) bool {
 		}
 	}
 	return false
+}
+
+// Can reports whether the provider's credentials may do verb on resource
+// (and subresource, "" for none) in its namespace (a SelfSubjectAccessReview).
+func (p *Provider) Can(ctx context.Context, verb, resource, subresource string) (bool, error) {
+	r, err := p.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: p.ns, Verb: verb, Resource: resource, Subresource: subresource}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, outposterr.Wrap(outposterr.Sandbox, err, "ask the API server what outpost may do")
+	}
+	return r.Status.Allowed, nil
+}
+
+// ImageOnNode reports whether some node reports image among its images
+// (an image reference as pods name it; a registry-less name also matches
+// its docker.io/library and localhost forms).
+func (p *Provider) ImageOnNode(ctx context.Context, image string) (bool, error) {
+	nodes, err := p.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, outposterr.Wrap(outposterr.Sandbox, err, "list nodes")
+	}
+	want := map[string]bool{image: true, "docker.io/" + image: true, "docker.io/library/" + image: true, "localhost/" + image: true}
+	for _, n := range nodes.Items {
+		for _, img := range n.Status.Images {
+			for _, name := range img.Names {
+				if want[name] {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
 }

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outpost-dev/outpost"
+	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
+)
+
+// kubeClient is a client of the test cluster.
+func kubeClient(t *testing.T, kubeconfig string) k8s.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	cs, err := k8s.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
+}
+
+// kubeLeft lists the pods and Secrets labelled with owner pid pid.
+func kubeLeft(t *testing.T, cs k8s.Interface, pid int) []string {
+	t.Helper()
+	sel := kubernetes.LabelOwnerPID + "=" + strconv.Itoa(pid)
+	var out []string
+	pods, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, "pod/"+p.Name)
+		}
+	}
+	secrets, err := cs.CoreV1().Secrets("").List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	require.NoError(t, err)
+	for _, s := range secrets.Items {
+		if s.DeletionTimestamp == nil {
+			out = append(out, "secret/"+s.Name)
+		}
+	}
+	return out
+}
+
+// kubeRunner is a runner whose leases are pods of the test cluster, the
+// real CLIs copied in, against srv.
+func kubeRunner(t *testing.T, kubeconfig, project string, store conversation.Store, srv ...outposttest.Option) *outpost.Runner {
+	t.Helper()
+	o := outpost.Options{Project: project, Offline: true, OfflineServer: srv, Getenv: os.Getenv, Store: store, NoStore: store == nil,
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kubeconfig}}
+	r, err := outpost.New(context.Background(), o)
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	return r
+}
+
+// TestKubernetesRealCLIs runs Claude Code, Codex and Copilot in pods against
+// the scripted server: ok, a tool call writing a file into the workspace
+// (synced back), resume and fork in new pods, quota with its reset, and a
+// cancelled turn; no pod or Secret of this process is left.
+func TestKubernetesRealCLIs(t *testing.T) {
+	testenv.Short(t)
+	kc := testenv.Kubeconfig(t)
+	testenv.CLI(t, "claude")
+	cs := kubeClient(t, kc)
+	ctx := context.Background()
+	reset := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
+	for _, agent := range []string{"claude", "codex", "copilot"} {
+		t.Run(agent, func(t *testing.T) {
+			ws := workspace(t)
+			store, err := conversation.NewFileStore(t.TempDir(), nil)
+			require.NoError(t, err)
+			r := kubeRunner(t, kc, ws, store, outposttest.WithQuotaReset(reset))
+
+			res, err := r.Run(ctx, outpost.Turn{Agent: agent, Prompt: "say MARK-k8s-" + agent})
+			require.NoError(t, err, "%+v", res)
+			assert.Contains(t, res.Text, "MARK-k8s-"+agent)
+			conv := res.Conversation
+			require.NotEmpty(t, conv)
+
+			res, err = r.Run(ctx, outpost.Turn{Agent: agent, Prompt: "[[outpost:scenario=tool]] MARK-kt-" + agent})
+			require.NoError(t, err, "%+v", res)
+			got, err := os.ReadFile(filepath.Join(ws, "outpost-MARK-kt-"+agent+".txt"))
+			require.NoError(t, err, "the file the agent wrote in the pod is in the workspace")
+			assert.Contains(t, string(got), "MARK-kt-"+agent)
+
+			res, err = r.Run(ctx, outpost.Turn{Agent: agent, Prompt: "again MARK-kr-" + agent, Continue: conv})
+			require.NoError(t, err, "resume in a new pod: %+v", res)
+			assert.Equal(t, conv, res.Conversation)
+			if agent != "copilot" { // Copilot CLI cannot fork a session
+				res, err = r.Run(ctx, outpost.Turn{Agent: agent, Prompt: "branch MARK-kf-" + agent, Continue: conv, Fork: true})
+				require.NoError(t, err, "fork in a new pod: %+v", res)
+				assert.NotEqual(t, conv, res.Conversation)
+			}
+
+			res, err = r.Run(ctx, outpost.Turn{Agent: agent, Prompt: "[[outpost:scenario=quota]] MARK-kq-" + agent})
+			require.Error(t, err)
+			assert.True(t, outposterr.IsQuota(err), "%v", err)
+			if at, ok := outposterr.ResetAt(err); ok {
+				assert.WithinDuration(t, reset, at, time.Minute)
+			} else if agent != "copilot" {
+				t.Errorf("no reset time: %v", err)
+			}
+			_ = res
+
+			cctx, cancel := context.WithCancel(ctx)
+			go func() { time.Sleep(8 * time.Second); cancel() }()
+			_, err = r.Run(cctx, outpost.Turn{Agent: agent, Prompt: "[[outpost:scenario=hang]] MARK-kc-" + agent})
+			require.Error(t, err)
+			assert.Equal(t, outposterr.Aborted, outposterr.ClassOf(err), "%v", err)
+			assert.Empty(t, kubeLeft(t, cs, os.Getpid()), "a cancelled turn leaves no pod")
+		})
+	}
+	assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
+}
+
+// TestKubernetesCommand: outpost run --sandbox kubernetes, SIGINT mid-turn
+// (pod and Secret gone), kill -9 (outpost gc --sandbox kubernetes removes
+// them), and a batch of 32 jobs at concurrency 16 (each recorded once,
+// nothing left).
+func TestKubernetesCommand(t *testing.T) {
+	testenv.Short(t)
+	kc := testenv.Kubeconfig(t)
+	cs := kubeClient(t, kc)
+	bin := buildOutpost(t)
+	dir := workspace(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".outpost", "drivers"), 0o755))
+	// A driver whose binary the image has: no CLI to copy into 32 pods.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".outpost", "drivers", "echo.json"), []byte(`{"id":"echo","binary":"sh",
+		"args":["-c","read -r p; case $p in hang*) sleep 600;; esac; echo answer: $p; echo secret=$OUTPOST_E2E_SECRET >&2"],
+		"stdin":"${input.prompt}","env":{"OUTPOST_E2E_SECRET":"${secrets.OUTPOST_E2E_SECRET}"},"secrets":["OUTPOST_E2E_SECRET"],
+		"output":{"mode":"text"}}`), 0o644))
+	run := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "OUTPOST_STATE_DIR="+t.TempDir(), "OUTPOST_E2E_SECRET=MARK-k8s-secret")
+		return cmd
+	}
+
+	out, err := run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "OUTPOST_E2E_SECRET", "--no-store", "--json", "hello MARK-kcli").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "answer: hello MARK-kcli")
+
+	// SIGINT mid-turn: exit 130, the pod and its Secret gone.
+	cmd := run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "OUTPOST_E2E_SECRET", "--no-store", "hang MARK-kint")
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return len(kubeLeft(t, cs, cmd.Process.Pid)) > 0 }, time.Minute, 200*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 130, ee.ExitCode())
+	assert.Empty(t, kubeLeft(t, cs, cmd.Process.Pid), "SIGINT leaves no pod and no Secret")
+
+	// kill -9: the pod and Secret stay until gc, which removes them.
+	cmd = run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "OUTPOST_E2E_SECRET", "--no-store", "hang MARK-kkill")
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return len(kubeLeft(t, cs, cmd.Process.Pid)) >= 2 }, time.Minute, 200*time.Millisecond)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	left := kubeLeft(t, cs, cmd.Process.Pid)
+	assert.NotEmpty(t, left)
+	out, err = run("gc", "--sandbox", "kubernetes", "--dry-run").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "left over pod")
+	out, err = run("gc", "--sandbox", "kubernetes").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Eventually(t, func() bool { return len(kubeLeft(t, cs, cmd.Process.Pid)) == 0 }, time.Minute, 500*time.Millisecond,
+		"gc removed %v", left)
+
+	// A batch across the cluster.
+	var jobs strings.Builder
+	for i := range 32 {
+		fmt.Fprintf(&jobs, `{"id":"j%02d","agent":"echo","prompt":"job %d MARK-kb"}`+"\n", i, i)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "jobs.jsonl"), []byte(jobs.String()), 0o644))
+	results := filepath.Join(t.TempDir(), "results.jsonl")
+	bcmd := run("batch", "jobs.jsonl", "--results", results, "--sandbox", "kubernetes", "--concurrency", "16",
+		"--env", "OUTPOST_E2E_SECRET", "--no-store")
+	out, err = bcmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	seen := map[string]int{}
+	for _, r := range readRecords(t, results) {
+		seen[r.Job]++
+		assert.True(t, r.Outcome.OK, "%+v", r)
+	}
+	assert.Len(t, seen, 32)
+	for j, n := range seen {
+		assert.Equal(t, 1, n, "job %s recorded once", j)
+	}
+	assert.Empty(t, kubeLeft(t, cs, bcmd.Process.Pid), "the batch leaves no pod or Secret")
+	assert.NotContains(t, string(out), "MARK-k8s-secret")
+	var rec batch.Record
+	require.NoError(t, json.Unmarshal([]byte(strings.SplitN(mustRead(t, results), "\n", 2)[0]), &rec))
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
