@@ -62,6 +62,17 @@ type Options struct {
 	// registry, verified against the pinned SHA-512).
 	Bootstrap *bootstrap.Bootstrapper
 
+	// Credentials says where a credential that can stay outside the
+	// sandbox goes: CredentialsGateway (the default) keeps it in a model
+	// gateway run by the runner and gives the lease a placeholder, and a
+	// Docker lease then needs no network at all (the gateway is reached over
+	// a unix socket relayed on the lease's own loopback); CredentialsInside
+	// installs it in the lease. Forms a CLI must refresh itself (login
+	// files) always go inside; so do credentials of sandboxes that cannot
+	// reach the gateway (kubernetes, unless CredentialsGateway is asked for:
+	// then it is an error).
+	Credentials CredentialMode
+
 	// Effort and Schema are the defaults of turns that set none.
 	Effort string
 	Schema *typed.Schema
@@ -81,6 +92,16 @@ type Options struct {
 	// Version labels sandbox resources (the outpost command's version).
 	Version string
 }
+
+// CredentialMode says where a bridgeable credential goes.
+type CredentialMode string
+
+// The credential modes.
+const (
+	CredentialsDefault CredentialMode = ""
+	CredentialsGateway CredentialMode = "gateway"
+	CredentialsInside  CredentialMode = "inside"
+)
 
 // Turn is one turn a [Runner] runs. Agent and Prompt are required.
 type Turn struct {
@@ -125,6 +146,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	engine   SandboxEngine
+	gw       *runnerGateway
 	adapters map[string]adapters.Adapter
 	clis     map[string]*Installed
 	closed   bool
@@ -170,6 +192,11 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if r.creds, err = LoadCredentials(abs, auth, opts.Forward, opts.Getenv); err != nil {
 		return nil, err
 	}
+	switch opts.Credentials {
+	case CredentialsDefault, CredentialsGateway, CredentialsInside:
+	default:
+		return nil, outposterr.New(outposterr.Configuration, "credentials must be gateway or inside, not %q", opts.Credentials)
+	}
 	for _, s := range opts.MCP {
 		if err := s.Validate(); err != nil {
 			return nil, err
@@ -206,6 +233,9 @@ func (r *Runner) Close() {
 	r.closed = true
 	if r.engine != nil {
 		r.engine.Close()
+	}
+	if r.gw != nil {
+		r.gw.close()
 	}
 	if r.srv != nil {
 		_ = r.srv.Close()
@@ -386,6 +416,9 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	}
 	var cli *Installed
 	if ht.Provider, ht.Spec, cli, err = r.lease(ctx, row, workspace); err != nil {
+		return nil, err
+	}
+	if err := r.bridge(&ht); err != nil {
 		return nil, err
 	}
 	res, err := harness.Run(ctx, ht)

@@ -93,6 +93,47 @@ type Plan struct {
 	Generated []Generated
 	// Logins run inside the sandbox after the files are in place.
 	Logins []Login
+	// Bridge, when set, says the credential can stay outside the sandbox:
+	// a model gateway holds it and the CLI gets a placeholder that is
+	// useless anywhere else (package gateway). Forms a CLI must refresh
+	// itself (login files) have none.
+	Bridge *Bridge
+}
+
+// Bridge describes a credential a model gateway can hold for the CLI.
+type Bridge struct {
+	// Var is the variable the plan would set with the secret.
+	Var string
+	// Secret is its value.
+	Secret string
+	// Scheme is how the gateway presents it upstream: "x-api-key",
+	// "bearer" or "claude-oauth" (gateway.Scheme values).
+	Scheme string
+	// Upstream is the model API's base URL the gateway forwards to.
+	Upstream string
+	// OAuth says the CLI presents the placeholder as a subscription token
+	// (Endpoint.OAuthToken) rather than an API key.
+	OAuth bool
+	// Strip lists further variables that must not reach the CLI when
+	// bridged (a custom base URL the gateway now stands for).
+	Strip []string
+}
+
+// Bridged is the plan without its bridged credential: the secret is not
+// set (and stripped if the caller forwards it), and the logins that would
+// use it inside the sandbox are dropped.
+func (p Plan) Bridged() Plan {
+	if p.Bridge == nil {
+		return p
+	}
+	env := map[string]string{}
+	for k, v := range p.Env {
+		if k != p.Bridge.Var {
+			env[k] = v
+		}
+	}
+	strip := append(append(append([]string(nil), p.Strip...), p.Bridge.Var), p.Bridge.Strip...)
+	return Plan{Env: env, Strip: strip, Files: p.Files, Generated: p.Generated}
 }
 
 // Projection turns a host file's content into what the sandbox receives.

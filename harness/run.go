@@ -191,6 +191,17 @@ func (a *attempt) installCredentials(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if a.t.Gateway != nil && plan.Bridge != nil {
+		br, err := a.t.Gateway.grantFor(a.res.Agent+" "+a.sb.ID(), plan, &a.in)
+		if err != nil {
+			return err
+		}
+		// Registered first, so it runs last: after the CLI and its
+		// session-usage reader are done with the gateway.
+		a.deferCleanup(func(context.Context) { br.finish(a.res) })
+		plan = plan.Bridged()
+		a.t.Logger.Debug("credential bridged through the gateway", "agent", a.res.Agent, "var", plan.Strip)
+	}
 	inst, err := install.Materialize(ctx, a.sb, plan, a.creds.Config, install.Options{
 		Agent: a.res.Agent, HostHome: a.creds.HostHome, Relocate: a.creds.Relocate,
 		ShareLogins: a.creds.ShareLogins})

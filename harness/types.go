@@ -100,6 +100,10 @@ type Turn struct {
 	Provider sandbox.Provider
 	Spec     sandbox.Spec
 
+	// Gateway, when set, keeps a bridgeable credential out of the lease
+	// (see [Bridge]): the CLI gets a placeholder and the gateway's address.
+	Gateway *Bridge
+
 	// Credentials, when set, are planned before any sandbox exists,
 	// materialized into the lease before the CLI runs, and rotated logins
 	// are written back to the host after the turn.

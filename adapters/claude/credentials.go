@@ -62,7 +62,8 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 		if !ok {
 			return credentials.Plan{}, credentials.Missing("claude", APIKeyVar, "create a key in the Anthropic console")
 		}
-		return credentials.Plan{Env: map[string]string{APIKeyVar: key}, Strip: []string{OAuthTokenVar}}, nil
+		return credentials.Plan{Env: map[string]string{APIKeyVar: key}, Strip: []string{OAuthTokenVar},
+			Bridge: bridge(vars, APIKeyVar, key, "x-api-key", false)}, nil
 	case credentials.Account:
 		if hasKey {
 			return credentials.Plan{}, outposterr.New(outposterr.Configuration,
@@ -76,6 +77,7 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 				Env:       map[string]string{OAuthTokenVar: token},
 				Strip:     []string{APIKeyVar, AuthTokenVar},
 				Generated: []credentials.Generated{{Dest: ".claude.json", Content: onboarded}},
+				Bridge:    bridge(vars, OAuthTokenVar, token, "claude-oauth", true),
 			}, nil
 		}
 		return credentials.Plan{
@@ -138,4 +140,20 @@ func mergeOAuth(host, sandbox []byte) ([]byte, error) {
 	}
 	h["claudeAiOauth"] = s["claudeAiOauth"]
 	return json.MarshalIndent(h, "", "  ")
+}
+
+// DefaultBaseURL is the Anthropic API a gateway forwards Claude Code to,
+// unless the project declares ANTHROPIC_BASE_URL.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// BaseURLVar points Claude Code at another Anthropic-compatible endpoint.
+const BaseURLVar = "ANTHROPIC_BASE_URL"
+
+// bridge is the gateway bridge of a variable credential.
+func bridge(vars map[string]string, name, secret, scheme string, oauth bool) *credentials.Bridge {
+	up := DefaultBaseURL
+	if v, ok := credentials.Var(vars, BaseURLVar); ok {
+		up = v
+	}
+	return &credentials.Bridge{Var: name, Secret: secret, Scheme: scheme, Upstream: up, OAuth: oauth, Strip: []string{BaseURLVar}}
 }

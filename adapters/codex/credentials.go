@@ -70,7 +70,8 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 			if !ok {
 				return credentials.Plan{}, credentials.Missing(Name, CodexKeyVar, "")
 			}
-			return credentials.Plan{Env: map[string]string{CodexKeyVar: key}, Strip: []string{OpenAIKeyVar}}, nil
+			return credentials.Plan{Env: map[string]string{CodexKeyVar: key}, Strip: []string{OpenAIKeyVar},
+				Bridge: &credentials.Bridge{Var: CodexKeyVar, Secret: key, Scheme: "bearer", Upstream: DefaultBaseURL}}, nil
 		}
 		key, ok := credentials.Var(vars, OpenAIKeyVar)
 		if !ok {
@@ -80,6 +81,7 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 			Env:    map[string]string{OpenAIKeyVar: key},
 			Strip:  []string{CodexKeyVar},
 			Logins: []credentials.Login{{Args: []string{"codex", "login", "--with-api-key"}, StdinVar: OpenAIKeyVar}},
+			Bridge: &credentials.Bridge{Var: OpenAIKeyVar, Secret: key, Scheme: "bearer", Upstream: DefaultBaseURL},
 		}, nil
 	}
 	return credentials.Plan{}, credentials.Unsupported(Name, auth, "account", "usage", "usage:variable", "none")
@@ -104,3 +106,6 @@ func fresherAuth(host, sandbox []byte) bool {
 	}
 	return s.LastRefresh.After(h.LastRefresh)
 }
+
+// DefaultBaseURL is the OpenAI API a gateway forwards Codex to.
+const DefaultBaseURL = "https://api.openai.com"

@@ -44,7 +44,18 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 	strip := append([]string(nil), ambientTokens...)
 	switch auth.Form {
 	case credentials.None:
-		return credentials.Plan{Strip: append(strip, TokenVar)}, nil
+		plan := credentials.Plan{Strip: append(strip, TokenVar)}
+		// Bring your own provider: an OpenAI-compatible provider's key can
+		// stay with a gateway (the CLI then gets the gateway as its provider).
+		if key, ok := credentials.Var(vars, APIKeyVar); ok {
+			if base, ok := credentials.Var(vars, BaseURLVar); ok {
+				if t, _ := credentials.Var(vars, TypeVar); t == "" || t == "openai" {
+					plan.Bridge = &credentials.Bridge{Var: APIKeyVar, Secret: key, Scheme: "bearer",
+						Upstream: strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1"), Strip: []string{BaseURLVar, TypeVar}}
+				}
+			}
+		}
+		return plan, nil
 	case credentials.Account:
 		if auth.Source == credentials.SourceVariable {
 			tok, ok := credentials.Var(vars, TokenVar)

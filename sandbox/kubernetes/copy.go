@@ -65,13 +65,22 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		_, _ = io.Copy(stderr, p.Stderr())
 	}()
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	// A tar that ends early stops reading its input: unblock the writer.
+	go func() {
+		_, _ = p.Wait()
+		_ = pr.CloseWithError(errors.New("tar in the pod ended before its input"))
+	}()
 	if ferr := leasekit.SafeTar(pw, r); ferr != nil {
 		// Kill tar before it sees the end of its input and finishes a
 		// partial extraction.
 		kerr := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
 		pw.CloseWithError(ferr)
-		_, _ = p.Wait()
-		return errors.Join(ferr, kerr)
+		st, _ := p.Wait()
+		<-done
+		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
+			ferr = fmt.Errorf("%w (tar %s: %s)", ferr, st, msg)
+		}
+		return outposterr.Wrap(outposterr.Sandbox, errors.Join(ferr, kerr), "copy into %s", dir)
 	}
 	pw.Close()
 	st, err := p.Wait()

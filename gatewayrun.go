@@ -1,0 +1,137 @@
+package outpost
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/adapters/codex"
+	"github.com/outpost-dev/outpost/adapters/copilot"
+	"github.com/outpost-dev/outpost/gateway"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// runnerGateway is the model gateway of a runner, started with its first
+// bridged turn: a unix socket in a private directory for container leases
+// and a loopback TCP listener for the host sandbox.
+type runnerGateway struct {
+	gw     *gateway.Gateway
+	dir    string
+	socket string
+	tcpURL string
+}
+
+func (g *runnerGateway) close() {
+	_ = g.gw.Close()
+	_ = os.RemoveAll(g.dir)
+}
+
+// gatewayBridger is implemented by sandbox engines whose leases can reach
+// the runner's gateway: bridge adapts the lease spec and returns the
+// gateway's URL as the lease sees it.
+type gatewayBridger interface {
+	bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (url string)
+}
+
+// upstreams is the gateway's allowlist: the model APIs the built-in
+// adapters use, the endpoints the project declares, the scripted server.
+func (r *Runner) upstreams() []string {
+	ups := []string{claude.DefaultBaseURL, codex.DefaultBaseURL}
+	for _, k := range []string{claude.BaseURLVar, copilot.BaseURLVar} {
+		if v := r.creds.Vars[k]; v != "" {
+			if k == copilot.BaseURLVar {
+				v = trimV1(v)
+			}
+			ups = append(ups, v)
+		}
+	}
+	if r.srv != nil {
+		ups = append(ups, r.srv.URL())
+	}
+	return ups
+}
+
+func trimV1(u string) string {
+	for len(u) > 0 && u[len(u)-1] == '/' {
+		u = u[:len(u)-1]
+	}
+	if len(u) > 3 && u[len(u)-3:] == "/v1" {
+		u = u[:len(u)-3]
+	}
+	return u
+}
+
+// bridge puts the runner's gateway in front of ht's credential when its
+// plan can be bridged and the mode and sandbox allow it.
+func (r *Runner) bridge(ht *harness.Turn) error {
+	if r.opts.Credentials == CredentialsInside || ht.Credentials == nil {
+		return nil
+	}
+	a, ok := ht.Adapter.(adapters.Authenticator)
+	if !ok {
+		return nil
+	}
+	plan, err := a.Credentials(ht.Credentials.Auth, ht.Credentials.Vars)
+	if err != nil || plan.Bridge == nil {
+		return nil // Validate reported a bad plan; a login file stays inside
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.engine.(gatewayBridger)
+	if !ok {
+		if r.opts.Credentials == CredentialsGateway {
+			return outposterr.New(outposterr.Configuration, "the %s sandbox cannot reach the model gateway; use credentials inside", r.kind.Name)
+		}
+		r.logger.Debug("credential installed inside the lease: the sandbox cannot reach the gateway", "sandbox", r.kind.Name)
+		return nil
+	}
+	if r.gw == nil {
+		g, err := startGateway(r.upstreams(), r)
+		if err != nil {
+			return err
+		}
+		r.gw = g
+	}
+	url := b.bridge(&ht.Spec, r.gw, r.opts.Sandbox.Network)
+	ht.Gateway = &harness.Bridge{Gateway: r.gw.gw, URL: url}
+	return nil
+}
+
+func startGateway(ups []string, r *Runner) (*runnerGateway, error) {
+	gw, err := gateway.New(gateway.Options{Upstreams: ups, Logger: r.logger})
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "start the model gateway")
+	}
+	dir, err := os.MkdirTemp("", "outpost-gateway-")
+	if err != nil {
+		_ = gw.Close()
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "gateway socket directory")
+	}
+	g := &runnerGateway{gw: gw, dir: dir, socket: filepath.Join(dir, "gateway.sock")}
+	if err := gw.ListenUnix(g.socket); err != nil {
+		g.close()
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "start the model gateway")
+	}
+	if g.tcpURL, err = gw.ListenTCP("127.0.0.1:0"); err != nil {
+		g.close()
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "start the model gateway")
+	}
+	return g, nil
+}
+
+// bridge: a container lease reaches the gateway's socket through a
+// forwarder on its own loopback, and needs no network unless the user asked
+// for one.
+func (e *dockerEngine) bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) string {
+	spec.Forwards = append(spec.Forwards, sandbox.Forward{Socket: g.socket, Port: gateway.DefaultLeasePort})
+	if userNetwork == "" {
+		spec.Network = "none"
+	}
+	return gateway.LeaseURL(gateway.DefaultLeasePort)
+}
+
+// bridge: the host sandbox reaches the gateway on loopback TCP.
+func (e *hostEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) string { return g.tcpURL }
