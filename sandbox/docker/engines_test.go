@@ -122,7 +122,7 @@ func TestSSHEngine(t *testing.T) {
 func testEngineKind(kind string, local bool) func(t *testing.T) {
 	return func(t *testing.T) {
 		e := current()
-		p := newProvider(t, docker.Options{Host: e.endpoint.Host, SSHFlags: e.endpoint.SSHFlags})
+		p := newProvider(t, docker.Options{Host: e.endpoint.Host, TLS: e.endpoint.TLS, SSHFlags: e.endpoint.SSHFlags})
 		assert.Equal(t, kind, p.Engine())
 		assert.Equal(t, local, p.Local())
 		if !local {
