@@ -25,7 +25,11 @@ owning outpost process is gone (or, for resources of another host, older than
 --grace) and removes them. Resources of runs still going on are left alone.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
+			ep, err := dockerEndpoint(f)
+			if err != nil {
+				return err
+			}
+			cli, err := docker.NewEndpointClient(ep)
 			if err != nil {
 				return err
 			}
@@ -84,7 +88,11 @@ registry is reachable.`,
 			if _, err := os.Stat(filepath.Join(abs, "Dockerfile")); err != nil {
 				return outposterr.Wrap(outposterr.Configuration, err, "no Dockerfile in %s", abs)
 			}
-			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
+			ep, err := dockerEndpoint(f)
+			if err != nil {
+				return err
+			}
+			cli, err := docker.NewEndpointClient(ep)
 			if err != nil {
 				return err
 			}

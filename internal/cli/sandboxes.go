@@ -72,7 +72,8 @@ type Installed struct {
 // table, so a test (or a later engine) adds one row.
 func sandboxKinds() map[string]SandboxKind {
 	return map[string]SandboxKind{
-		"docker": {Name: "docker", Summary: "isolated containers on a Docker engine (default)", Open: openDocker, Doctor: dockerDoctor},
+		"docker": {Name: "docker", Summary: "isolated containers on a Docker engine (default; DOCKER_HOST may name a remote one)", Open: openDocker, Doctor: engineDoctor("docker engine", dockerEndpoint)},
+		"podman": {Name: "podman", Summary: "isolated containers on Podman's Docker-compatible API service", Open: openPodman, Doctor: podmanDoctor},
 		"host":   {Name: "host", Summary: "this machine, unisolated", Open: openHost},
 	}
 }
@@ -102,7 +103,8 @@ func (f *Factory) sandboxKind(name string) (SandboxKind, error) {
 	return k, nil
 }
 
-// dockerEngine hands out Docker leases.
+// dockerEngine hands out leases of a Docker-compatible engine (Docker,
+// Podman's API service, a remote engine).
 type dockerEngine struct {
 	ctx  context.Context
 	p    *docker.Provider
@@ -110,21 +112,100 @@ type dockerEngine struct {
 	root bool // outpost runs as root
 }
 
-func openDocker(ctx context.Context, f *Factory, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
-	p, err := docker.New(ctx, docker.Options{Host: f.Getenv("DOCKER_HOST"), Logger: log, Version: Version})
-	if err != nil {
-		if o.Kind == "" {
-			return nil, outposterr.Wrap(outposterr.Sandbox, err,
-				"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
+// dockerEndpoint is the engine the docker kind uses, from the docker
+// command's variables: DOCKER_HOST, and for a tcp:// address
+// DOCKER_CERT_PATH and DOCKER_TLS_VERIFY (certificates in ~/.docker when
+// only the latter is set). The engine's certificate is always verified.
+func dockerEndpoint(f *Factory) (docker.Endpoint, error) {
+	e := docker.Endpoint{Host: f.Getenv("DOCKER_HOST")}
+	if !strings.HasPrefix(e.Host, "tcp://") {
+		return e, nil
+	}
+	dir := f.Getenv("DOCKER_CERT_PATH")
+	if dir == "" && f.Getenv("DOCKER_TLS_VERIFY") != "" {
+		home := f.Getenv("HOME")
+		if home == "" {
+			return e, outposterr.New(outposterr.Configuration, "DOCKER_TLS_VERIFY is set but neither DOCKER_CERT_PATH nor HOME says where the certificates are")
 		}
+		dir = filepath.Join(home, ".docker")
+	}
+	if dir != "" {
+		e.TLS = docker.TLSFromDir(dir)
+	}
+	return e, nil
+}
+
+// rootfulPodmanSocket is where a rootful Podman API service listens.
+var rootfulPodmanSocket = "/run/podman/podman.sock"
+
+// podmanEndpoint finds Podman's API service: CONTAINER_HOST, else the
+// rootful socket /run/podman/podman.sock, else the rootless one under
+// XDG_RUNTIME_DIR — the first socket this process may connect to.
+func podmanEndpoint(f *Factory) (docker.Endpoint, error) {
+	if h := f.Getenv("CONTAINER_HOST"); h != "" {
+		return docker.Endpoint{Host: h}, nil
+	}
+	candidates := []string{rootfulPodmanSocket}
+	if d := f.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		candidates = append(candidates, filepath.Join(d, "podman", "podman.sock"))
+	}
+	for _, c := range candidates {
+		if usableSocket(c) {
+			return docker.Endpoint{Host: "unix://" + c}, nil
+		}
+	}
+	return docker.Endpoint{}, outposterr.New(outposterr.Sandbox,
+		"no Podman API service found at %s: start one (podman system service --time=0, or systemctl enable --now podman.socket) or set CONTAINER_HOST",
+		strings.Join(candidates, " or "))
+}
+
+func openDocker(ctx context.Context, f *Factory, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	ep, err := dockerEndpoint(f)
+	if err != nil {
+		return nil, err
+	}
+	e, err := openEngine(ctx, ep, o, log)
+	if err != nil && o.Kind == "" {
+		return nil, outposterr.Wrap(outposterr.Sandbox, err,
+			"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
+	}
+	return e, err
+}
+
+func openPodman(ctx context.Context, f *Factory, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	ep, err := podmanEndpoint(f)
+	if err != nil {
+		return nil, err
+	}
+	return openEngine(ctx, ep, o, log)
+}
+
+func openEngine(ctx context.Context, ep docker.Endpoint, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	p, err := docker.New(ctx, docker.Options{Host: ep.Host, TLS: ep.TLS, SSHFlags: ep.SSHFlags, Remote: ep.Remote, Logger: log, Version: Version})
+	if err != nil {
 		return nil, err
 	}
 	return &dockerEngine{ctx: ctx, p: p, o: o, root: os.Geteuid() == 0}, nil
 }
 
-func (e *dockerEngine) Delivery() Delivery { return DeliverMount }
+// Delivery is a bind mount of the host cache for an engine on this
+// machine, a copy for one that cannot see this machine's files.
+func (e *dockerEngine) Delivery() Delivery {
+	if e.p.Local() {
+		return DeliverMount
+	}
+	return DeliverCopy
+}
 
 func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	if !e.p.Local() {
+		// The workspace would have to travel in and out of every lease;
+		// that is a task workspace's job (copied in by the caller), not
+		// the in-place workspace of outpost run.
+		return nil, sandbox.Spec{}, outposterr.New(outposterr.Configuration,
+			"the %s engine is not on this machine and cannot mount the workspace %s: run against an engine on this machine (unset DOCKER_HOST, or --sandbox podman), or --sandbox host; library callers can lease with no workspace and copy files in",
+			e.p.Engine(), workspace)
+	}
 	spec := sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
 		Env: map[string]string{"PATH": basePath}, User: e.o.User, Hide: hiddenDirs(workspace)}
 	if cli != nil {
