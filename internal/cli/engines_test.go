@@ -120,7 +120,7 @@ func TestRunPodman(t *testing.T) {
 	assert.Equal(t, "podman", p.Engine())
 	before := countManaged(t, p)
 	ws := t.TempDir()
-	require.NoError(t, os.Chmod(ws, 0o755))
+	require.NoError(t, os.Chmod(ws, 0o777)) // leases of a root host run as uid 1000
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "lines.json"), []byte(`{"id":"lines","binary":"sh",
 		"args":["lines.sh"],"stdin":"${input.prompt}","requires_final":true,
