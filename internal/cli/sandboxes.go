@@ -177,7 +177,12 @@ func openPodman(ctx context.Context, f *Factory, o SandboxOptions, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	return openEngine(ctx, ep, o, log)
+	e, err := openEngine(ctx, ep, o, log)
+	if err != nil && outposterr.Is(err, outposterr.Sandbox) {
+		return nil, outposterr.Wrap(outposterr.Sandbox, err,
+			"the Podman service at %s does not answer: start it (podman system service --time=0 %s)", ep.Host, ep.Host)
+	}
+	return e, err
 }
 
 func openEngine(ctx context.Context, ep docker.Endpoint, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {

@@ -421,9 +421,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		rmErr := l.removeWorkspace()
 		if cerrdefs.IsNotFound(err) {
 			return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
-				"create container: image %s not found (build it with scripts/docker-setup.sh or outpost image build)", image), rmErr)
+				"create container: image %s not found (%s)", image, p.imageHint(image)), rmErr)
 		}
-		return nil, errors.Join(engineError(err, "create container"), rmErr)
+		return nil, errors.Join(p.engineError(err, "create container"), rmErr)
 	}
 	l.id = created.ID
 	p.track(l)
@@ -438,7 +438,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("start container: %w", ctx.Err())
 	} else if err != nil {
-		err = engineError(err, "start container")
+		err = p.engineError(err, "start container")
 	}
 	if err == nil && len(fwdArgs) > 0 {
 		err = l.awaitForwards(ctx, fwdArgs)
@@ -547,6 +547,31 @@ func (p *Provider) ReleaseAll(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// imageHint says how to get a missing image into the engine.
+func (p *Provider) imageHint(image string) string {
+	if p.flavor == flavorPodman {
+		return "load it with docker save " + image + " | podman load, as scripts/engines-setup.sh does, or build it with podman build"
+	}
+	return "build it with scripts/docker-setup.sh or outpost image build"
+}
+
+// engineError is [engineError] with hints for the ways a Podman service
+// fails to start containers on restricted machines.
+func (p *Provider) engineError(err error, format string, args ...any) error {
+	if p.flavor == flavorPodman {
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "catatonit") || strings.Contains(msg, "container-init binary"):
+			return outposterr.Wrap(outposterr.Sandbox, err, "%s (Podman needs catatonit for the init process: install it)", fmt.Sprintf(format, args...))
+		case strings.Contains(msg, "setting rlimit"):
+			return outposterr.Wrap(outposterr.Sandbox, err,
+				"%s (rootful Podman raises nofile/nproc beyond what this machine allows: set default_ulimits in containers.conf to the service's own hard limits, as scripts/engines-setup.sh does)",
+				fmt.Sprintf(format, args...))
+		}
+	}
+	return engineError(err, format, args...)
 }
 
 // engineError classifies an engine failure as a sandbox error.
