@@ -57,10 +57,16 @@ if [ "${#need[@]}" -gt 0 ]; then
 	apt-get update >&2
 	# The package's own sshd service is not wanted: policy-rc.d keeps
 	# maintainer scripts from starting it where an init system would.
-	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-	chmod +x /usr/sbin/policy-rc.d
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2 || { rm -f /usr/sbin/policy-rc.d; exit 1; }
-	rm -f /usr/sbin/policy-rc.d
+	own_policy=0
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod +x /usr/sbin/policy-rc.d
+		own_policy=1
+	fi
+	status=0
+	DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" >&2 || status=$?
+	[ "$own_policy" = 0 ] || rm -f /usr/sbin/policy-rc.d
+	[ "$status" = 0 ] || die "apt-get install ${need[*]} failed"
 else
 	log "podman, catatonit and openssh-server are installed"
 fi
@@ -137,7 +143,7 @@ fi
 [ -f "$sshdir/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C outpost-test-client -f "$sshdir/id_ed25519"
 install -m 0644 "$sshdir/id_ed25519.pub" "$sshdir/authorized_keys"
 printf '[127.0.0.1]:%s %s\n' "$ssh_port" "$(cut -d' ' -f1,2 "$sshdir/ssh_host_ed25519_key.pub")" >"$sshdir/known_hosts"
-cat >"$sshdir/sshd_config" <<EOF
+cat >"$sshdir/sshd_config.new" <<EOF
 # Outpost's test sshd (scripts/engines-setup.sh): loopback only, one user, keys only.
 ListenAddress 127.0.0.1
 Port $ssh_port
@@ -158,6 +164,13 @@ PermitTTY no
 MaxStartups 200:30:400
 LogLevel ERROR
 EOF
+sshd_changed=0
+if cmp -s "$sshdir/sshd_config.new" "$sshdir/sshd_config"; then
+	rm -f "$sshdir/sshd_config.new"
+else
+	mv "$sshdir/sshd_config.new" "$sshdir/sshd_config"
+	sshd_changed=1
+fi
 cat >"$sshdir/config" <<EOF
 # ssh client configuration for Outpost's engine tests (ssh -F this file).
 Host 127.0.0.1
@@ -174,9 +187,11 @@ mkdir -p /run/sshd
 ssh_ok() { ssh -F "$sshdir/config" -o ConnectTimeout=5 127.0.0.1 docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 pid=$(cat "$sshdir/sshd.pid" 2>/dev/null || true)
 if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-	# Re-read the configuration (a changed port or key).
-	kill -HUP "$pid"
-	sleep 1
+	if [ "$sshd_changed" = 1 ]; then
+		log "sshd re-reads its changed configuration"
+		kill -HUP "$pid"
+		sleep 1
+	fi
 else
 	log "starting sshd on 127.0.0.1:$ssh_port"
 	/usr/sbin/sshd -f "$sshdir/sshd_config"
