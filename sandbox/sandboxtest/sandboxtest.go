@@ -13,7 +13,8 @@
 // readlink, head, sleep, tr, pwd, test) and ps from procps; where /proc
 // exists, /proc/*/cmdline is read as well. Image-based providers pass the base
 // [sandbox.Spec] (image, user) with [WithSpec]; the suite sets Env and
-// Workspace on copies of it.
+// Workspace on copies of it. A provider whose leases cannot see this
+// machine's files (a remote engine) passes [WithoutHostFiles].
 //
 // Processes are checked through the sandbox itself: a long-running command
 // carries a unique marker in its argv ("sleep <number>"), and a later Exec
