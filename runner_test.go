@@ -71,7 +71,7 @@ func TestRunnerDocker(t *testing.T) {
 func TestRunnerRefusesBadTurnsBeforeAnySandbox(t *testing.T) {
 	ctx := context.Background()
 	r, err := outpost.New(ctx, outpost.Options{Project: t.TempDir(), NoStore: true,
-		Sandbox: outpost.SandboxOptions{Host: "unix:///nonexistent/docker.sock"}})
+		Sandbox: outpost.SandboxOptions{Engine: docker.Endpoint{Host: "unix:///nonexistent/docker.sock"}}})
 	require.NoError(t, err, "nothing is opened before the first turn")
 	defer r.Close()
 	_, err = r.Run(ctx, outpost.Turn{Agent: "nope", Prompt: "hi"})
@@ -82,5 +82,5 @@ func TestRunnerRefusesBadTurnsBeforeAnySandbox(t *testing.T) {
 	assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err), "then the engine is the problem")
 
 	_, err = outpost.New(ctx, outpost.Options{Sandbox: outpost.SandboxOptions{Kind: "vm"}, NoStore: true})
-	assert.ErrorContains(t, err, `sandbox must be one of docker, host, not "vm"`)
+	assert.ErrorContains(t, err, `sandbox must be one of docker, host, kubernetes, podman, not "vm"`)
 }

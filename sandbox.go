@@ -53,9 +53,11 @@ type SandboxOptions struct {
 	// Image, Network and User configure container leases (User "uid:gid";
 	// empty: the workspace owner's when outpost runs as root).
 	Image, Network, User string
-	// Host is the Docker engine address (DOCKER_HOST's form; empty: the
-	// local default).
-	Host string
+	// Engine is the Docker-compatible engine of the docker and podman
+	// kinds: its address (DOCKER_HOST's form: unix://, tcp:// with TLS,
+	// ssh://) and credentials. Empty Host: the local default (docker), or
+	// the first Podman socket found (podman).
+	Engine docker.Endpoint
 	// HostEnv is the environment the host sandbox gives CLIs (PATH, LANG,
 	// ...; never the whole environment, which holds secrets nobody chose to
 	// forward).
@@ -99,6 +101,7 @@ func SandboxKinds() map[string]SandboxKind {
 	return map[string]SandboxKind{
 		"docker": {Name: "docker", Summary: "isolated containers on a Docker engine (default)", Open: openDocker},
 		"host":   {Name: "host", Summary: "this machine, unisolated", Open: openHost},
+		"podman": {Name: "podman", Summary: "isolated containers on Podman's Docker-compatible API service", Open: openPodman},
 		"kubernetes": {Name: "kubernetes", Summary: "a hardened pod per lease on a Kubernetes cluster (--kubeconfig)",
 			Open: openKubernetes},
 	}
@@ -139,20 +142,56 @@ type dockerEngine struct {
 }
 
 func openDocker(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
-	p, err := docker.New(ctx, docker.Options{Host: o.Host, Logger: log, Version: o.Version})
+	e, err := openEngine(ctx, o.Engine, o, log)
+	if err != nil && o.Kind == "" {
+		return nil, outposterr.Wrap(outposterr.Sandbox, err,
+			"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
+	}
+	return e, err
+}
+
+// RootfulPodmanSocket is where a rootful Podman API service listens.
+const RootfulPodmanSocket = "/run/podman/podman.sock"
+
+func openPodman(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	ep := o.Engine
+	if ep.Host == "" {
+		ep.Host = "unix://" + RootfulPodmanSocket
+	}
+	e, err := openEngine(ctx, ep, o, log)
+	if err != nil && outposterr.Is(err, outposterr.Sandbox) {
+		return nil, outposterr.Wrap(outposterr.Sandbox, err,
+			"the Podman service at %s does not answer: start it (podman system service --time=0 %s)", ep.Host, ep.Host)
+	}
+	return e, err
+}
+
+func openEngine(ctx context.Context, ep docker.Endpoint, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	p, err := docker.New(ctx, docker.Options{Host: ep.Host, TLS: ep.TLS, SSHFlags: ep.SSHFlags, Remote: ep.Remote,
+		Logger: log, Version: o.Version})
 	if err != nil {
-		if o.Kind == "" {
-			return nil, outposterr.Wrap(outposterr.Sandbox, err,
-				"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
-		}
 		return nil, err
 	}
 	return &dockerEngine{ctx: ctx, p: p, o: o, root: os.Geteuid() == 0}, nil
 }
 
-func (e *dockerEngine) Delivery() Delivery { return DeliverMount }
+// Delivery is a bind mount of the host cache for an engine on this
+// machine, a copy for one that cannot see this machine's files.
+func (e *dockerEngine) Delivery() Delivery {
+	if e.p.Local() {
+		return DeliverMount
+	}
+	return DeliverCopy
+}
 
 func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
+	if !e.p.Local() {
+		// The workspace would have to travel in and out of every lease;
+		// a task workspace (a job's source) is copied in instead.
+		return nil, sandbox.Spec{}, outposterr.New(outposterr.Configuration,
+			"the %s engine is not on this machine and cannot mount the workspace %s: run against an engine on this machine (unset DOCKER_HOST, or --sandbox podman), or --sandbox host; a batch job's source is copied in and works anywhere",
+			e.p.Engine(), workspace)
+	}
 	spec := sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
 		Env: map[string]string{"PATH": basePath}, User: e.o.User, Hide: hiddenDirs(e.o.Project, workspace)}
 	if cli != nil {

@@ -121,7 +121,7 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{"no agent", []string{"run", "hi"}, "--agent is required"},
 		{"no prompt", []string{"run", "--agent", "claude"}, "accepts 1 arg"},
-		{"bad sandbox", []string{"run", "--agent", "claude", "--sandbox", "vm", "hi"}, "--sandbox must be one of docker, host"},
+		{"bad sandbox", []string{"run", "--agent", "claude", "--sandbox", "vm", "hi"}, "--sandbox must be one of docker, host, kubernetes, podman"},
 		{"fork without resume", []string{"run", "--agent", "claude", "--fork", "hi"}, "--fork needs --resume"},
 		{"unknown flag", []string{"run", "--agent", "claude", "--bogus", "hi"}, "unknown flag"},
 		{"bad duration", []string{"run", "--agent", "claude", "--timeout", "soon", "hi"}, "invalid argument"},

@@ -34,7 +34,11 @@ owning outpost process is gone (or, for resources of another host, older than
 			default:
 				return &flagError{fmt.Errorf("--sandbox must be docker or kubernetes for gc, not %q", kube.Kind)}
 			}
-			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
+			ep, err := dockerEndpoint(f)
+			if err != nil {
+				return err
+			}
+			cli, err := docker.NewEndpointClient(ep)
 			if err != nil {
 				return err
 			}
@@ -123,7 +127,11 @@ registry is reachable.`,
 			if _, err := os.Stat(filepath.Join(abs, "Dockerfile")); err != nil {
 				return outposterr.Wrap(outposterr.Configuration, err, "no Dockerfile in %s", abs)
 			}
-			cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
+			ep, err := dockerEndpoint(f)
+			if err != nil {
+				return err
+			}
+			cli, err := docker.NewEndpointClient(ep)
 			if err != nil {
 				return err
 			}

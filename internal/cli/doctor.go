@@ -133,7 +133,8 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 
 // sandboxDoctors check each sandbox kind's engine, by kind name.
 var sandboxDoctors = map[string]func(ctx context.Context, f *Factory, image string) []check{
-	"docker":     dockerDoctor,
+	"docker":     engineDoctor("docker engine", dockerEndpoint),
+	"podman":     podmanDoctor,
 	"kubernetes": kubernetesDoctor,
 }
 
@@ -180,29 +181,47 @@ func kubernetesDoctor(ctx context.Context, f *Factory, image string) []check {
 	return out
 }
 
-// dockerDoctor checks the Docker engine and the sandbox image.
-func dockerDoctor(ctx context.Context, f *Factory, image string) []check {
-	cli, err := docker.NewClient(f.Getenv("DOCKER_HOST"))
-	if err != nil {
-		return []check{{name: "docker engine", detail: err.Error()}}
+// engineDoctor checks a Docker-compatible engine found by endpoint (named
+// name in the report), what it is, how CLIs reach its leases, and the
+// sandbox image.
+func engineDoctor(name string, endpoint func(*Factory) (docker.Endpoint, error)) func(context.Context, *Factory, string) []check {
+	return func(ctx context.Context, f *Factory, image string) []check {
+		ep, err := endpoint(f)
+		if err != nil {
+			return []check{{name: name, detail: err.Error()}}
+		}
+		p, err := docker.New(ctx, docker.Options{Host: ep.Host, TLS: ep.TLS, SSHFlags: ep.SSHFlags, Remote: ep.Remote, Version: Version})
+		if err != nil {
+			return []check{{name: name, detail: err.Error()}}
+		}
+		defer p.Close()
+		cli := p.Client()
+		detail := fmt.Sprintf("%s, API %s, CLIs delivered by bind mount", p.Engine(), cli.ClientVersion())
+		if !p.Local() {
+			detail = fmt.Sprintf("%s, API %s, not on this machine: CLIs are copied into leases, workspaces cannot be mounted", p.Engine(), cli.ClientVersion())
+		}
+		out := []check{{name: name, ok: true, detail: detail}}
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, ierr := cli.ImageInspect(ictx, image)
+		cancel()
+		if ierr != nil {
+			hint := "run scripts/docker-setup.sh or outpost image build"
+			if p.Engine() == "podman" {
+				hint = "load it with docker save " + image + " | podman load (scripts/engines-setup.sh), or podman build"
+			}
+			return append(out, check{name: "image " + image, detail: fmt.Sprintf("image %s missing: %s", image, hint)})
+		}
+		return append(out, check{name: "image " + image, ok: true, detail: "present"})
 	}
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	ping, perr := cli.Ping(pctx)
-	cancel()
-	if perr != nil {
-		return []check{{name: "docker engine", detail: outposterr.Wrap(outposterr.Sandbox, perr,
-			"docker engine unreachable (start dockerd, or use --sandbox host)").Error()}}
+}
+
+// podmanDoctor checks the Podman service when there is one: Podman is an
+// option, so a machine without it passes with a note.
+func podmanDoctor(ctx context.Context, f *Factory, image string) []check {
+	if _, err := podmanEndpoint(f); err != nil {
+		return []check{{name: "podman service", ok: true, detail: "none found (only --sandbox podman needs one)"}}
 	}
-	out := []check{{name: "docker engine", ok: true, detail: "API " + ping.APIVersion}}
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, ierr := cli.ImageInspect(ictx, image)
-	cancel()
-	if ierr != nil {
-		return append(out, check{name: "image " + image,
-			detail: fmt.Sprintf("image %s missing: run scripts/docker-setup.sh or outpost image build", image)})
-	}
-	return append(out, check{name: "image " + image, ok: true, detail: "present"})
+	return engineDoctor("podman service", podmanEndpoint)(ctx, f, image)
 }
 
 // driverChecks reports every driver file of the project: one check each.

@@ -233,12 +233,22 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	}
 	o := outpost.Options{
 		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind, Image: opts.Sandbox.Image, Network: opts.Sandbox.Network,
-			User: opts.Sandbox.User, Host: f.Getenv("DOCKER_HOST"), HostEnv: hostEnv(f),
+			User: opts.Sandbox.User, HostEnv: hostEnv(f),
 			Kubeconfig: kubeconfig(f, opts.Sandbox.Kubeconfig), KubeContext: opts.Sandbox.Context, Namespace: opts.Sandbox.Namespace},
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
 		NoStore: opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},
 		Getenv: f.Getenv, Logger: slog.New(slog.DiscardHandler), Version: Version,
+	}
+	switch kindOrDefault(opts.Sandbox.Kind) {
+	case "docker":
+		if o.Sandbox.Engine, err = dockerEndpoint(f); err != nil {
+			return nil, err
+		}
+	case "podman":
+		if o.Sandbox.Engine, err = podmanEndpoint(f); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Output.Verbose {
 		o.Logger = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelDebug}))

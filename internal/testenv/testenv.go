@@ -4,7 +4,9 @@
 // skips with a clear message when it is missing. In CI,
 // OUTPOST_REQUIRE_DOCKER=1, OUTPOST_REQUIRE_KUBERNETES=1 and
 // OUTPOST_REQUIRE_CLIS=1 (and OUTPOST_REQUIRE_CHROMIUM=1 for the browser test
-// of the HTML report) turn those skips into failures, so an integration
+// of the HTML report, OUTPOST_REQUIRE_PODMAN=1 and
+// OUTPOST_REQUIRE_REMOTE_ENGINES=1 for the engines of
+// scripts/engines-setup.sh) turn those skips into failures, so an integration
 // test can never pass by not running.
 package testenv
 
@@ -20,6 +22,14 @@ const RequireDockerEnv = "OUTPOST_REQUIRE_DOCKER"
 
 // RequireCLIsEnv is the variable that makes missing real CLIs a failure.
 const RequireCLIsEnv = "OUTPOST_REQUIRE_CLIS"
+
+// RequirePodmanEnv is the variable that makes a missing Podman API service
+// (scripts/engines-setup.sh) a failure.
+const RequirePodmanEnv = "OUTPOST_REQUIRE_PODMAN"
+
+// RequireRemoteEnginesEnv is the variable that makes a missing remote
+// engine (the ssh:// engine of scripts/engines-setup.sh) a failure.
+const RequireRemoteEnginesEnv = "OUTPOST_REQUIRE_REMOTE_ENGINES"
 
 // RequireToolsEnv is the variable that makes a missing measuring tool
 // (GNU time, chromium) a failure.
@@ -119,7 +129,8 @@ func Kubeconfig(t testing.TB) string {
 // Short skips long-running integration tests under -short.
 func Short(t testing.TB) {
 	t.Helper()
-	if testing.Short() && !Required(RequireCLIsEnv) && !Required(RequireDockerEnv) && !Required(RequireKubernetesEnv) {
+	if testing.Short() && !Required(RequireCLIsEnv) && !Required(RequireDockerEnv) && !Required(RequireKubernetesEnv) &&
+		!Required(RequirePodmanEnv) && !Required(RequireRemoteEnginesEnv) {
 		t.Skip("skipping integration test in -short mode")
 	}
 }
@@ -152,4 +163,31 @@ func Chromium(t testing.TB) string {
 	}
 	Missing(t, RequireChromiumEnv, "a Chromium browser (Debian: apt-get install chromium)")
 	return ""
+}
+
+// PodmanHost is the address of the Podman API service the tests use:
+// OUTPOST_PODMAN_HOST, else unix:///run/podman/podman.sock (where
+// scripts/engines-setup.sh starts it).
+func PodmanHost() string {
+	if h := os.Getenv("OUTPOST_PODMAN_HOST"); h != "" {
+		return h
+	}
+	return "unix:///run/podman/podman.sock"
+}
+
+// SSHEngine returns the ssh:// address of a Docker engine reached through
+// ssh and the ssh flags to reach it (OUTPOST_SSH_DOCKER_HOST and
+// OUTPOST_SSH_CONFIG, printed by scripts/engines-setup.sh), or skips the
+// test (fails it with OUTPOST_REQUIRE_REMOTE_ENGINES=1).
+func SSHEngine(t testing.TB) (host string, sshFlags []string) {
+	t.Helper()
+	host = os.Getenv("OUTPOST_SSH_DOCKER_HOST")
+	if host == "" {
+		Missing(t, RequireRemoteEnginesEnv, "an ssh:// Docker engine (run scripts/engines-setup.sh and export the variables it prints)")
+		return "", nil
+	}
+	if cfg := os.Getenv("OUTPOST_SSH_CONFIG"); cfg != "" {
+		sshFlags = []string{"-F", cfg}
+	}
+	return host, sshFlags
 }

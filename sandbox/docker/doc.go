@@ -2,7 +2,53 @@
 // hardened container on the Docker Engine API (github.com/docker/docker/client,
 // API version negotiated, so the Debian engine's 1.41 works). It is the only
 // package of Outpost that imports the Docker SDK, and it never runs the docker
-// binary.
+// binary itself (an ssh:// engine runs it on the far side, see below).
+//
+// # Engines
+//
+// Any engine that speaks the Docker API will do; [Endpoint] says where it is:
+//
+//   - the local dockerd (the default socket, or a unix:// Host);
+//   - Podman's Docker-compatible service (podman system service), by its
+//     unix socket. The provider tells Podman from the ping headers
+//     ([Provider.Engine]) and adapts: the home tmpfs is owned through Podman's
+//     "U" option (it refuses uid=/gid=); an exec's exit is decided with the
+//     wrapper's pid file where Podman's inspect cannot tell "not started yet"
+//     from "exited 0"; Close always kills the rest of the group, because
+//     Podman ends the output stream when the main process exits even while a
+//     grandchild holds it; an out-of-memory kill is read from the lease's
+//     memory cgroup counter (Podman sends no event for exec'd processes).
+//     --init needs Podman's catatonit. Images live in Podman's own storage:
+//     load the base image with `docker save outpost/base:dev | podman load`
+//     (it is then localhost/outpost/base:dev, which the short name finds);
+//   - a remote Docker engine: ssh://[user@]host[:port] through the docker
+//     command's connection helper (each connection is an ssh process that
+//     runs `docker system dial-stdio` on the far side, so the ssh user needs
+//     the docker command and access to the engine there; Endpoint.SSHFlags
+//     adds ssh arguments, ssh's own configuration applies), or tcp:// with
+//     TLS ([TLS], [TLSFromDir]; the engine's certificate is always verified).
+//
+// # Local and remote engines
+//
+// Bind mounts name paths of the machine the engine runs on, so they mean
+// something only for an engine on this machine. [Endpoint.Local] decides by
+// the address: a unix socket or a tcp:// loopback address is local; ssh://
+// (even to 127.0.0.1) and tcp:// to another host are not, and Options.Remote
+// declares a local-looking address remote (a tunnel). A lease of an engine
+// that is not local ([Provider.Local] false) binds nothing of this machine:
+//
+//   - a Spec.Workspace is refused with a configuration error, as are
+//     Spec.Mounts and Spec.Forwards; Spec.Hide has nothing to hide;
+//   - the workspace at [Root] is a fresh tmpfs owned by the lease user (mode
+//     0755). It is memory: its contents count against Spec.MemoryBytes. Put
+//     files there with CopyIn and take results out with CopyOut;
+//   - the default user is [DefaultUser], the image's account: this machine's
+//     ids mean nothing there;
+//   - a CLI reaches the lease by copy (bootstrap's CopyInProvider), not by a
+//     mount of this machine's cache.
+//
+// Podman on this machine is local: it bind-mounts like Docker (rootful, or
+// rootless for files its user may read).
 //
 // # Leases
 //
@@ -19,7 +65,8 @@
 //     allowed because CLIs unpack native add-ons there);
 //   - the workspace bind-mounted read-write at [Root] (/workspace), which is
 //     also the working directory. An empty Spec.Workspace gets a fresh host
-//     temporary directory owned by the lease and removed by Release;
+//     temporary directory owned by the lease and removed by Release (a
+//     remote engine's lease gets a tmpfs instead, see below);
 //   - each Spec.Hide directory of the workspace covered by an empty read-only
 //     tmpfs, so the lease neither reads nor creates anything there (a missing
 //     one is created empty, owned like the workspace; a link is refused);

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"syscall"
 	"testing"
@@ -276,4 +277,43 @@ func TestSignalNames(t *testing.T) {
 	assert.Empty(t, linuxSignalName(0))
 	assert.Empty(t, linuxSignalName(64))
 	assert.Equal(t, "SIGTERM", hostSignalName(syscall.SIGTERM))
+}
+
+func TestEngineKindAndLocality(t *testing.T) {
+	h := http.Header{}
+	assert.Equal(t, flavorDocker, flavorOf(h))
+	h.Set("Libpod-Api-Version", "4.3.1")
+	assert.Equal(t, flavorPodman, flavorOf(h))
+	assert.Equal(t, flavorPodman, flavorOf(http.Header{"Server": []string{"Libpod/4.3.1 (linux)"}}))
+
+	for host, local := range map[string]bool{
+		"":                               true,
+		"unix:///var/run/docker.sock":    true,
+		"unix:///run/podman/podman.sock": true,
+		"tcp://127.0.0.1:2376":           true,
+		"tcp://localhost:2376":           true,
+		"tcp://[::1]:2376":               true,
+		"tcp://10.0.0.5:2376":            false,
+		"tcp://build-box:2376":           false,
+		"ssh://me@127.0.0.1":             false,
+		"ssh://me@build-box:22":          false,
+		"http://docker.example.com":      false,
+		"garbage":                        false,
+	} {
+		assert.Equal(t, local, Endpoint{Host: host}.Local(), host)
+	}
+	assert.False(t, Endpoint{Host: "tcp://127.0.0.1:2376", Remote: true}.Local())
+}
+
+func TestPodmanHints(t *testing.T) {
+	p := &Provider{flavor: flavorPodman}
+	err := p.engineError(errors.New("runc create failed: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted"), "start container")
+	assert.True(t, outposterr.Is(err, outposterr.Sandbox))
+	assert.Contains(t, err.Error(), "default_ulimits")
+	err = p.engineError(errors.New("container-init binary not found on the host: stat /usr/libexec/podman/catatonit"), "create container")
+	assert.Contains(t, err.Error(), "install it")
+	assert.Contains(t, p.imageHint("outpost/base:dev"), "podman load")
+	d := &Provider{}
+	assert.NotContains(t, d.engineError(errors.New("error setting rlimit"), "start").Error(), "default_ulimits")
+	assert.Contains(t, d.imageHint("x"), "docker-setup")
 }

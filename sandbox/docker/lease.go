@@ -32,6 +32,9 @@ type lease struct {
 	workspace     string            // host directory mounted at Root
 	ownsWorkspace bool
 
+	oomMu   sync.Mutex
+	oomSeen int64 // Podman: the memory cgroup's oom_kill count last seen
+
 	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
 	relMu     sync.Mutex
 	released  bool

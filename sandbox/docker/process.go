@@ -233,6 +233,7 @@ func (p *process) watch(ctx context.Context) {
 	streamDone, ctxDone, closing := p.streamDone, ctx.Done(), p.closing
 	var giveUp <-chan time.Time
 	streamEnded := false
+	sawPid := false // Podman: the exec was seen running
 	failures := 0
 	for {
 		select {
@@ -278,6 +279,19 @@ func (p *process) watch(ctx context.Context) {
 				p.setExit(sandbox.ExitStatus{Code: -1}, engineError(err, "inspect exec %s", shortID(p.execID)))
 				return
 			}
+		case p.l.p.flavor == flavorPodman:
+			failures = 0
+			if ins.Running || ins.Pid != 0 {
+				sawPid = true
+				break
+			}
+			if st := p.podmanState(ctx, sawPid, streamEnded, ins.ExitCode); st != execRunning {
+				p.mu.Lock()
+				p.streamFirst = streamEnded
+				p.mu.Unlock()
+				p.finish(ctx, ins.ExitCode, st == execNeverStarted)
+				return
+			}
 		case !ins.Running && (ins.Pid != 0 || streamEnded):
 			// Pid 0 with a finished stream: the exec never started (bad dir...).
 			p.mu.Lock()
@@ -292,6 +306,52 @@ func (p *process) watch(ctx context.Context) {
 		delay = min(delay*2, maxPoll)
 	}
 }
+
+// Exec states as Podman's inspect leaves them undecided.
+const (
+	execRunning = iota
+	execExited
+	execNeverStarted
+)
+
+// podmanState decides what a Podman exec that is not running (Running
+// false, Pid 0) is. Podman resets Pid to 0 when the process exits, and an
+// exec created but not started yet looks exactly like one that exited 0 —
+// which it is, briefly, after the attach request returned (Podman answers
+// the upgrade before it records the start). So: seen running, or its
+// stream ended, means exited; otherwise the wrapper's pid file decides (the
+// wrapper writes it before anything else): no file, not started yet; a file
+// whose process is gone, exited. A 126/127 exit whose wrapper never wrote
+// its pid file is an exec that never started (bad working directory).
+func (p *process) podmanState(ctx context.Context, sawPid, streamEnded bool, code int) int {
+	ambiguous := code == 126 || code == 127 // a runtime failure or the command's own
+	switch {
+	case code != 0 && !ambiguous:
+		return execExited // a created exec reports 0
+	case code == 0 && (sawPid || streamEnded):
+		return execExited
+	case ambiguous && sawPid:
+		return execExited
+	}
+	out, err := p.l.quick(context.WithoutCancel(ctx), []string{"sh", "-c", probeScript, "outpost-probe", p.pidBase})
+	switch {
+	case err != nil:
+		// The container is going away: nothing runs any more.
+		return execExited
+	case bytes.HasPrefix(out, []byte("none")) && ambiguous:
+		return execNeverStarted
+	case bytes.HasPrefix(out, []byte("none")), bytes.HasPrefix(out, []byte("alive")):
+		return execRunning
+	}
+	return execExited
+}
+
+// probeScript tells whether a wrapped command started and whether it still
+// runs: sh -c probeScript outpost-probe PIDBASE prints "none" (no pid file
+// yet), "alive" or "gone".
+const probeScript = `if [ ! -s "$1.pid" ]; then echo none; exit 0; fi
+read -r g <"$1.pid" || { echo none; exit 0; }
+if kill -0 "$g" 2>/dev/null; then echo alive; else echo gone; fi`
 
 // finish records the exit status of code.
 //
@@ -404,7 +464,8 @@ func flag(b bool) string {
 // group, except when the output had already ended by itself when the exit
 // was observed: then nothing of the group held the output and the extra
 // exec is skipped (a daemonised grandchild that closed its output survives
-// until Release). Leftovers matter beyond cleanliness: while one holds an
+// until Release; on Podman the group is always killed, see below).
+// Leftovers matter beyond cleanliness: while one holds an
 // exec's output the engine delays the exit of later execs by about two
 // seconds.
 func (p *process) Close() error {
@@ -412,7 +473,10 @@ func (p *process) Close() error {
 		close(p.closing)
 		exited := isClosed(p.done)
 		p.mu.Lock()
-		clean := exited && p.natural && p.streamFirst
+		// Podman ends the attach stream when the exec's own process exits,
+		// even while a grandchild holds the output, so its streams say
+		// nothing about leftovers: the group is always killed there.
+		clean := exited && p.natural && p.streamFirst && p.l.p.flavor != flavorPodman
 		p.mu.Unlock()
 		if !clean {
 			p.closeErr = p.signal(context.Background(), syscall.SIGKILL, true, true)
@@ -475,9 +539,10 @@ func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.Conn.SetDeadline(dl)
-	}
+	// Closing bounds the read on every transport (an ssh connection
+	// helper's connection ignores deadlines).
+	stop := context.AfterFunc(ctx, conn.Close)
+	defer stop()
 	var stdout, stderr bytes.Buffer
 	if _, err := stdcopy.StdCopy(&stdout, &stderr, conn.Reader); err != nil {
 		return nil, fmt.Errorf("read %s output: %w", argv[0], err)
@@ -510,6 +575,9 @@ func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
 // event can trail the exit slightly, so a likely candidate (SIGKILL) is asked
 // about twice.
 func (l *lease) oomSince(ctx context.Context, execID string, t time.Time, likely bool) bool {
+	if l.p.flavor == flavorPodman {
+		return l.oomCounterRose(ctx)
+	}
 	tries := 1
 	if likely {
 		tries = 2
@@ -525,6 +593,37 @@ func (l *lease) oomSince(ctx context.Context, execID string, t time.Time, likely
 	ictx, cancel := l.p.opCtx(ctx)
 	defer cancel()
 	if ins, err := l.p.cli.ContainerInspect(ictx, l.id); err == nil && ins.State != nil && ins.State.OOMKilled {
+		return true
+	}
+	return false
+}
+
+// oomCountScript prints the container's memory cgroup OOM-kill counter
+// (cgroup v2 memory.events, or v1 memory.oom_control), or -1.
+const oomCountScript = `for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+if [ -r "$f" ]; then while read -r k v; do if [ "$k" = oom_kill ]; then echo "$v"; exit 0; fi; done <"$f"; fi
+done
+echo -1`
+
+// oomCounterRose is Podman's answer to "was that an OOM kill": Podman emits
+// no event when the kernel kills an exec'd process, so the lease reads its
+// memory cgroup's oom_kill counter and compares it with the last value it
+// saw (a fresh container's is 0). Concurrent execs of one lease can take
+// each other's kill; the agent's turn is the one that matters.
+func (l *lease) oomCounterRose(ctx context.Context) bool {
+	out, err := l.quick(ctx, []string{"sh", "-c", oomCountScript, "outpost-oom"})
+	if err != nil {
+		l.p.log.Debug("oom counter", "container", shortID(l.id), "err", err)
+		return false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || n < 0 {
+		return false
+	}
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	if n > l.oomSeen {
+		l.oomSeen = n
 		return true
 	}
 	return false

@@ -61,8 +61,14 @@ const engineHint = "is dockerd running? start it or use --sandbox host"
 // variables: the CLI resolves DOCKER_HOST and friends and passes them here.
 type Options struct {
 	// Host is the engine address ("unix:///var/run/docker.sock",
-	// "tcp://host:2375"). Empty: the platform's default socket.
+	// "unix:///run/podman/podman.sock", "tcp://host:2376",
+	// "ssh://user@host"). Empty: the platform's default socket. See
+	// [Endpoint] for what each form means.
 	Host string
+	// TLS, SSHFlags and Remote complete Host as the fields of [Endpoint] do.
+	TLS      *TLS
+	SSHFlags []string
+	Remote   bool
 	// Client is an engine client to use instead of dialling Host. The
 	// provider does not close it.
 	Client *client.Client
@@ -72,7 +78,8 @@ type Options struct {
 	// named network). Empty: [DefaultNetwork].
 	Network string
 	// User is the default "uid:gid". Empty: the host process's uid:gid, or
-	// [DefaultUser] when that is root.
+	// [DefaultUser] when that is root or the engine is not local (this
+	// machine's ids mean nothing there).
 	User string
 	// Version is the value of [LabelVersion]. Empty: "dev".
 	Version string
@@ -99,6 +106,10 @@ type Provider struct {
 	log       *slog.Logger
 	owner     map[string]string // owner labels of this process
 
+	flavor flavor
+	local  bool   // the engine sees this machine's files
+	host   string // the address, for messages
+
 	mu     sync.Mutex
 	leases map[*lease]struct{}
 }
@@ -106,16 +117,10 @@ type Provider struct {
 var _ sandbox.Provider = (*Provider)(nil)
 
 // NewClient returns an engine client for host (empty: the default socket)
-// that negotiates the API version with the engine.
+// that negotiates the API version with the engine; see [NewEndpointClient]
+// for TLS and ssh options.
 func NewClient(host string) (*client.Client, error) {
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
-	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "docker client for %q", host)
-	}
-	return cli, nil
+	return NewEndpointClient(Endpoint{Host: host})
 }
 
 // New connects to the engine and checks that it answers within
@@ -143,8 +148,17 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.ReleaseTimeout <= 0 {
 		opts.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	ep := Endpoint{Host: opts.Host, TLS: opts.TLS, SSHFlags: opts.SSHFlags, Remote: opts.Remote}
+	local, host := ep.Local(), cmp.Or(opts.Host, client.DefaultDockerHost)
+	if opts.Client != nil {
+		host = opts.Client.DaemonHost()
+		local = !opts.Remote && hostIsLocal(host)
+	}
 	if opts.User == "" {
-		opts.User = hostUser()
+		opts.User = DefaultUser
+		if local {
+			opts.User = hostUser()
+		}
 	}
 	if _, _, err := parseUser(opts.User); err != nil {
 		return nil, err
@@ -156,19 +170,24 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cli: opts.Client, opts: opts, log: log, leases: map[*lease]struct{}{}}
+	p := &Provider{cli: opts.Client, opts: opts, log: log, leases: map[*lease]struct{}{}, local: local, host: host}
 	if p.cli == nil {
-		cli, err := NewClient(opts.Host)
+		cli, err := NewEndpointClient(ep)
 		if err != nil {
 			return nil, err
 		}
 		p.cli, p.ownClient = cli, true
 	}
+	var err error
 	pctx, cancel := context.WithTimeout(ctx, opts.PingTimeout)
 	defer cancel()
-	if _, err := p.cli.Ping(pctx); err != nil {
+	if _, err = p.cli.Ping(pctx); err != nil {
 		p.Close()
-		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s (%s)", p.cli.DaemonHost(), engineHint)
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s (%s)", host, engineHint)
+	}
+	if p.flavor, err = p.detectFlavor(pctx); err != nil {
+		p.Close()
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine at %s: probe", host)
 	}
 	p.owner = ownerLabels()
 	return p, nil
@@ -224,6 +243,15 @@ func checkNetwork(n string) error {
 // Name implements [sandbox.Provider].
 func (p *Provider) Name() string { return "docker" }
 
+// Local reports whether the engine sees this machine's files (see
+// [Endpoint.Local]). Leases of an engine that does not get no bind mounts:
+// Spec.Workspace, Spec.Mounts and Spec.Forwards are refused, and a CLI
+// reaches them by copy (bootstrap's CopyInProvider).
+func (p *Provider) Local() bool { return p.local }
+
+// Engine names the engine behind the API: "docker" or "podman".
+func (p *Provider) Engine() string { return p.flavor.String() }
+
 // Client returns the engine client, for [Reap] and [BuildImage].
 func (p *Provider) Client() *client.Client { return p.cli }
 
@@ -265,6 +293,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
 		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
 	}
+	if err := p.checkRemote(spec); err != nil {
+		return nil, err
+	}
 	mounts, err := bindMounts(spec.Mounts)
 	if err != nil {
 		return nil, err
@@ -283,7 +314,11 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		user:    user,
 		env:     copyEnv(spec.Env),
 	}
-	if spec.Workspace == "" {
+	switch {
+	case !p.local:
+		// The engine cannot see this machine: the workspace is a fresh
+		// tmpfs of the lease user (see checkRemote).
+	case spec.Workspace == "":
 		dir, err := os.MkdirTemp(p.opts.TempDir, "outpost-workspace-")
 		if err != nil {
 			return nil, outposterr.Wrap(outposterr.Sandbox, err, "create temporary workspace")
@@ -297,7 +332,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 				return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err, "chown temporary workspace"), rmErr)
 			}
 		}
-	} else {
+	default:
 		dir, err := filepath.Abs(spec.Workspace)
 		if err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
@@ -354,13 +389,13 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		NetworkMode: container.NetworkMode(network),
 		LogConfig:   container.LogConfig{Type: "none"},
 		Tmpfs: map[string]string{
-			Home: fmt.Sprintf("rw,exec,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+			Home: p.tmpfsOptions(uid, gid, 0o700),
 		},
-		Mounts: append([]mount.Mount{{
-			Type:   mount.TypeBind,
-			Source: l.workspace,
-			Target: Root,
-		}}, mounts...),
+	}
+	if p.local {
+		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: l.workspace, Target: Root}}, mounts...)
+	} else {
+		hc.Tmpfs[Root] = p.tmpfsOptions(uid, gid, 0o755)
 	}
 	if spec.CPUs > 0 {
 		hc.NanoCPUs = int64(spec.CPUs * 1e9)
@@ -386,9 +421,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		rmErr := l.removeWorkspace()
 		if cerrdefs.IsNotFound(err) {
 			return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
-				"create container: image %s not found (build it with scripts/docker-setup.sh or outpost image build)", image), rmErr)
+				"create container: image %s not found (%s)", image, p.imageHint(image)), rmErr)
 		}
-		return nil, errors.Join(engineError(err, "create container"), rmErr)
+		return nil, errors.Join(p.engineError(err, "create container"), rmErr)
 	}
 	l.id = created.ID
 	p.track(l)
@@ -403,7 +438,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("start container: %w", ctx.Err())
 	} else if err != nil {
-		err = engineError(err, "start container")
+		err = p.engineError(err, "start container")
 	}
 	if err == nil && len(fwdArgs) > 0 {
 		err = l.awaitForwards(ctx, fwdArgs)
@@ -514,6 +549,31 @@ func (p *Provider) ReleaseAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// imageHint says how to get a missing image into the engine.
+func (p *Provider) imageHint(image string) string {
+	if p.flavor == flavorPodman {
+		return "load it with docker save " + image + " | podman load, as scripts/engines-setup.sh does, or build it with podman build"
+	}
+	return "build it with scripts/docker-setup.sh or outpost image build"
+}
+
+// engineError is [engineError] with hints for the ways a Podman service
+// fails to start containers on restricted machines.
+func (p *Provider) engineError(err error, format string, args ...any) error {
+	if p.flavor == flavorPodman {
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "catatonit") || strings.Contains(msg, "container-init binary"):
+			return outposterr.Wrap(outposterr.Sandbox, err, "%s (Podman needs catatonit for the init process: install it)", fmt.Sprintf(format, args...))
+		case strings.Contains(msg, "setting rlimit"):
+			return outposterr.Wrap(outposterr.Sandbox, err,
+				"%s (rootful Podman raises nofile/nproc beyond what this machine allows: set default_ulimits in containers.conf to the service's own hard limits, as scripts/engines-setup.sh does)",
+				fmt.Sprintf(format, args...))
+		}
+	}
+	return engineError(err, format, args...)
+}
+
 // engineError classifies an engine failure as a sandbox error.
 func engineError(err error, format string, args ...any) error {
 	if client.IsErrConnectionFailed(err) {
@@ -535,4 +595,36 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// tmpfsOptions is the option string of a tmpfs owned by the lease user
+// (the private home; a remote lease's workspace). Docker takes the ids;
+// Podman refuses uid=/gid= and offers "U" (chown to the container's user)
+// instead.
+func (p *Provider) tmpfsOptions(uid, gid int, mode os.FileMode) string {
+	if p.flavor == flavorPodman {
+		return fmt.Sprintf("rw,exec,nosuid,nodev,mode=%04o,U", mode)
+	}
+	return fmt.Sprintf("rw,exec,nosuid,nodev,mode=%04o,uid=%d,gid=%d", mode, uid, gid)
+}
+
+// checkRemote refuses what an engine that cannot see this machine's files
+// cannot do: bind a workspace, extra mounts or host sockets.
+func (p *Provider) checkRemote(spec sandbox.Spec) error {
+	if p.local {
+		return nil
+	}
+	switch {
+	case spec.Workspace != "":
+		return outposterr.New(outposterr.Configuration,
+			"the docker engine at %s is not on this machine and cannot mount the workspace %s: use an engine on this machine (a unix socket), or leave Spec.Workspace empty and copy the files in (Sandbox.CopyIn to %s)",
+			p.host, spec.Workspace, Root)
+	case len(spec.Mounts) > 0:
+		return outposterr.New(outposterr.Configuration,
+			"the docker engine at %s is not on this machine and cannot bind-mount %s: copy it in instead (bootstrap's CopyInProvider for a CLI)", p.host, spec.Mounts[0].Source)
+	case len(spec.Forwards) > 0:
+		return outposterr.New(outposterr.Configuration,
+			"the docker engine at %s is not on this machine and cannot reach the socket %s", p.host, spec.Forwards[0].Socket)
+	}
+	return nil
 }

@@ -13,7 +13,8 @@
 // readlink, head, sleep, tr, pwd, test) and ps from procps; where /proc
 // exists, /proc/*/cmdline is read as well. Image-based providers pass the base
 // [sandbox.Spec] (image, user) with [WithSpec]; the suite sets Env and
-// Workspace on copies of it.
+// Workspace on copies of it. A provider whose leases cannot see this
+// machine's files (a remote engine) passes [WithoutHostFiles].
 //
 // Processes are checked through the sandbox itself: a long-running command
 // carries a unique marker in its argv ("sleep <number>"), and a later Exec
@@ -85,10 +86,20 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithoutHostFiles declares a provider whose leases cannot see this
+// machine's files (a remote engine, a cluster): the Workspace check then
+// asks that a host Spec.Workspace is refused with a configuration error and
+// that a lease without one starts with an empty, writable Root() that
+// CopyIn can fill.
+func WithoutHostFiles() Option {
+	return func(s *suite) { s.noHostFiles = true }
+}
+
 type suite struct {
 	newProvider func(t *testing.T) sandbox.Provider
 	spec        sandbox.Spec
 	timeout     time.Duration
+	noHostFiles bool
 }
 
 // Run runs the conformance suite against the provider newProvider returns
@@ -589,6 +600,10 @@ func (s *suite) testHome(t *testing.T) {
 }
 
 func (s *suite) testWorkspace(t *testing.T) {
+	if s.noHostFiles {
+		s.testCopiedWorkspace(t)
+		return
+	}
 	ws := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "from-host.txt"), []byte("host data\n"), 0o644))
 	spec := s.baseSpec()
@@ -608,6 +623,32 @@ func (s *suite) testWorkspace(t *testing.T) {
 	assert.NoError(t, err, "Release keeps a caller-provided workspace")
 	_, err = os.Stat(filepath.Join(ws, "from-sandbox.txt"))
 	assert.NoError(t, err, "Release keeps a caller-provided workspace")
+}
+
+// testCopiedWorkspace is the Workspace check of a provider without host files.
+func (s *suite) testCopiedWorkspace(t *testing.T) {
+	spec := s.baseSpec()
+	spec.Workspace = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	sb, err := s.newProvider(t).Acquire(ctx, spec)
+	if sb != nil {
+		_ = sb.Release(ctx)
+	}
+	require.Error(t, err, "a host workspace is refused")
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "a host workspace is a configuration error: %v", err)
+
+	sb = s.lease(t)
+	assert.Equal(t, "empty\n", s.mustSh(t, sb, `if [ -z "$(ls -A .)" ]; then echo empty; fi`), "Root() starts empty")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "from-host.txt", Mode: 0o644, Size: 10, Typeflag: tar.TypeReg}))
+	_, err = tw.Write([]byte("host data\n"))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, sb.CopyIn(ctx, sb.Root(), &buf))
+	assert.Equal(t, "host data\n", s.mustSh(t, sb, "cat from-host.txt"), "CopyIn fills Root()")
+	s.mustSh(t, sb, "echo sandbox data > from-sandbox.txt")
 }
 
 func (s *suite) testStdin(t *testing.T) {

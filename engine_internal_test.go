@@ -1,0 +1,45 @@
+package outpost
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRemoteEngineDelivery: an engine that cannot see this machine's
+// files gets CLIs by copy and refuses the in-place workspace of outpost
+// run with a configuration error that names the alternatives; a local
+// engine mounts.
+func TestRemoteEngineDelivery(t *testing.T) {
+	host, flags := testenv.SSHEngine(t)
+	ctx := context.Background()
+	p, err := docker.New(ctx, docker.Options{Host: host, SSHFlags: flags, Version: "test"})
+	require.NoError(t, err)
+	e := &dockerEngine{ctx: ctx, p: p}
+	defer e.Close()
+	assert.Equal(t, DeliverCopy, e.Delivery())
+	_, _, err = e.Lease(nil, t.TempDir())
+	require.Error(t, err)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+	assert.Contains(t, err.Error(), "not on this machine")
+	assert.Contains(t, err.Error(), "--sandbox host")
+
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if c, err := docker.NewClient(""); err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	} else if _, err := c.Ping(dctx); err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	lp, err := docker.New(ctx, docker.Options{Version: "test"})
+	require.NoError(t, err)
+	local := &dockerEngine{ctx: ctx, p: lp}
+	defer local.Close()
+	assert.Equal(t, DeliverMount, local.Delivery())
+}

@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+)
+
+func TestDockerEndpointFromEnv(t *testing.T) {
+	env := func(kv ...string) *Factory {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return &Factory{Getenv: func(k string) string { return m[k] }}
+	}
+	e, err := dockerEndpoint(env())
+	require.NoError(t, err)
+	assert.Equal(t, docker.Endpoint{}, e)
+	assert.True(t, e.Local())
+
+	e, err = dockerEndpoint(env("DOCKER_HOST", "ssh://me@build-box", "DOCKER_CERT_PATH", "/certs"))
+	require.NoError(t, err)
+	assert.Nil(t, e.TLS, "TLS settings apply to tcp:// only")
+	assert.False(t, e.Local())
+
+	e, err = dockerEndpoint(env("DOCKER_HOST", "tcp://10.1.2.3:2376", "DOCKER_CERT_PATH", "/certs", "DOCKER_TLS_VERIFY", "1"))
+	require.NoError(t, err)
+	assert.Equal(t, &docker.TLS{CA: "/certs/ca.pem", Cert: "/certs/cert.pem", Key: "/certs/key.pem"}, e.TLS)
+	assert.False(t, e.Local(), "tcp:// to another host")
+
+	e, err = dockerEndpoint(env("DOCKER_HOST", "tcp://127.0.0.1:2376", "DOCKER_TLS_VERIFY", "1", "HOME", "/home/me"))
+	require.NoError(t, err)
+	assert.Equal(t, "/home/me/.docker/ca.pem", e.TLS.CA)
+	assert.True(t, e.Local(), "tcp:// on the loopback")
+
+	_, err = dockerEndpoint(env("DOCKER_HOST", "tcp://127.0.0.1:2376", "DOCKER_TLS_VERIFY", "1"))
+	assert.True(t, outposterr.Is(err, outposterr.Configuration))
+
+	e, err = dockerEndpoint(env("DOCKER_HOST", "tcp://127.0.0.1:2375"))
+	require.NoError(t, err)
+	assert.Nil(t, e.TLS)
+}
+
+func TestPodmanEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	old := rootfulPodmanSocket
+	rootfulPodmanSocket = filepath.Join(dir, "rootful.sock")
+	t.Cleanup(func() { rootfulPodmanSocket = old })
+	xdg := filepath.Join(dir, "xdg")
+	require.NoError(t, os.MkdirAll(filepath.Join(xdg, "podman"), 0o700))
+	f := func(m map[string]string) *Factory { return &Factory{Getenv: func(k string) string { return m[k] }} }
+
+	_, err := podmanEndpoint(f(map[string]string{"XDG_RUNTIME_DIR": xdg}))
+	require.Error(t, err, "no socket")
+	assert.True(t, outposterr.Is(err, outposterr.Sandbox))
+	assert.Contains(t, err.Error(), "podman system service")
+
+	listen := func(path string) {
+		ln, err := net.Listen("unix", path)
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+	}
+	listen(filepath.Join(xdg, "podman", "podman.sock"))
+	e, err := podmanEndpoint(f(map[string]string{"XDG_RUNTIME_DIR": xdg}))
+	require.NoError(t, err)
+	assert.Equal(t, "unix://"+filepath.Join(xdg, "podman", "podman.sock"), e.Host, "the rootless socket")
+
+	listen(rootfulPodmanSocket)
+	e, err = podmanEndpoint(f(map[string]string{"XDG_RUNTIME_DIR": xdg}))
+	require.NoError(t, err)
+	assert.Equal(t, "unix://"+rootfulPodmanSocket, e.Host, "the rootful socket first")
+
+	e, err = podmanEndpoint(f(map[string]string{"XDG_RUNTIME_DIR": xdg, "CONTAINER_HOST": "ssh://me@box/run/podman/podman.sock"}))
+	require.NoError(t, err)
+	assert.Equal(t, "ssh://me@box/run/podman/podman.sock", e.Host, "CONTAINER_HOST wins")
+	assert.False(t, e.Local())
+}
+
+// requirePodman skips (fails with OUTPOST_REQUIRE_PODMAN=1) without the
+// Podman API service of scripts/engines-setup.sh.
+func requirePodman(t *testing.T) *docker.Provider {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := docker.New(ctx, docker.Options{Host: testenv.PodmanHost(), Version: "test"})
+	if err != nil {
+		testenv.Missing(t, testenv.RequirePodmanEnv, "Podman API service ("+err.Error()+")")
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func countManaged(t *testing.T, p *docker.Provider) int {
+	t.Helper()
+	cs, err := p.Client().ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelManaged+"=true"))})
+	require.NoError(t, err)
+	return len(cs)
+}
+
+// TestRunPodman: `outpost run --sandbox podman` finds the service
+// (CONTAINER_HOST here), runs a driver in a container there with the
+// workspace bind-mounted, and leaves no container behind.
+func TestRunPodman(t *testing.T) {
+	testenv.Short(t)
+	p := requirePodman(t)
+	assert.Equal(t, "podman", p.Engine())
+	before := countManaged(t, p)
+	ws := t.TempDir()
+	require.NoError(t, os.Chmod(ws, 0o777)) // leases of a root host run as uid 1000
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "lines.json"), []byte(`{"id":"lines","binary":"sh",
+		"args":["lines.sh"],"stdin":"${input.prompt}","requires_final":true,
+		"output":{"mode":"jsonl","rules":[{"match":{"t":"id"},"event":"conversation","fields":{"id":"v"}},
+		{"match":{"t":"end"},"event":"final","fields":{"text":"v"}}]}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "lines.sh"), []byte(`p=$(cat)
+echo '{"t":"id","v":"c-1"}'
+echo "$p from podman" > answer.txt
+echo '{"t":"end","v":"in '$(cat /proc/1/comm)' as '$(id -u)': '$p'"}'
+`), 0o644))
+	t.Chdir(ws)
+	env := map[string]string{"CONTAINER_HOST": testenv.PodmanHost()}
+	r := execute(t, "", env, "run", "--sandbox", "podman", "--agent", "lines", "--no-store", "--workspace", ws, "--json", "hello")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"conversation":"c-1"`)
+	assert.Regexp(t, `"text":"in (catatonit|podman-init) as [1-9][0-9]*: hello"`, r.stdout, "ran under Podman's init, not as root")
+	b, err := os.ReadFile(filepath.Join(ws, "answer.txt"))
+	require.NoError(t, err, "the workspace is bind-mounted")
+	assert.Equal(t, "hello from podman\n", string(b))
+	assert.Equal(t, before, countManaged(t, p), "no container left")
+
+	r = execute(t, "", env, "doctor")
+	assert.Contains(t, r.stdout, "pass  podman service")
+	assert.Contains(t, r.stdout, "podman, API")
+}
