@@ -48,6 +48,8 @@ const maxPatchFiles = 100000
 
 // Patch is what a turn changed in its workspace.
 type Patch struct {
+	// Base is the commit the patch is against.
+	Base string `json:"base"`
 	// Diff is the patch (git diff --binary against the base); empty when
 	// nothing changed or when Omitted.
 	Diff []byte `json:"-"`
@@ -235,7 +237,7 @@ func diff(ctx context.Context, sb sandbox.Sandbox, opts PatchOptions) (*Patch, e
 	if over {
 		return nil, fmt.Errorf("the changed-file list is over 64 MiB")
 	}
-	p := &Patch{Files: []string{}}
+	p := &Patch{Base: opts.Base, Files: []string{}}
 	for _, f := range strings.Split(string(names), "\x00") {
 		if f != "" && len(p.Files) < maxPatchFiles {
 			p.Files = append(p.Files, f)
