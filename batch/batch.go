@@ -93,6 +93,8 @@ type Record struct {
 	Attempt int             `json:"attempt"`
 	Agent   string          `json:"agent"`
 	Outcome harness.Outcome `json:"outcome"`
+	// Started is when the job's first turn started (it held its slot).
+	Started time.Time `json:"started,omitzero"`
 	// DurationMS is the job's wall time from its first turn's start to its
 	// end: parks, backoffs and fallbacks included, waiting for a slot not.
 	DurationMS   int64  `json:"duration_ms"`
@@ -542,6 +544,7 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		if start.IsZero() {
 			start = r.opts.Now()
 		}
+		rec.Started = start
 		rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
 		if p := res.Patch; p != nil {
 			rec.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
@@ -599,6 +602,11 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		r.publish(func(s *Status) { s.Running++ })
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv, Patch: earlier,
 			MaxCostUSD: costCap, MaxTurns: maxTurns})
+		// A quota pauses its account before the slot is given back: a job
+		// waiting for the slot must find the pause.
+		if reset, ok := outposterr.ResetAt(err); ok && outposterr.IsQuota(err) {
+			r.pause(agent, reset)
+		}
 		release()
 		cost, known := 0.0, false
 		if res != nil && res.Usage.CostKnown {
@@ -649,9 +657,6 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		quota := outposterr.IsQuota(err)
 		outage := !quota && (outposterr.UnavailableReason(err) != "" || outposterr.ClassOf(err) == outposterr.Timeout)
 		reset, hasReset := outposterr.ResetAt(err)
-		if quota && hasReset {
-			r.pause(agent, reset)
-		}
 		switch {
 		case quota && ai+1 < len(agents), outage && retries >= r.opts.MaxRetries && ai+1 < len(agents):
 			// The next agent starts the job afresh: conversations do not
