@@ -51,6 +51,11 @@ func TestJobFormat(t *testing.T) {
 	dec = json.NewDecoder(stringsReader(`{"id":"t","agent":"a","prompt":"p","instance_id":"x"}`))
 	dec.DisallowUnknownFields()
 	assert.Error(t, dec.Decode(&j))
+
+	// A null metadata is no metadata.
+	n := Job{ID: "n", Agent: "a", Prompt: "p", Metadata: json.RawMessage(`null`)}
+	require.NoError(t, n.Compile())
+	assert.Nil(t, n.Metadata)
 }
 
 func TestJobFormatRefusals(t *testing.T) {

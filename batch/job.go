@@ -106,10 +106,10 @@ func (j *Job) Compile() error {
 			return bad("env takes variable names, not %q", name)
 		}
 	}
-	if len(j.Metadata) > 0 {
-		if t := bytes.TrimSpace(j.Metadata); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
-			return bad("metadata must be a JSON object")
-		}
+	if t := bytes.TrimSpace(j.Metadata); string(t) == "null" {
+		j.Metadata = nil // as if absent
+	} else if len(j.Metadata) > 0 && (len(t) == 0 || t[0] != '{' || !json.Valid(t)) {
+		return bad("metadata must be a JSON object")
 	}
 	if len(j.Schema) > 0 && j.Compiled == nil {
 		s, err := typed.Compile(j.Schema)

@@ -163,7 +163,7 @@ type evalJob struct {
 	Agent    string          `json:"agent"`
 	Prompt   string          `json:"prompt"`
 	Source   map[string]any  `json:"source"`
-	Metadata json.RawMessage `json:"metadata"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 	Attempts int             `json:"attempts,omitempty"`
 	CPUs     float64         `json:"cpus,omitempty"`
 	Memory   string          `json:"memory,omitempty"`
