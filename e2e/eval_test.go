@@ -20,9 +20,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/conversation"
 	outpostcli "github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 )
 
@@ -424,4 +427,112 @@ func TestEvalResumeRetry(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"fine": 1, "limited": 2}, count, "only the failed job ran again")
+}
+
+// TestEvalAccountPause: the scripted server answers the first model
+// request of the batch with a quota whose reset is 20 s ahead; a batch of
+// six Claude Code jobs at concurrency 3 starts no turn on claude after the
+// batch saw the quota and before the reset (only turns already running go
+// on), then all six succeed. Asserted from the server's request log and the
+// result lines.
+func TestEvalAccountPause(t *testing.T) {
+	evalDocker(t)
+	ws := workspace(t)
+	store, err := conversation.NewFileStore(t.TempDir(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	// Whichever job asks first gets the quota; every other answer is slow
+	// (a few seconds), so the first wave is still running when it comes.
+	r, err := outpost.New(ctx, outpost.Options{Project: ws, Offline: true, Store: store, Getenv: os.Getenv,
+		OfflineServer: []outposttest.Option{outposttest.WithScenario(outposttest.ScenarioSlow),
+			outposttest.WithSequence(outposttest.ScenarioQuota), outposttest.WithQuotaResetIn(20 * time.Second),
+			outposttest.WithChunkDelay(300 * time.Millisecond)}})
+	require.NoError(t, err)
+	defer r.Close()
+	var jobs []batch.Job
+	for i := range 6 {
+		id := fmt.Sprintf("j%d", i)
+		jobs = append(jobs, batch.Job{ID: id, Agent: "claude", Prompt: "MARK-" + id})
+	}
+	var (
+		mu      sync.Mutex
+		pauseAt time.Time
+		until   time.Time
+	)
+	recs, err := r.Batch(ctx, jobs, batch.Options{Concurrency: 3, MaxPark: time.Minute,
+		OnPause: func(agent string, u time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			if pauseAt.IsZero() {
+				pauseAt, until = time.Now(), u
+				assert.Equal(t, "claude", agent)
+			}
+		}})
+	require.NoError(t, err)
+	require.Len(t, recs, 6)
+	started := map[string]time.Time{}
+	parks := 0
+	for _, rec := range recs {
+		assert.True(t, rec.Outcome.OK, "%s: %+v", rec.Job, rec.Outcome)
+		started[rec.Job] = rec.Started
+		parks += rec.Parks
+	}
+	assert.Equal(t, 1, parks, "one job met the quota, waited for the reset and resumed")
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, pauseAt.IsZero(), "the quota paused the account")
+
+	// The server's view: when the quota was answered, and which job each
+	// model request served.
+	var quotaAt time.Time
+	type req struct {
+		at  time.Time
+		job string
+	}
+	var reqs []req
+	for _, rq := range r.OfflineServer().ModelRequests() {
+		if rq.Auxiliary {
+			continue
+		}
+		if rq.Scenario == outposttest.ScenarioQuota && quotaAt.IsZero() {
+			quotaAt = rq.Time
+		}
+		job := ""
+		for _, m := range rq.Messages {
+			for _, c := range m.Content {
+				if ms := outposttest.Markers(c.Text); m.Role == "user" && len(ms) > 0 && job == "" {
+					job = strings.TrimPrefix(ms[0], "MARK-")
+				}
+			}
+		}
+		reqs = append(reqs, req{rq.Time, job})
+	}
+	t.Logf("quota answered %s, seen by the batch %s, reset %s", quotaAt.Format("15:04:05.000"),
+		pauseAt.Format("15:04:05.000"), until.Format("15:04:05.000"))
+	for _, rec := range recs {
+		t.Logf("job %s started %s, %d ms, %d parks", rec.Job, rec.Started.Format("15:04:05.000"), rec.DurationMS, rec.Parks)
+	}
+	require.False(t, quotaAt.IsZero(), "the server answered a quota")
+	assert.WithinDuration(t, quotaAt.Add(20*time.Second), until, 1500*time.Millisecond, "paused until the reset the server announced")
+	require.True(t, pauseAt.Before(until), "the batch saw the quota before its reset")
+
+	// No job started between the batch seeing the quota and the reset.
+	held := 0
+	for id, at := range started {
+		if at.After(pauseAt) {
+			assert.False(t, at.Before(until), "job %s started at %s, after the quota was seen (%s) and before the reset (%s)",
+				id, at.Format("15:04:05.000"), pauseAt.Format("15:04:05.000"), until.Format("15:04:05.000"))
+			held++
+		}
+	}
+	assert.Positive(t, held, "some jobs waited for the reset (the test would prove nothing otherwise)")
+	// Every model request between the quota and the reset came from a turn
+	// already running when the batch saw the quota.
+	for _, rq := range reqs {
+		if rq.at.After(quotaAt) && rq.at.Before(until) {
+			require.NotEmpty(t, rq.job, "a request without a job marker at %v", rq.at)
+			assert.True(t, started[rq.job].Before(pauseAt), "job %s asked the model at %s, between the quota and the reset, in a turn started at %s",
+				rq.job, rq.at.Format("15:04:05.000"), started[rq.job].Format("15:04:05.000"))
+		}
+	}
 }
