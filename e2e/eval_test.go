@@ -536,3 +536,37 @@ func TestEvalAccountPause(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalReadmeExample runs the README's worked evaluation example as a
+// newcomer would paste it: tasks, batch, report, predictions.
+func TestEvalReadmeExample(t *testing.T) {
+	evalDocker(t)
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	const head = "```bash\n# 1. Tasks: two tiny repositories"
+	s := string(readme)
+	start := strings.Index(s, head)
+	require.NotEqual(t, -1, start, "README has the worked example")
+	start += len("```bash\n")
+	end := strings.Index(s[start:], "```")
+	require.NotEqual(t, -1, end)
+	script := s[start : start+end]
+
+	bin := buildOutpost(t)
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "OUTPOST_STATE_DIR="+t.TempDir(),
+		"GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	recs := readRecords(t, filepath.Join(dir, "outpost-eval", "results.jsonl"))
+	require.Len(t, recs, 4, string(out))
+	for _, r := range recs {
+		assert.True(t, r.Outcome.OK, "%s: %+v", r.Job, r.Outcome)
+		require.NotNil(t, r.Patch)
+		assert.Positive(t, r.Patch.Bytes)
+	}
+	assert.Contains(t, string(out), "+MARK-task1", "the patch was printed")
+	assert.Equal(t, 4, strings.Count(string(out), `"instance_id":"demo__task-`), "the predictions were printed")
+}
