@@ -246,3 +246,40 @@ func TestTarBounds(t *testing.T) {
 	require.Error(t, err, "special files are refused")
 	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
 }
+
+// TestHostileRepositoryConfig: a source repository's own configuration and
+// hooks never run anything on the host while it is fetched and checked out.
+func TestHostileRepositoryConfig(t *testing.T) {
+	repo, ids := gitRepo(t)
+	marker := filepath.Join(t.TempDir(), "PWNED")
+	hook := "#!/bin/sh\ntouch " + marker + "\n"
+	for _, h := range []string{"post-checkout", "post-merge", "reference-transaction", "pre-auto-gc"} {
+		require.NoError(t, os.WriteFile(filepath.Join(repo, ".git", "hooks", h), []byte(hook), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "evil.sh"), []byte(hook), 0o755))
+	f, err := os.OpenFile(filepath.Join(repo, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("[core]\n\tfsmonitor = " + filepath.Join(repo, "evil.sh") + "\n\thooksPath = .git/hooks\n" +
+		"[uploadpack]\n\tpackObjectsHook = " + filepath.Join(repo, "evil.sh") + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	p, err := source.NewPreparer(source.Options{TempDir: t.TempDir()})
+	require.NoError(t, err)
+	defer p.Close()
+	s, err := p.Prepare(context.Background(), source.Spec{Repo: repo, Commit: ids[1]})
+	require.NoError(t, err)
+	got, err := entries(t, s.Tar(context.Background()))
+	require.NoError(t, err)
+	assert.Equal(t, "two\n", got["a.txt"])
+	assert.NoFileExists(t, marker, "nothing of the repository ran")
+	assert.NotContains(t, got[".git/config"], "fsmonitor", "the snapshot's configuration is its own")
+
+	// Control: the planted configuration is live for git run in the
+	// repository itself.
+	cmd := exec.Command("git", "status", "--porcelain")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+	_ = cmd.Run()
+	assert.FileExists(t, marker, "control: git in the repository runs its fsmonitor")
+}
