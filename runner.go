@@ -577,19 +577,8 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 // variables. Every job's agent, fallbacks and variables are checked before
 // anything runs. A nil opts.Account is [Runner.AccountFingerprint].
 func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts batch.Options) ([]batch.Record, error) {
-	for i := range jobs {
-		j := &jobs[i]
-		if err := j.Compile(); err != nil {
-			return nil, err
-		}
-		for _, name := range append([]string{j.Agent}, j.Fallback...) {
-			if _, err := r.table.Lookup(name); err != nil {
-				return nil, outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
-			}
-		}
-		if _, err := r.turnCredentials(j.Env); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
-		}
+	if err := r.CheckJobs(jobs); err != nil {
+		return nil, err
 	}
 	if opts.Account == nil {
 		opts.Account = r.AccountFingerprint
@@ -607,6 +596,27 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts batch.Options
 		}
 		return res, err
 	}, opts)
+}
+
+// CheckJobs checks jobs as [Runner.Batch] does before anything runs: each
+// compiles, its agent and fallbacks exist, and the variables it forwards
+// are set. Callers check before creating what the batch writes.
+func (r *Runner) CheckJobs(jobs []batch.Job) error {
+	for i := range jobs {
+		j := &jobs[i]
+		if err := j.Compile(); err != nil {
+			return err
+		}
+		for _, name := range append([]string{j.Agent}, j.Fallback...) {
+			if _, err := r.table.Lookup(name); err != nil {
+				return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+			}
+		}
+		if _, err := r.turnCredentials(j.Env); err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+		}
+	}
+	return nil
 }
 
 // String names the runner for logs.

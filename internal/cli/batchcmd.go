@@ -276,6 +276,9 @@ func runPending(ctx context.Context, f *Factory, o *BatchOptions, table *outpost
 		return nil, err
 	}
 	defer s.close()
+	if err := s.r.CheckJobs(jobs); err != nil {
+		return nil, err
+	}
 	out, err := os.OpenFile(o.Results, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "open results")
