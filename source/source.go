@@ -27,6 +27,14 @@
 // refuses special files, and stops at [Options.MaxBytes] bytes and
 // [Options.MaxEntries] entries.
 //
+// Why not `git clone --shared` per attempt: a lease's copy must stand on
+// its own (a remote engine cannot follow alternates to this machine's
+// object store), so sharing happens one level up — one shallow snapshot per
+// repository and commit, shared by every attempt of every job that names
+// it, each lease receiving its own copy of it. The patch is computed by
+// git inside the lease, never by git on the host over a workspace an agent
+// controlled (its configuration could name programs to run).
+//
 // Git runs on the host as an argv (never a shell) with an environment of
 // its own: no system or global configuration, no terminal prompts, hooks
 // disabled, and only the file, https, http, ssh and git transports.
