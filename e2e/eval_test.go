@@ -352,7 +352,8 @@ func TestEvalRootOwnedWorkspace(t *testing.T) {
 }
 
 // TestEvalCostCap: a job over --max-cost-usd is stopped by the harness
-// and fails as process with budget "cost"; the batch exits 12.
+// and fails as process with budget "cost"; one over --max-turns fails with
+// budget "turns"; the batch exits 12 each time.
 func TestEvalCostCap(t *testing.T) {
 	evalDocker(t)
 	outpost := buildOutpost(t)
@@ -378,6 +379,22 @@ func TestEvalCostCap(t *testing.T) {
 	assert.Equal(t, "cost", o.Budget)
 	assert.Contains(t, o.Error, "cost cap of $0.0100")
 	assert.Equal(t, 1, recs[0].Turns, "no further turn")
+
+	// --max-turns 1: Claude Code stops itself after the tool turn
+	// (--max-turns) and the turn fails with budget "turns".
+	results = filepath.Join(t.TempDir(), "results.jsonl")
+	cmd = exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-turns", "1")
+	cmd.Dir = t.TempDir()
+	out, err = cmd.CombinedOutput()
+	require.ErrorAs(t, err, &exit, string(out))
+	assert.Equal(t, int(outpostcli.ExitBudget), exit.ExitCode(), string(out))
+	recs = readRecords(t, results)
+	require.Len(t, recs, 1)
+	o = recs[0].Outcome
+	assert.Equal(t, "process", o.Class)
+	assert.Equal(t, "turns", o.Budget, "%+v", o)
+	require.NotNil(t, recs[0].Patch, "what the agent did before the cap is kept")
+	assert.Equal(t, []string{"outpost-MARK-" + tasks[0].Name + ".txt"}, recs[0].Patch.Files)
 }
 
 // TestEvalResumeRetry: a results file holding a quota failure — --resume
