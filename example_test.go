@@ -16,9 +16,11 @@ import (
 // leave Sandbox empty for a Docker lease.
 func Example() {
 	ctx := context.Background()
+	project, _ := os.MkdirTemp("", "project") // where the agent works
+	defer os.RemoveAll(project)
 	// Offline: the real Claude Code CLI answers through the scripted model server.
 	// Drop Offline and set Auth for a real account; leave Sandbox empty for Docker.
-	r, err := outpost.New(ctx, outpost.Options{Offline: true, NoStore: true, Getenv: os.Getenv,
+	r, err := outpost.New(ctx, outpost.Options{Project: project, Offline: true, NoStore: true, Getenv: os.Getenv,
 		Sandbox: outpost.SandboxOptions{Kind: "host", HostEnv: map[string]string{"PATH": os.Getenv("PATH")}}})
 	if err != nil {
 		panic(err)

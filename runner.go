@@ -2,10 +2,16 @@ package outpost
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -19,6 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/source"
 	"github.com/outpost-dev/outpost/typed"
 )
 
@@ -91,6 +98,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version labels sandbox resources (the outpost command's version).
 	Version string
+	// TempDir is where task workspaces' sources are prepared (empty:
+	// os.TempDir()).
+	TempDir string
 }
 
 // CredentialMode says where a bridgeable credential goes.
@@ -114,9 +124,33 @@ type Turn struct {
 	// a new conversation.
 	Continue string
 	Fork     bool
-	// Workspace is the host directory the agent works in (empty: the
-	// project directory).
+	// Workspace is the host directory the agent works in, in place
+	// (empty: the project directory, unless Source is set).
 	Workspace string
+	// Source, when set, gives the turn a task workspace instead: a fresh
+	// copy of a git checkout or a directory (package source), prepared on
+	// the host once per source for the runner's life and copied into the
+	// lease (Sandbox.CopyIn). With a git source the result carries the
+	// patch of everything the agent changed (Result.Patch). Workspace must
+	// be empty.
+	Source *source.Spec
+	// EarlierPatch is re-applied on Source's fresh copy before the CLI
+	// runs: the changes of the job's earlier turns, for a conversation
+	// continued in a new lease.
+	EarlierPatch []byte
+	// Limits override the runner's limits for this turn, field by field
+	// (zero fields keep the runner's): timeouts, cost and turn caps.
+	Limits harness.Limits
+	// Image, CPUs, MemoryBytes and Pids override the lease's container
+	// image and limits (0: the sandbox's defaults). The host sandbox, which
+	// applies none of them, refuses them.
+	Image       string
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+	// Env names more variables to forward into the sandbox, beside
+	// Options.Forward (values from Options.Getenv).
+	Env []string
 	// Schema asks for a typed response (see harness.Turn.Schema).
 	Schema *typed.Schema
 	// Live steers the running turn (see harness.Turn.Live).
@@ -149,13 +183,18 @@ type Runner struct {
 	gw       *runnerGateway
 	adapters map[string]adapters.Adapter
 	clis     map[string]*Installed
+	sources  *source.Preparer
 	closed   bool
+	// fpKey keys account fingerprints (HMAC): they identify a credential
+	// within this runner and reveal nothing of it.
+	fpKey [32]byte
 }
 
 // New checks opts and returns a runner. Nothing is started or bootstrapped
 // until the first turn, except the scripted server of Offline.
 func New(ctx context.Context, opts Options) (*Runner, error) {
 	r := &Runner{opts: opts, logger: opts.Logger, adapters: map[string]adapters.Adapter{}, clis: map[string]*Installed{}}
+	_, _ = rand.Read(r.fpKey[:])
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
@@ -237,6 +276,11 @@ func (r *Runner) Close() {
 	if r.gw != nil {
 		r.gw.close()
 	}
+	if r.sources != nil {
+		if err := r.sources.Close(); err != nil {
+			r.logger.Warn("remove prepared sources", "err", err)
+		}
+	}
 	if r.srv != nil {
 		_ = r.srv.Close()
 	}
@@ -250,6 +294,50 @@ func (r *Runner) Store() conversation.Store { return r.store }
 
 // Credentials are the credential choice every turn uses.
 func (r *Runner) Credentials() *harness.Credentials { return r.creds }
+
+// OfflineServer is the scripted model server of Options.Offline (nil
+// without): its request log shows what every turn asked.
+func (r *Runner) OfflineServer() *outposttest.Server { return r.srv }
+
+// AccountFingerprint identifies the account agent's turns use: the agent,
+// the credential form and the values of the declared variables, keyed
+// with a secret of this runner (HMAC-SHA-256). Two turns with the same
+// fingerprint share a quota; the fingerprint reveals nothing of the
+// credential, never leaves the process, and differs between runners.
+func (r *Runner) AccountFingerprint(agent string) string {
+	m := hmac.New(sha256.New, r.fpKey[:])
+	fmt.Fprintf(m, "%q %q %q %q\x00", agent, r.creds.Auth.Form, r.creds.Auth.Source, r.creds.HostHome)
+	names := make([]string, 0, len(r.creds.Vars))
+	for k := range r.creds.Vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(m, "%q=%q\x00", k, r.creds.Vars[k])
+	}
+	return hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// prepareSource returns the snapshot of s, preparing the runner's
+// sources on first use.
+func (r *Runner) prepareSource(ctx context.Context, s source.Spec) (*source.Snapshot, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, outposterr.New(outposterr.Configuration, "the runner is closed")
+	}
+	if r.sources == nil {
+		p, err := source.NewPreparer(source.Options{TempDir: r.opts.TempDir, Logger: r.logger})
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		r.sources = p
+	}
+	p := r.sources
+	r.mu.Unlock()
+	return p.Prepare(ctx, s)
+}
 
 // adapter returns the runner's adapter for the agent named name, built
 // once.
@@ -369,11 +457,19 @@ func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
 	if err != nil {
 		return harness.Turn{}, row, "", err
 	}
-	workspace, err := r.resolveWorkspace(t.Workspace)
-	if err != nil {
+	var workspace string
+	if t.Source != nil {
+		// A fresh lease of its own; the copy is made by Run.
+		if t.Workspace != "" {
+			return harness.Turn{}, row, "", outposterr.New(outposterr.Configuration, "a turn has a workspace or a source, not both")
+		}
+		if err := t.Source.Validate(); err != nil {
+			return harness.Turn{}, row, "", err
+		}
+	} else if workspace, err = r.resolveWorkspace(t.Workspace); err != nil {
 		return harness.Turn{}, row, "", err
 	}
-	if row.Driver != nil {
+	if row.Driver != nil && workspace != "" {
 		// The driver's workdir must stay inside this turn's workspace too.
 		if err := row.Driver.CheckWorkdir(workspace); err != nil {
 			return harness.Turn{}, row, "", err
@@ -396,15 +492,70 @@ func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
 		retries := 1
 		in.MaxRetries = &retries
 	}
+	creds, err := r.turnCredentials(t.Env)
+	if err != nil {
+		return harness.Turn{}, row, workspace, err
+	}
 	ht := harness.Turn{
-		Adapter: a, Input: in, Store: r.store, Credentials: r.creds, OnEvent: t.OnEvent, Logger: r.logger,
+		Adapter: a, Input: in, Store: r.store, Credentials: creds, OnEvent: t.OnEvent, Logger: r.logger,
 		StopOnQuotaRetry: t.StopOnQuotaRetry, Reseed: r.opts.Reseed, Live: t.Live, Schema: t.Schema,
-		Limits: r.opts.Limits,
+		Limits: overLimits(r.opts.Limits, t.Limits),
 	}
 	if err := ht.Validate(); err != nil {
 		return ht, row, workspace, err
 	}
 	return ht, row, workspace, nil
+}
+
+// turnCredentials are the runner's credentials plus the variables names
+// forwards; each must be set.
+func (r *Runner) turnCredentials(names []string) (*harness.Credentials, error) {
+	if len(names) == 0 {
+		return r.creds, nil
+	}
+	c := *r.creds
+	c.Vars = make(map[string]string, len(r.creds.Vars)+len(names))
+	for k, v := range r.creds.Vars {
+		c.Vars[k] = v
+	}
+	for _, name := range names {
+		if !sandbox.ValidEnvName(name) {
+			return nil, outposterr.New(outposterr.Configuration, "env takes variable names, not %q", name)
+		}
+		if _, ok := c.Vars[name]; ok {
+			continue
+		}
+		v := r.opts.Getenv.get(name)
+		if v == "" {
+			return nil, outposterr.New(outposterr.Configuration, "env %s: the variable is not set", name)
+		}
+		c.Vars[name] = v
+	}
+	return &c, nil
+}
+
+// overLimits returns base with every non-zero field of over.
+func overLimits(base, over harness.Limits) harness.Limits {
+	set := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	set(&base.Deadline, over.Deadline)
+	set(&base.IdleTimeout, over.IdleTimeout)
+	set(&base.Settle, over.Settle)
+	set(&base.KillGrace, over.KillGrace)
+	set(&base.Drain, over.Drain)
+	for _, p := range []struct{ dst, v *int }{{&base.TailBytes, &over.TailBytes}, {&base.TextBytes, &over.TextBytes},
+		{&base.KeptEvents, &over.KeptEvents}, {&base.MaxTurns, &over.MaxTurns}} {
+		if *p.v != 0 {
+			*p.dst = *p.v
+		}
+	}
+	if over.MaxCostUSD != 0 {
+		base.MaxCostUSD = over.MaxCostUSD
+	}
+	return base
 }
 
 // Run runs one turn. The returned error is the result's classified error;
@@ -414,9 +565,47 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.Source != nil {
+		snap, err := r.prepareSource(ctx, *t.Source)
+		if err != nil {
+			return nil, err
+		}
+		if row.Driver != nil {
+			// The driver's workdir must stay inside the copy too.
+			if err := row.Driver.CheckWorkdir(snap.Dir); err != nil {
+				return nil, err
+			}
+		}
+		ht.Seed = &harness.Seed{Tar: func(ctx context.Context) (io.ReadCloser, error) { return snap.Tar(ctx), nil },
+			Patch: t.EarlierPatch}
+		if snap.Commit != "" {
+			ht.Patch = &harness.PatchOptions{Base: snap.Commit}
+		}
+	}
 	var cli *Installed
 	if ht.Provider, ht.Spec, cli, err = r.lease(ctx, row, workspace); err != nil {
 		return nil, err
+	}
+	if t.Image != "" || t.CPUs != 0 || t.MemoryBytes != 0 || t.Pids != 0 {
+		if r.engine.Delivery() == DeliverHostPath {
+			return nil, outposterr.New(outposterr.Configuration,
+				"the %s sandbox applies no image, cpus, memory or pids; run in a container sandbox", r.kind.Name)
+		}
+		if t.CPUs < 0 || t.MemoryBytes < 0 || t.Pids < 0 {
+			return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
+		}
+		if t.Image != "" {
+			ht.Spec.Image = t.Image
+		}
+		if t.CPUs > 0 {
+			ht.Spec.CPUs = t.CPUs
+		}
+		if t.MemoryBytes > 0 {
+			ht.Spec.MemoryBytes = t.MemoryBytes
+		}
+		if t.Pids > 0 {
+			ht.Spec.Pids = t.Pids
+		}
 	}
 	if err := r.bridge(&ht); err != nil {
 		return nil, err
@@ -440,29 +629,31 @@ type BatchOptions struct {
 }
 
 // Batch runs jobs (package batch) through the runner: each job's turns run
-// in its workspace (default: the project) with its schema. Every job's
-// agent and fallbacks are checked before anything runs.
-func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts BatchOptions) ([]batch.Record, error) {
-	for i := range jobs {
-		j := &jobs[i]
-		if err := j.Compile(); err != nil {
-			return nil, err
-		}
-		for _, name := range append([]string{j.Agent}, j.Fallback...) {
-			if _, err := r.table.Lookup(name); err != nil {
-				return nil, outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
-			}
-		}
+// in its workspace (default: the project) or a fresh copy of its source,
+// with its schema, model, effort, limits, resources and forwarded
+// variables. Every job's agent, fallbacks and variables are checked before
+// anything runs. A nil opts.Account is [Runner.AccountFingerprint].
+func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions) ([]batch.Record, error) {
+	if err := r.CheckJobs(jobs); err != nil {
+		return nil, err
+	}
+	opts := bopts.Options
+	if opts.Account == nil {
+		opts.Account = r.AccountFingerprint
 	}
 	return batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
+		j := t.Job
 		var onEvent func(adapters.Event)
 		var done func(*harness.Result)
-		if opts.Attempt != nil {
-			onEvent, done = opts.Attempt(t)
+		if bopts.Attempt != nil {
+			onEvent, done = bopts.Attempt(t)
 		}
-		res, err := r.Run(ctx, Turn{Agent: t.Agent, Prompt: t.Prompt, Model: t.Job.Model,
-			Continue: t.Continue, Workspace: t.Job.Workspace, StopOnQuotaRetry: true, Schema: t.Job.Compiled,
-			OnEvent: onEvent})
+		res, err := r.Run(ctx, Turn{OnEvent: onEvent, Agent: t.Agent, Prompt: t.Prompt, Model: j.Model, Effort: j.Effort,
+			Continue: t.Continue, Workspace: j.Workspace, Source: j.Source, EarlierPatch: t.Patch,
+			StopOnQuotaRetry: true, Schema: j.Compiled, Env: j.Env,
+			Limits: harness.Limits{Deadline: time.Duration(j.Timeout), IdleTimeout: time.Duration(j.IdleTimeout),
+				MaxCostUSD: t.MaxCostUSD, MaxTurns: t.MaxTurns},
+			Image: j.Image, CPUs: j.CPUs, MemoryBytes: int64(j.Memory), Pids: j.Pids})
 		if res == nil {
 			res = &harness.Result{Agent: t.Agent, Err: err, Started: time.Now()}
 		}
@@ -470,7 +661,28 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, opts BatchOptions)
 			done(res)
 		}
 		return res, err
-	}, opts.Options)
+	}, opts)
+}
+
+// CheckJobs checks jobs as [Runner.Batch] does before anything runs: each
+// compiles, its agent and fallbacks exist, and the variables it forwards
+// are set. Callers check before creating what the batch writes.
+func (r *Runner) CheckJobs(jobs []batch.Job) error {
+	for i := range jobs {
+		j := &jobs[i]
+		if err := j.Compile(); err != nil {
+			return err
+		}
+		for _, name := range append([]string{j.Agent}, j.Fallback...) {
+			if _, err := r.table.Lookup(name); err != nil {
+				return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+			}
+		}
+		if _, err := r.turnCredentials(j.Env); err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+		}
+	}
+	return nil
 }
 
 // String names the runner for logs.

@@ -109,6 +109,10 @@ type Input struct {
 	// Scratch is a directory inside the sandbox that exists for this turn
 	// only, for the files [TurnFiles] asks for; set by the harness.
 	Scratch string
+	// MaxTurns caps the CLI's assistant turns where it can cap them itself
+	// ([TurnLimiter]); 0: no cap. Other adapters ignore it (the harness
+	// counts turns for them).
+	MaxTurns int
 }
 
 // TurnFile is a file a turn's command reads, made for that turn only.
@@ -202,6 +206,13 @@ type LiveSession interface {
 	EncodeInput(text string) ([]byte, error)
 	// Done reports whether the turn finished; the harness then closes stdin.
 	Done() bool
+}
+
+// TurnLimiter is implemented by adapters whose CLI caps its own assistant
+// turns (Input.MaxTurns) and reports reaching the cap in its terminal
+// event; TurnsExhausted recognizes that report. Pure.
+type TurnLimiter interface {
+	TurnsExhausted(f FinishedDetail) bool
 }
 
 // SessionRecognizer is implemented by adapters that can tell, from a failure

@@ -19,6 +19,8 @@ func (in Input) Validate() error {
 		return outposterr.New(outposterr.Configuration, "fork needs the conversation to fork")
 	case in.Continue != "" && !ValidID(in.Continue):
 		return outposterr.New(outposterr.Configuration, "invalid conversation id %q", Preview(in.Continue, 80))
+	case in.MaxTurns < 0:
+		return outposterr.New(outposterr.Configuration, "negative max turns %d", in.MaxTurns)
 	case in.Model != "" && !ValidModel(in.Model):
 		return outposterr.New(outposterr.Configuration, "invalid model name %q", Preview(in.Model, 80))
 	}

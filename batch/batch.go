@@ -3,6 +3,11 @@
 // and full jitter, fallback agents, and a results log that makes a run
 // resumable.
 //
+// Jobs (one line each of a jobs file) name an agent and a prompt, and
+// optionally a workspace source (a fresh copy per job and attempt, see
+// package source), metadata carried into the results, per-job limits and
+// resources, and a number of independent attempts ([Expand]).
+//
 // Policy, per job:
 //   - success: one result record, done;
 //   - quota: the next fallback agent is tried if one is left; otherwise the
@@ -16,6 +21,24 @@
 //     times, then the next fallback agent;
 //   - anything else: a failure record, done.
 //
+// Accounts: a quota failure with a reset time pauses every job that uses
+// the same agent with the same credential (Options.Account's fingerprint)
+// until the reset: no turn of that agent and account starts before it,
+// queued jobs included (a job with a fallback agent left moves on to it).
+// Options.AgentConcurrency caps the turns of one agent running at once,
+// beside the overall Options.Concurrency.
+//
+// Budgets: Options.MaxJobCostUSD (or a job's max_cost_usd) caps each job's
+// cost and Options.MaxCostUSD the whole batch's; each turn runs with the
+// cap that is left (harness.Limits.MaxCostUSD, which stops it as a process
+// failure with the budget reason "cost"), and a job whose cap is spent
+// before a further turn ends with that failure. Once the batch's spend
+// reaches its cap no further turn starts: jobs that did not finish get no
+// record and Run returns a budget error. Only known costs count
+// (usage.Usage.CostKnown); a turn whose tokens nothing prices is stopped by
+// the harness when a cap is set, and one that reports no usage at all adds
+// nothing (its record says cost_known false).
+//
 // Cancelling the context stops scheduling and cancels running turns (the
 // turn function releases its sandboxes); unfinished jobs get no record, so a
 // later run given the same results (Options.Done) redoes only them.
@@ -24,58 +47,19 @@ package batch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/typed"
 	"github.com/outpost-dev/outpost/usage"
 )
-
-// Job is one unit of work.
-type Job struct {
-	ID        string `json:"id"`
-	Agent     string `json:"agent"`
-	Prompt    string `json:"prompt"`
-	Workspace string `json:"workspace,omitempty"`
-	Model     string `json:"model,omitempty"`
-	// Conversation continues an existing conversation.
-	Conversation string `json:"conversation,omitempty"`
-	// Fallback agents are tried in order on quota and outage failures.
-	Fallback []string `json:"fallback,omitempty"`
-	// Schema asks for a typed response: a JSON Schema the answer must match
-	// (the outcome then carries its value). Compile checks it once.
-	Schema json.RawMessage `json:"schema,omitempty"`
-	// Compiled is Schema compiled by [Job.Compile]; nil without a schema.
-	Compiled *typed.Schema `json:"-"`
-}
-
-// Compile checks a job and compiles its schema into Compiled. [Run] calls
-// it for jobs not compiled yet; callers that read jobs call it once to
-// report a bad job before anything runs.
-func (j *Job) Compile() error {
-	switch {
-	case j.ID == "":
-		return outposterr.New(outposterr.Configuration, "job without an id")
-	case j.Agent == "":
-		return outposterr.New(outposterr.Configuration, "job %s: no agent", j.ID)
-	case strings.TrimSpace(j.Prompt) == "":
-		return outposterr.New(outposterr.Configuration, "job %s: empty prompt", j.ID)
-	}
-	if len(j.Schema) > 0 && j.Compiled == nil {
-		s, err := typed.Compile(j.Schema)
-		if err != nil {
-			return outposterr.Wrap(outposterr.Configuration, err, "job %s: schema", j.ID)
-		}
-		j.Compiled = s
-	}
-	return nil
-}
 
 // Turn is one turn the runner asks for.
 type Turn struct {
@@ -84,6 +68,14 @@ type Turn struct {
 	Prompt string
 	// Continue is the conversation to resume ("" starts a new one).
 	Continue string
+	// Patch is what the job's earlier turns changed in its source
+	// workspace, to re-apply on the fresh copy a continued conversation
+	// runs in (nil: start from the source).
+	Patch []byte
+	// MaxCostUSD and MaxTurns cap this turn (0: none): what is left of the
+	// job's and the batch's cost caps, and the job's turn cap.
+	MaxCostUSD float64
+	MaxTurns   int
 }
 
 // TurnFunc runs one turn and returns its result (never nil) and classified error.
@@ -91,9 +83,18 @@ type TurnFunc func(ctx context.Context, t Turn) (*harness.Result, error)
 
 // Record is one line of the results log.
 type Record struct {
-	Job     string          `json:"job"`
+	Job string `json:"job"`
+	// Task and Trial name the job a trial was expanded from and its number
+	// (jobs with attempts > 1).
+	Task  string `json:"task,omitempty"`
+	Trial int    `json:"trial,omitempty"`
+	// Attempt counts the job's result lines: 1 for its first, more for
+	// reruns (--retry-failed). The latest line of a job is its result.
+	Attempt int             `json:"attempt"`
 	Agent   string          `json:"agent"`
 	Outcome harness.Outcome `json:"outcome"`
+	// Started is when the job's first turn started (it held its slot).
+	Started time.Time `json:"started,omitzero"`
 	// DurationMS is the job's wall time from its first turn's start to its
 	// end: parks, backoffs and fallbacks included, waiting for a slot not.
 	DurationMS   int64  `json:"duration_ms"`
@@ -108,6 +109,31 @@ type Record struct {
 	// Usage sums every turn the job ran; it is complete (and its cost known)
 	// only when every turn's was.
 	Usage usage.Usage `json:"usage"`
+	// Metadata is the job's metadata, unchanged.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Source is the job's source.
+	Source *SourceRecord `json:"source,omitempty"`
+	// Patch describes what the job changed (jobs with a git source).
+	Patch *PatchRecord `json:"patch,omitempty"`
+}
+
+// SourceRecord is the source a job's workspace was copied from.
+type SourceRecord struct {
+	Repo   string `json:"repo,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	Dir    string `json:"dir,omitempty"`
+}
+
+// PatchRecord describes a job's patch: where it was stored (Options.SavePatch),
+// its base commit, size and changed files.
+type PatchRecord struct {
+	Path    string   `json:"path,omitempty"`
+	Base    string   `json:"base"`
+	Bytes   int      `json:"bytes"`
+	Files   []string `json:"files"`
+	Omitted bool     `json:"omitted,omitempty"`
+	// Error says why the patch could not be stored.
+	Error string `json:"error,omitempty"`
 }
 
 // Status is a snapshot for progress displays.
@@ -115,6 +141,18 @@ type Status struct {
 	Total, Done, Failed, Running, Parked int
 	Tokens                               int64
 	CostUSD                              float64
+	// Unpriced counts turns whose cost is not known (not in CostUSD).
+	Unpriced int
+	// Paused lists the agents waiting for an account's quota reset.
+	Paused []Pause
+	// Stopped says the batch's cost cap stopped scheduling.
+	Stopped bool
+}
+
+// Pause is an agent (on one account) that starts no turn before Until.
+type Pause struct {
+	Agent string
+	Until time.Time
 }
 
 // DefaultContinuePrompt resumes a parked conversation.
@@ -124,6 +162,9 @@ const DefaultContinuePrompt = "Continue where you left off and finish the task."
 type Options struct {
 	// Concurrency caps turns running at once (0: 4).
 	Concurrency int
+	// AgentConcurrency caps the turns of one agent running at once (absent
+	// or 0: only Concurrency).
+	AgentConcurrency map[string]int
 	// MaxParks bounds how often one job waits for a quota reset (0: 3).
 	MaxParks int
 	// MaxPark caps one wait (0: 6h); DefaultPark is used when the reset is
@@ -135,14 +176,32 @@ type Options struct {
 	MaxRetries int
 	// BaseBackoff and MaxBackoff shape the outage backoff (0: 2s and 2m).
 	BaseBackoff, MaxBackoff time.Duration
+	// MaxJobCostUSD caps each job's cost (a job's MaxCostUSD wins; 0: no
+	// cap); MaxCostUSD caps the batch's (0: no cap). See the package doc.
+	MaxJobCostUSD, MaxCostUSD float64
+	// MaxTurns caps each turn's assistant turns (a job's MaxTurns wins; 0:
+	// no cap).
+	MaxTurns int
 	// Done lists job ids already finished (from an earlier results log).
 	Done map[string]bool
+	// Attempts holds how many result lines each job already has;
+	// Record.Attempt continues from it.
+	Attempts map[string]int
+	// Account returns a fingerprint of the credential agent's turns use
+	// (never the secret); a quota pause holds every job of the same agent
+	// and fingerprint. Nil: one account per agent.
+	Account func(agent string) string
+	// SavePatch stores a finished job's patch and returns its path (nil:
+	// not stored; the record keeps the size and files).
+	SavePatch func(rec Record, diff []byte) (string, error)
 	// OnRecord receives each finished job's record, from one goroutine at a time.
 	OnRecord func(Record)
 	// OnStatus receives a snapshot whenever something changes.
 	OnStatus func(Status)
 	// OnPark is told when a job is parked and until when.
 	OnPark func(job string, until time.Time)
+	// OnPause is told when an agent's account is paused and until when.
+	OnPause func(agent string, until time.Time)
 	// Now and Sleep are the clock (nil: real time). Sleep must return early
 	// with the context's error when it is cancelled.
 	Now   func() time.Time
@@ -212,32 +271,53 @@ func Backoff(n int, base, maxD time.Duration, jitter float64) time.Duration {
 
 // runner holds a run's shared state.
 type runner struct {
-	opts Options
-	turn TurnFunc
-	sem  chan struct{}
+	opts   Options
+	turn   TurnFunc
+	sem    chan struct{}
+	agents map[string]chan struct{} // per-agent slots
 
 	mu     sync.Mutex
 	pubMu  sync.Mutex // orders OnStatus deliveries
 	status Status
+	// pauses holds, per agent and account, when its quota resets.
+	pauses map[account]time.Time
+	spent  float64 // known cost of every turn so far
 }
 
-// Run runs jobs and returns the records of the jobs it finished. It returns
-// the context's error when cancelled (the records so far are still
-// returned and were delivered to OnRecord).
+// account is an agent on one credential.
+type account struct{ agent, fingerprint string }
+
+// Run runs jobs (expanded by [Expand]) and returns the records of the
+// jobs it finished. It returns the context's error when cancelled, and a
+// budget error (outposterr.IsBudget) when the batch's cost cap stopped it
+// before every job finished; the records so far are returned either way
+// and were delivered to OnRecord.
 func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record, error) {
 	opts.defaults()
-	seen := map[string]bool{}
 	for i := range jobs {
-		j := &jobs[i]
-		if err := j.Compile(); err != nil {
+		if err := jobs[i].Compile(); err != nil {
 			return nil, err
 		}
-		if seen[j.ID] {
-			return nil, outposterr.New(outposterr.Configuration, "duplicate job id %q", j.ID)
-		}
-		seen[j.ID] = true
 	}
-	r := &runner{opts: opts, turn: turn, sem: make(chan struct{}, opts.Concurrency)}
+	jobs, err := Expand(jobs)
+	if err != nil {
+		return nil, err
+	}
+	for a, n := range opts.AgentConcurrency {
+		if n < 0 {
+			return nil, outposterr.New(outposterr.Configuration, "negative concurrency for %s", a)
+		}
+	}
+	if opts.MaxCostUSD < 0 || opts.MaxJobCostUSD < 0 || opts.MaxTurns < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "negative cost or turn cap")
+	}
+	r := &runner{opts: opts, turn: turn, sem: make(chan struct{}, opts.Concurrency),
+		agents: map[string]chan struct{}{}, pauses: map[account]time.Time{}}
+	for a, n := range opts.AgentConcurrency {
+		if n > 0 {
+			r.agents[a] = make(chan struct{}, n)
+		}
+	}
 	var pending []Job
 	for _, j := range jobs {
 		if !opts.Done[j.ID] {
@@ -267,7 +347,15 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 		})
 	}
 	wg.Wait()
-	return records, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return records, err
+	}
+	if r.stopped() && len(records) < len(pending) {
+		return records, outposterr.New(outposterr.Process,
+			"the batch's cost cap of $%.4f is spent: %d of %d jobs did not finish (raise --max-batch-cost-usd and --resume)",
+			opts.MaxCostUSD, len(pending)-len(records), len(pending)).With(outposterr.Details{Budget: "cost"})
+	}
+	return records, nil
 }
 
 // publish changes the status and hands the snapshot to OnStatus. pubMu
@@ -279,46 +367,272 @@ func (r *runner) publish(f func(*Status)) {
 	r.mu.Lock()
 	f(&r.status)
 	s := r.status
+	s.Paused = nil
+	now := r.opts.Now()
+	for a, until := range r.pauses {
+		if until.After(now) {
+			s.Paused = append(s.Paused, Pause{Agent: a.agent, Until: until})
+		}
+	}
 	r.mu.Unlock()
+	sort.Slice(s.Paused, func(i, j int) bool { return s.Paused[i].Agent < s.Paused[j].Agent })
 	if r.opts.OnStatus != nil {
 		r.opts.OnStatus(s)
 	}
 }
 
-// job drives one job to a record; ok is false when the run was cancelled first.
+func (r *runner) account(agent string) account {
+	a := account{agent: agent}
+	if r.opts.Account != nil {
+		a.fingerprint = r.opts.Account(agent)
+	}
+	return a
+}
+
+// pausedUntil is when agent's account may start turns again (zero: now).
+func (r *runner) pausedUntil(agent string) time.Time {
+	a := r.account(agent)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if until := r.pauses[a]; until.After(r.opts.Now()) {
+		return until
+	}
+	return time.Time{}
+}
+
+// pause holds agent's account until reset (at most Options.MaxPark from
+// now).
+func (r *runner) pause(agent string, reset time.Time) {
+	a := r.account(agent)
+	if limit := r.opts.Now().Add(r.opts.MaxPark); reset.After(limit) {
+		reset = limit
+	}
+	r.mu.Lock()
+	extended := reset.After(r.pauses[a])
+	if extended {
+		r.pauses[a] = reset
+	}
+	r.mu.Unlock()
+	if extended {
+		if r.opts.OnPause != nil {
+			r.opts.OnPause(agent, reset)
+		}
+		r.publish(func(*Status) {})
+	}
+}
+
+func (r *runner) stopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status.Stopped
+}
+
+// errStopped says the batch's cost cap stopped scheduling; errPaused that
+// the agent's account is paused and the job has a fallback to try.
+var (
+	errStopped = errors.New("the batch's cost cap is spent")
+	errPaused  = errors.New("the agent's account is paused")
+)
+
+// acquire waits for a turn slot for agent, outside any pause of its
+// account, and returns its release. It fails with the context's error,
+// errStopped, or (when fallback says the job has another agent to try)
+// errPaused instead of waiting for a pause to end.
+func (r *runner) acquire(ctx context.Context, agent string, fallback bool) (func(), error) {
+	for {
+		if r.stopped() {
+			return nil, errStopped
+		}
+		if until := r.pausedUntil(agent); !until.IsZero() {
+			if fallback {
+				return nil, errPaused
+			}
+			if err := r.opts.Sleep(ctx, until.Sub(r.opts.Now())); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		own := r.agents[agent]
+		if own != nil {
+			select {
+			case own <- struct{}{}:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		select {
+		case r.sem <- struct{}{}:
+		case <-ctx.Done():
+			if own != nil {
+				<-own
+			}
+			return nil, ctx.Err()
+		}
+		release := func() {
+			<-r.sem
+			if own != nil {
+				<-own
+			}
+		}
+		switch {
+		case ctx.Err() != nil: // both were ready: never start a turn after cancellation
+			release()
+			return nil, ctx.Err()
+		case r.stopped():
+			release()
+			return nil, errStopped
+		case !r.pausedUntil(agent).IsZero():
+			// A quota arrived while this job waited for its slot.
+			release()
+			continue
+		}
+		return release, nil
+	}
+}
+
+// capFor is the cost cap of a job's next turn: what is left of the job's
+// cap (given its spend) and of the batch's, the smaller; 0 without caps.
+// left is false when a cap is already spent.
+func (r *runner) capFor(j Job, jobSpent float64) (cap float64, left bool) {
+	jobCap := j.MaxCostUSD
+	if jobCap == 0 {
+		jobCap = r.opts.MaxJobCostUSD
+	}
+	if jobCap > 0 {
+		if jobSpent >= jobCap {
+			return 0, false
+		}
+		cap = jobCap - jobSpent
+	}
+	if r.opts.MaxCostUSD > 0 {
+		r.mu.Lock()
+		rest := r.opts.MaxCostUSD - r.spent
+		r.mu.Unlock()
+		if rest <= 0 {
+			return 0, false
+		}
+		if cap == 0 || rest < cap {
+			cap = rest
+		}
+	}
+	return cap, true
+}
+
+// job drives one job to a record; ok is false when the run was cancelled
+// (or the batch's budget stopped it) first.
 func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 	agents := append([]string{j.Agent}, j.Fallback...)
-	rec := Record{Job: j.ID}
+	rec := Record{Job: j.ID, Task: j.Task, Trial: j.Trial, Attempt: r.opts.Attempts[j.ID] + 1, Metadata: j.Metadata}
+	if j.Source != nil {
+		rec.Source = &SourceRecord{Repo: j.Source.Repo, Commit: j.Source.Commit, Dir: j.Source.Dir}
+	}
 	ai, retries, parks := 0, 0, 0
 	conv, prompt := j.Conversation, j.Prompt
+	var earlier []byte // the patch a continued conversation re-applies
+	var last *harness.Result
+	var jobSpent float64
+	maxTurns := j.MaxTurns
+	if maxTurns == 0 {
+		maxTurns = r.opts.MaxTurns
+	}
 	// The job's clock starts with its first turn, not while it waits for a
 	// slot behind other jobs.
 	var start time.Time
+	done := func(agent string, res *harness.Result, err error) (Record, bool) {
+		if res == nil {
+			res = &harness.Result{Agent: agent}
+		}
+		if res.Err == nil {
+			res.Err = err
+		}
+		rec.Agent, rec.Outcome = agent, res.Outcome()
+		rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
+		if start.IsZero() {
+			start = r.opts.Now()
+		}
+		rec.Started = start
+		rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
+		if p := res.Patch; p != nil {
+			rec.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
+			if r.opts.SavePatch != nil && !p.Omitted {
+				path, serr := r.opts.SavePatch(rec, p.Diff)
+				rec.Patch.Path = path
+				if serr != nil {
+					rec.Patch.Error = serr.Error()
+				}
+			}
+		}
+		r.publish(func(s *Status) {
+			s.Done++
+			if err != nil {
+				s.Failed++
+			}
+		})
+		return rec, true
+	}
 	for {
 		agent := agents[ai]
 		if len(rec.Agents) == 0 || rec.Agents[len(rec.Agents)-1] != agent {
 			rec.Agents = append(rec.Agents, agent)
 		}
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
+		release, err := r.acquire(ctx, agent, ai+1 < len(agents))
+		if errors.Is(err, errPaused) {
+			// Its account is waiting for a reset: the next agent starts the
+			// job afresh (conversations do not move between CLIs).
+			ai, retries, conv, prompt, earlier = ai+1, 0, "", j.Prompt, nil
+			continue
+		}
+		if err != nil {
 			return rec, false
 		}
-		if ctx.Err() != nil { // both were ready: never start a turn after cancellation
-			<-r.sem
-			return rec, false
+		// The caps are read with the slot in hand: turns that ended while
+		// this job waited have spent their share.
+		costCap, left := r.capFor(j, jobSpent)
+		if !left {
+			release()
+			jobCapped := j.MaxCostUSD > 0 || r.opts.MaxJobCostUSD > 0
+			if r.stopped() || !jobCapped {
+				return rec, false
+			}
+			err := outposterr.New(outposterr.Process, "%s: the job's cost cap is spent ($%.4f)", agent, jobSpent).
+				With(outposterr.Details{Agent: agent, Budget: "cost"})
+			if last != nil {
+				// Keep what the last turn left; the verdict is the cap.
+				last.Err = err
+			}
+			return done(agent, last, err)
 		}
 		if start.IsZero() {
 			start = r.opts.Now()
 		}
 		r.publish(func(s *Status) { s.Running++ })
-		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv})
-		<-r.sem
+		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv, Patch: earlier,
+			MaxCostUSD: costCap, MaxTurns: maxTurns})
+		// A quota pauses its account before the slot is given back: a job
+		// waiting for the slot must find the pause.
+		if reset, ok := outposterr.ResetAt(err); ok && outposterr.IsQuota(err) {
+			r.pause(agent, reset)
+		}
+		release()
+		cost, known := 0.0, false
+		if res != nil && res.Usage.CostKnown {
+			cost, known = res.Usage.CostUSD, true
+		}
+		jobSpent += cost
+		r.mu.Lock()
+		r.spent += cost
+		if r.opts.MaxCostUSD > 0 && r.spent >= r.opts.MaxCostUSD {
+			r.status.Stopped = true
+		}
+		r.mu.Unlock()
 		r.publish(func(s *Status) {
 			s.Running--
 			if res != nil {
 				s.Tokens += res.Usage.Tokens()
-				s.CostUSD += res.Usage.CostUSD
+				s.CostUSD += cost
+				if !known {
+					s.Unpriced++
+				}
 			}
 		})
 		rec.Turns++
@@ -342,42 +656,36 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		if res.Err == nil {
 			res.Err = err
 		}
-		done := func() (Record, bool) {
-			rec.Agent, rec.Outcome = agent, res.Outcome()
-			rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
-			rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
-			r.publish(func(s *Status) {
-				s.Done++
-				if err != nil {
-					s.Failed++
-				}
-			})
-			return rec, true
-		}
+		last = res
 		if err == nil {
-			return done()
+			return done(agent, res, nil)
 		}
 		quota := outposterr.IsQuota(err)
 		outage := !quota && (outposterr.UnavailableReason(err) != "" || outposterr.ClassOf(err) == outposterr.Timeout)
+		reset, hasReset := outposterr.ResetAt(err)
 		switch {
 		case quota && ai+1 < len(agents), outage && retries >= r.opts.MaxRetries && ai+1 < len(agents):
 			// The next agent starts the job afresh: conversations do not
 			// move between CLIs.
-			ai, retries, conv, prompt = ai+1, 0, j.Conversation, j.Prompt
+			ai, retries, conv, prompt, earlier = ai+1, 0, j.Conversation, j.Prompt, nil
 			if conv != "" && agents[ai] != j.Agent {
 				conv = ""
 			}
 		case quota && parks < r.opts.MaxParks:
 			wait := r.opts.DefaultPark
-			if reset, ok := outposterr.ResetAt(err); ok {
+			if hasReset {
 				wait = reset.Sub(r.opts.Now())
 			}
 			wait = min(max(wait, 0), r.opts.MaxPark)
 			parks++
 			rec.Parks = parks
 			if res.Conversation != "" {
-				// Resume the conversation the limited turn left, not a restart.
+				// Resume the conversation the limited turn left, not a
+				// restart, in a copy holding the work it did.
 				conv, prompt = res.Conversation, r.opts.ContinuePrompt
+				if res.Patch != nil && !res.Patch.Omitted {
+					earlier = res.Patch.Diff
+				}
 			}
 			if r.opts.OnPark != nil {
 				r.opts.OnPark(j.ID, r.opts.Now().Add(wait))
@@ -396,13 +704,24 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 				return rec, false
 			}
 		default:
-			return done()
+			return done(agent, res, err)
 		}
 	}
 }
 
 // String summarizes a status line.
 func (s Status) String() string {
-	return fmt.Sprintf("%d/%d done (%d failed), %d running, %d parked, %d tokens, $%.4f",
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d done (%d failed), %d running, %d parked, %d tokens, $%.4f",
 		s.Done, s.Total, s.Failed, s.Running, s.Parked, s.Tokens, s.CostUSD)
+	if s.Unpriced > 0 {
+		fmt.Fprintf(&b, " (+%d turns of unknown cost)", s.Unpriced)
+	}
+	for _, p := range s.Paused {
+		fmt.Fprintf(&b, "; %s paused until %s", p.Agent, p.Until.UTC().Format("15:04:05Z"))
+	}
+	if s.Stopped {
+		b.WriteString("; cost cap spent, no new turns")
+	}
+	return b.String()
 }

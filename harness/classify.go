@@ -22,6 +22,7 @@ const (
 	stopDeadline            // the turn deadline passed
 	stopIdle                // the CLI printed nothing for the idle timeout
 	stopQuota               // the CLI's retry notices proved a quota failure
+	stopBudget              // the turn reached a cap of Limits (cost, turns)
 )
 
 // verdict is everything classification looks at besides the collector.
@@ -73,6 +74,10 @@ func classify(c *collector, v verdict) error {
 		cause := &outposterr.Error{Class: outposterr.Process, Details: d,
 			Message: name + ": stopped while the CLI retried a quota failure: " + q.text}
 		return &outposterr.Error{Class: outposterr.Quota, Message: "quota", Details: qd, Cause: cause}
+	case stopBudget:
+		d.Budget = c.over.reason
+		return &outposterr.Error{Class: outposterr.Process, Details: d,
+			Message: name + ": stopped by the harness: " + c.over.text}
 	case stopIdle:
 		d.Retryable = true
 		if r := c.outage(); r != "" {
@@ -106,6 +111,12 @@ func classify(c *collector, v verdict) error {
 		msg += " (" + v.exit.String() + ")"
 	}
 	perr := &outposterr.Error{Class: outposterr.Process, Message: name + ": " + msg, Details: d}
+	if tl, ok := c.adapter.(adapters.TurnLimiter); ok && c.limits.MaxTurns > 0 && c.finished != nil && tl.TurnsExhausted(*c.finished) {
+		// The CLI stopped itself at the cap it was given.
+		perr.Details.Budget = "turns"
+		perr.Message = fmt.Sprintf("%s: stopped at the cap of %d assistant turns", name, c.limits.MaxTurns)
+		return perr
+	}
 	if em, ok := c.adapter.(adapters.ExitMapper); ok && v.exited && v.exit.Code > 0 {
 		if err := classifyExit(c, perr, em.ExitMeaning(v.exit.Code), v.exit.Code); err != nil {
 			return err

@@ -59,12 +59,29 @@ type collector struct {
 	stderrSession string
 
 	stdoutTail, stderrTail *tail
+
+	// model prices the running cost when the CLI has not named its model
+	// yet (the input's, else the adapter's default).
+	model string
+	// turns counts the main agent's assistant turns; awaiting says the
+	// next model output starts a new one.
+	turns    int
+	awaiting bool
+	// over is set once the turn passed a cap of Limits (MaxCostUSD,
+	// MaxTurns); the harness then stops the CLI.
+	over *budgetHit
+}
+
+// budgetHit is a cap the running turn reached.
+type budgetHit struct {
+	reason string // "cost" or "turns"
+	text   string
 }
 
 func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapters.Event), keep bool, lim Limits, res *Result) *collector {
 	return &collector{
 		adapter: a, dec: a.NewDecoder(), now: now, onEvent: onEvent, keep: keep, res: res, limits: lim,
-		stdoutTail: newTail(lim.TailBytes), stderrTail: newTail(lim.TailBytes),
+		stdoutTail: newTail(lim.TailBytes), stderrTail: newTail(lim.TailBytes), awaiting: true,
 	}
 }
 
@@ -160,6 +177,7 @@ func (c *collector) emit(ev adapters.Event) adapters.Event {
 			// Sub-agent messages cost tokens too; they have their own ids.
 			c.ledger.Add(*ev.Usage)
 		}
+		c.checkCost()
 	case adapters.KindFailure:
 		if len(c.failures) == maxFailures {
 			c.failures = append(c.failures[:0], c.failures[1:]...)
@@ -188,6 +206,7 @@ func (c *collector) emit(ev adapters.Event) adapters.Event {
 		}
 		c.finished = &f
 	}
+	c.countTurn(ev)
 	if c.keep {
 		if len(c.res.Events) < c.limits.KeptEvents {
 			c.res.Events = append(c.res.Events, ev)
@@ -199,6 +218,64 @@ func (c *collector) emit(ev adapters.Event) adapters.Event {
 		c.onEvent(ev)
 	}
 	return ev
+}
+
+// countTurn counts the main agent's assistant turns: model output after
+// the start or after a tool result begins one. Past Limits.MaxTurns the
+// turn is over its cap.
+func (c *collector) countTurn(ev adapters.Event) {
+	if ev.Subagent != "" {
+		return
+	}
+	switch ev.Kind {
+	case adapters.KindText, adapters.KindTextDelta, adapters.KindReasoning, adapters.KindTool:
+		if c.awaiting {
+			c.awaiting = false
+			c.turns++
+			if max := c.limits.MaxTurns; max > 0 && c.turns > max && c.over == nil {
+				c.over = &budgetHit{reason: "turns", text: fmt.Sprintf("the agent started assistant turn %d of at most %d", c.turns, max)}
+			}
+		}
+	case adapters.KindToolResult:
+		c.awaiting = true
+	}
+}
+
+// runningCost is the turn's cost so far: the CLI's reported cost, else the
+// list price of the tokens reported so far; known is false when tokens were
+// reported that nothing prices.
+func (c *collector) runningCost() (cost float64, known bool) {
+	u := c.ledger.Total()
+	if u.CostKnown {
+		return u.CostUSD, true
+	}
+	if u.Tokens() == 0 {
+		return 0, true
+	}
+	model := c.res.Model
+	if model == "" {
+		model = c.model
+	}
+	return usage.Estimate(model, u)
+}
+
+// checkCost marks the turn over its cost cap.
+func (c *collector) checkCost() {
+	max := c.limits.MaxCostUSD
+	if max <= 0 || c.over != nil {
+		return
+	}
+	cost, known := c.runningCost()
+	switch {
+	case !known:
+		model := c.res.Model
+		if model == "" {
+			model = c.model
+		}
+		c.over = &budgetHit{reason: "cost", text: fmt.Sprintf("the cost cap of $%.4f cannot be enforced: the CLI reports no cost and model %q has no price", max, model)}
+	case cost >= max:
+		c.over = &budgetHit{reason: "cost", text: fmt.Sprintf("the cost cap of $%.4f is spent ($%.4f so far)", max, cost)}
+	}
 }
 
 // addText keeps a piece of the answer while the text bound allows.

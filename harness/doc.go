@@ -8,7 +8,12 @@
 //     as asked, the prompt is not empty, the credential plan resolves, and
 //     every variable an MCP server references is declared.
 //  2. A cold lease is acquired from Turn.Provider (or Turn.Sandbox is used
-//     warm and left alone).
+//     warm and left alone). With Turn.Seed its fresh workspace is filled
+//     from a tar stream through Sandbox.CopyIn (a task workspace; an
+//     earlier turn's patch is re-applied with git apply). Then the lease
+//     user must be able to create and remove a file in the workspace;
+//     when it cannot, the turn fails as configuration naming the owner
+//     and the remedies, before any CLI runs.
 //  3. Credentials and configuration are materialized into the lease's
 //     private home (package credentials/install); a stored conversation to
 //     continue is checked whole (only the files the adapter declares as its
@@ -25,10 +30,14 @@
 //     stays open): protocol replies and the caller's messages are written by
 //     a pump that never blocks supervision, messages wait until a turn can
 //     take them, and stdin is closed when the turn ends.
+//     Limits.MaxCostUSD and Limits.MaxTurns stop the CLI the same way once
+//     the running cost (the CLI's reported cost, else list prices) or the
+//     count of assistant turns passes them.
 //  5. Classification ([outposterr]): exit status, failure events, blocking
 //     quota events and the stderr of a failed turn — never assistant text.
 //     Only process failures become quota; outages stay process failures with
-//     Unavailable set; authentication failures set Auth.
+//     Unavailable set; authentication failures set Auth; a stop at a cost or
+//     turn cap sets Budget.
 //  6. Usage: per-message reports de-duplicated, a turn total preferred,
 //     cumulative counters diffed against the total stored with the
 //     conversation, and the adapter's session reader run after exit.
@@ -38,7 +47,9 @@
 //     logins are written back, files made for the invocation (a Codex
 //     output schema, in a per-turn scratch directory) are removed, and a
 //     cold lease is released — all under a bounded context.WithoutCancel,
-//     on success, failure and cancellation alike.
+//     on success, failure and cancellation alike. Before the release, with
+//     Turn.Patch, git inside the lease computes the patch of every change
+//     against the base commit with a private index (Result.Patch).
 //
 // A typed response (Turn.Schema) wraps this: the schema goes to a CLI with
 // native structured output or into the prompt, the final answer is checked

@@ -12,11 +12,14 @@ import (
 // replay` and `outpost run --json` print last, and what batch results hold.
 // Its JSON field names are a compatibility promise.
 type Outcome struct {
-	Type         string `json:"type"` // always "outcome"
-	OK           bool   `json:"ok"`
-	Class        string `json:"class"`
-	Unavailable  string `json:"unavailable"`
-	Auth         string `json:"auth,omitempty"`
+	Type        string `json:"type"` // always "outcome"
+	OK          bool   `json:"ok"`
+	Class       string `json:"class"`
+	Unavailable string `json:"unavailable"`
+	Auth        string `json:"auth,omitempty"`
+	// Budget names the caller's limit that stopped the turn ("cost",
+	// "turns"); the class is then process.
+	Budget       string `json:"budget,omitempty"`
 	ResetAt      string `json:"reset_at"`
 	Conversation string `json:"conversation"`
 	Text         string `json:"text"`
@@ -44,6 +47,7 @@ func (r *Result) Outcome() Outcome {
 		o.Class = string(outposterr.ClassOf(r.Err))
 		o.Unavailable = outposterr.UnavailableReason(r.Err)
 		o.Auth = outposterr.AuthReason(r.Err)
+		o.Budget = outposterr.BudgetReason(r.Err)
 		o.Error = r.Err.Error()
 		if t, ok := outposterr.ResetAt(r.Err); ok {
 			o.ResetAt = t.UTC().Format(time.RFC3339)

@@ -60,10 +60,23 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 		}()
 		t.Sandbox, t.Provider = sb, nil
 	}
-	if t.Schema != nil {
-		return runTyped(ctx, t, started)
+	if t.Limits.MaxTurns > 0 && t.Input.MaxTurns == 0 {
+		t.Input.MaxTurns = t.Limits.MaxTurns
 	}
-	return runReseed(ctx, t, t.Input, nil)
+	if err := prepareWorkspace(ctx, t, t.Sandbox); err != nil {
+		return failed(t, started, err)
+	}
+	if t.Schema != nil {
+		res, err = runTyped(ctx, t, started)
+	} else {
+		res, err = runReseed(ctx, t, t.Input, nil)
+	}
+	if t.Patch != nil && res != nil {
+		// Also after a failure: what the agent changed before it failed is
+		// part of the record.
+		collectPatch(ctx, t, t.Sandbox, res)
+	}
+	return res, err
 }
 
 // newResult is an empty result for t.
@@ -300,6 +313,10 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		return classifyInfra(ctx, name, outposterr.Sandbox, "start "+a.t.Adapter.Binary(), err)
 	}
 	col := newCollector(a.t.Adapter, a.t.Now, a.t.OnEvent, a.t.KeepEvents, a.t.Limits, a.res)
+	col.model = a.in.Model
+	if d, ok := a.t.Adapter.(adapters.DefaultModeler); ok && col.model == "" {
+		col.model = d.DefaultModel()
+	}
 	col.ledger.Baseline = a.usageBaseline(turnCtx)
 	var feed *liveFeed
 	if live != nil {
@@ -324,6 +341,11 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	}
 	col.finalize()
 	priceTurn(a.res, a.in, a.t.Adapter)
+	if col.over != nil && v.stop != stopBudget {
+		// The cap was reached by the CLI's final report, after its work was
+		// done: the turn stands; the caller sees the cost.
+		a.res.Warnings = append(a.res.Warnings, "after the CLI's final event: "+col.over.text)
+	}
 	if a.t.Store != nil {
 		// Captured even after failures and cancellation, bounded.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

@@ -79,6 +79,10 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 				stop(stopQuota, nil)
 				killWait = time.After(lim.KillGrace + 10*time.Second)
 			}
+			if col.over != nil && col.finished == nil && v.stop == stopNone {
+				stop(stopBudget, nil)
+				killWait = time.After(lim.KillGrace + 10*time.Second)
+			}
 			feed.afterLine()
 		}
 	}

@@ -58,6 +58,22 @@ type Limits struct {
 	TextBytes int
 	// KeptEvents bounds Result.Events (Turn.KeepEvents).
 	KeptEvents int
+
+	// MaxCostUSD stops the turn once its cost reaches this many dollars (0:
+	// no cap). The running cost is the CLI's reported cost when it reports
+	// one, else the list price of the tokens reported so far (package
+	// usage's table; also at a custom endpoint, where the estimate is only
+	// used to enforce the cap). When tokens are reported but neither is
+	// known (a model without a price) the cap cannot be enforced and the
+	// turn is stopped too, as the model gateway's budgets do. The stop is a
+	// process failure with Details.Budget "cost".
+	MaxCostUSD float64
+	// MaxTurns stops the turn when the agent starts more assistant turns
+	// (model responses between tool results) than this (0: no cap). A CLI
+	// that caps its own turns (adapters.TurnLimiter, Claude Code
+	// --max-turns) is told and stops itself. The stop is a process failure
+	// with Details.Budget "turns".
+	MaxTurns int
 }
 
 // DefaultLimits returns the limits a zero [Limits] stands for.
@@ -149,6 +165,14 @@ type Turn struct {
 	// Limits bound the turn in time and memory (zero fields: defaults).
 	Limits Limits
 
+	// Seed fills a fresh lease's workspace before anything else runs in it
+	// (the task workspace of a batch job). It needs a cold lease with its
+	// own workspace: Provider set and Spec.Workspace empty.
+	Seed *Seed
+	// Patch, when set, collects the patch of everything changed in the
+	// workspace after the turn (also after failures) into Result.Patch.
+	Patch *PatchOptions
+
 	// Logger receives debug logs; nil discards them. Secrets are never logged.
 	Logger *slog.Logger
 	// Now is the clock (nil: time.Now). Tests inject one.
@@ -219,6 +243,9 @@ type Result struct {
 	// it reports one; it is stored with the conversation as the next
 	// turn's baseline.
 	cumulative *usage.Usage
+
+	// Patch is what the turn changed in the workspace (Turn.Patch).
+	Patch *Patch `json:"patch,omitempty"`
 
 	// Warnings lists harness-level warnings (CLI stopped after settle, usage incomplete).
 	Warnings []string `json:"warnings,omitempty"`

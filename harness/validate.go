@@ -35,6 +35,12 @@ func (t Turn) Validate() error {
 		return outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", name)
 	case t.Live != nil && t.Schema != nil:
 		return outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name)
+	case t.Seed != nil && (t.Sandbox != nil || t.Spec.Workspace != "" || t.Seed.Tar == nil):
+		return outposterr.New(outposterr.Configuration, "%s: a seeded workspace needs a fresh lease of its own (Provider, no Spec.Workspace) and an archive", name)
+	case t.Patch != nil && !validRev(t.Patch.Base):
+		return outposterr.New(outposterr.Configuration, "%s: the patch base must be a commit id, not %q", name, t.Patch.Base)
+	case t.Limits.MaxCostUSD < 0 || t.Limits.MaxTurns < 0:
+		return outposterr.New(outposterr.Configuration, "%s: negative cost or turn cap", name)
 	}
 	vars := t.Input.Env
 	if t.Credentials != nil {

@@ -10,6 +10,7 @@
 //	IsQuota(err)        ResetAt(err) (time.Time, bool)
 //	IsUnavailable(err)  UnavailableReason(err) string
 //	IsAuth(err)         AuthReason(err) string
+//	IsBudget(err)       BudgetReason(err) string
 //	IsRetryable(err)
 //	Is(err, class)      ClassOf(err) Class   DetailsOf(err) Details
 //
@@ -21,6 +22,10 @@
 // Only a process failure is ever reclassified as quota; an outage (overload,
 // 5xx, connection errors) stays a process failure with Details.Unavailable set,
 // and an authentication failure stays a process failure with Details.Auth set.
+// A turn the harness stopped because it reached a limit the caller set (a
+// cost cap, a cap on assistant turns) is a process failure with
+// Details.Budget set ("cost", "turns"): not retryable, not an outage, and
+// not the CLI's fault; raise the limit to go on.
 //
 // Exit codes are the outpost command's business, not this package's.
 package outposterr
@@ -78,6 +83,10 @@ type Details struct {
 	Unavailable string `json:"unavailable,omitempty"`
 	// Auth is set on process failures caused by missing or rejected credentials.
 	Auth string `json:"auth,omitempty"`
+	// Budget is set on process failures stopped by a caller's limit: "cost"
+	// (a cost cap, or a cost that could not be known under one) or "turns"
+	// (a cap on assistant turns).
+	Budget string `json:"budget,omitempty"`
 	// ResetAt is when a quota resets, if the CLI said so.
 	ResetAt time.Time `json:"reset_at,omitzero"`
 	// Retryable says whether running the same turn again may succeed without
@@ -142,6 +151,9 @@ func merge(a, b Details) Details {
 	}
 	if b.Auth != "" {
 		a.Auth = b.Auth
+	}
+	if b.Budget != "" {
+		a.Budget = b.Budget
 	}
 	if !b.ResetAt.IsZero() {
 		a.ResetAt = b.ResetAt
@@ -260,6 +272,15 @@ func IsAuth(err error) bool { return AuthReason(err) != "" }
 // chain ("http 401", "not logged in"), or "".
 func AuthReason(err error) string {
 	return firstDetail(err, func(d Details) string { return d.Auth })
+}
+
+// IsBudget reports whether err's chain records a stop by a caller's limit.
+func IsBudget(err error) bool { return BudgetReason(err) != "" }
+
+// BudgetReason returns the limit recorded anywhere in err's chain ("cost",
+// "turns"), or "".
+func BudgetReason(err error) string {
+	return firstDetail(err, func(d Details) string { return d.Budget })
 }
 
 // firstDetail returns the first non-empty value f reads from the Outpost

@@ -45,6 +45,13 @@ func TestHelpersShareOneShape(t *testing.T) {
 	assert.False(t, IsRetryable(auth))
 	_, ok := ResetAt(auth)
 	assert.False(t, ok)
+
+	budget := fmt.Errorf("job: %w", New(Process, "stopped").With(Details{Budget: "cost"}))
+	assert.True(t, IsBudget(budget))
+	assert.Equal(t, "cost", BudgetReason(budget))
+	assert.Equal(t, "cost", DetailsOf(budget).Budget)
+	assert.False(t, IsRetryable(budget))
+	assert.False(t, IsBudget(auth))
 }
 
 func TestForeignErrorsAreInternal(t *testing.T) {

@@ -758,3 +758,23 @@ func TestDirectiveTimesRecovers(t *testing.T) {
 	assert.Equal(t, 503, resp.StatusCode)
 	resp.Body.Close()
 }
+
+func TestQuotaResetIn(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 2, 10, 0, 0, 300e6, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	srv := newServer(t, outposttest.WithScenario(outposttest.ScenarioQuota), outposttest.WithClock(clock),
+		outposttest.WithQuotaReset(now.Add(time.Hour)), outposttest.WithQuotaResetIn(20*time.Second))
+	resp := post(t, srv, "/v1/messages", body(true, msg("user", "hi")))
+	require.Equal(t, 429, resp.StatusCode)
+	// 20 s after the answer, rounded up to the header's whole second.
+	assert.Equal(t, fmt.Sprint(now.Add(21*time.Second).Truncate(time.Second).Unix()), resp.Header.Get("anthropic-ratelimit-unified-reset"))
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	resp = post(t, srv, "/v1/messages", body(true, msg("user", "again")))
+	assert.Equal(t, fmt.Sprint(now.Add(21*time.Second).Truncate(time.Second).Unix()), resp.Header.Get("anthropic-ratelimit-unified-reset"),
+		"each answer's reset is its own")
+	_, err := outposttest.NewServer(outposttest.WithQuotaResetIn(0))
+	assert.Error(t, err)
+}

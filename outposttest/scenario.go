@@ -444,8 +444,16 @@ func (s *Server) unifiedHeaders(status string, reset time.Time, utilization floa
 // windowHeader maps a representative claim to its per-window header infix.
 var windowHeader = map[string]string{"five_hour": "5h", "seven_day": "7d"}
 
-// quotaReset is the configured reset instant, or the next midnight UTC.
+// quotaReset is the configured reset instant (or delay), or the next
+// midnight UTC.
 func (s *Server) quotaReset(now time.Time) time.Time {
+	if d := s.cfg.quotaResetIn; d > 0 {
+		t := now.Add(d)
+		if r := t.Truncate(time.Second); !r.Equal(t) {
+			t = r.Add(time.Second)
+		}
+		return t
+	}
 	if !s.cfg.quotaReset.IsZero() {
 		return s.cfg.quotaReset
 	}

@@ -19,13 +19,14 @@ import (
 type Option func(*config) error
 
 type config struct {
-	addr       string
-	scenario   Scenario
-	sequence   []Scenario
-	answers    []string
-	retryAfter time.Duration
-	quotaReset time.Time
-	chunkDelay time.Duration
+	addr         string
+	scenario     Scenario
+	sequence     []Scenario
+	answers      []string
+	retryAfter   time.Duration
+	quotaReset   time.Time
+	quotaResetIn time.Duration
+	chunkDelay   time.Duration
 	// quotaWindow is the representative claim of the subscription headers.
 	quotaWindow string
 	now         func() time.Time
@@ -103,6 +104,19 @@ func WithRetryAfter(d time.Duration) Option {
 func WithQuotaReset(t time.Time) Option {
 	return func(c *config) error {
 		c.quotaReset = t
+		return nil
+	}
+}
+
+// WithQuotaResetIn makes [ScenarioQuota] and [ScenarioSpendLimit] say
+// access returns d after each answer, rounded up to a whole second (the
+// unit of the reset headers); it overrides [WithQuotaReset].
+func WithQuotaResetIn(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return errors.New("with quota reset in: the delay must be positive")
+		}
+		c.quotaResetIn = d
 		return nil
 	}
 }

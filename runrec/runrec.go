@@ -598,9 +598,22 @@ func (a *Attempt) Patch(diff []byte) error {
 }
 
 // Finish ends the attempt with the turn's result (nil: none): the
-// trajectory is flushed, the stderr tail and result.json are written. It
-// returns the attempt's first recording error. Idempotent.
+// trajectory is flushed, the stderr tail and result.json are written, and
+// the turn's patch (Result.Patch, a task workspace's) is kept unless
+// [Attempt.Patch] kept one already. It returns the attempt's first
+// recording error. Idempotent.
 func (a *Attempt) Finish(res *harness.Result) error {
+	if res != nil && res.Patch != nil {
+		a.mu.Lock()
+		kept := a.patchName != "" || a.patchOver > 0
+		if !kept && res.Patch.Omitted {
+			a.patchOver, kept = res.Patch.Bytes, true
+		}
+		a.mu.Unlock()
+		if !kept && len(res.Patch.Diff) > 0 {
+			_ = a.Patch(res.Patch.Diff) // an error is the attempt's, returned below
+		}
+	}
 	a.mu.Lock()
 	if a.done {
 		err := a.err

@@ -340,3 +340,29 @@ func TestSampleBatch(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"": 11, "process": 2, "timeout": 1, "quota": 1}, classes)
 }
+
+func TestFinishKeepsTheResultsPatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	rec, err := runrec.Create(dir, runrec.Manifest{Command: "batch"}, runrec.WithMaxPatchBytes(64))
+	require.NoError(t, err)
+	diff := "diff --git a/f b/f\n+x\n"
+	require.NoError(t, rec.Job("with", 0).Finish(&harness.Result{Agent: "claude", Patch: &harness.Patch{Diff: []byte(diff), Bytes: len(diff), Files: []string{"f"}}}))
+	require.NoError(t, rec.Job("omitted", 0).Finish(&harness.Result{Agent: "claude", Patch: &harness.Patch{Bytes: 1 << 20, Omitted: true}}))
+	require.NoError(t, rec.Job("over", 0).Finish(&harness.Result{Agent: "claude", Patch: &harness.Patch{Diff: make([]byte, 100), Bytes: 100}}))
+	require.NoError(t, rec.Close())
+	run, err := runrec.Read(dir, runrec.ReadOptions{})
+	require.NoError(t, err)
+	got := map[string]runrec.AttemptResult{}
+	for _, j := range run.Jobs {
+		require.Len(t, j.Attempts, 1)
+		require.NotNil(t, j.Attempts[0].Result)
+		got[j.ID] = *j.Attempts[0].Result
+	}
+	assert.Equal(t, runrec.PatchFile, got["with"].Patch)
+	b, err := os.ReadFile(filepath.Join(dir, "jobs", "with", "1", runrec.PatchFile))
+	require.NoError(t, err)
+	assert.Equal(t, diff, string(b))
+	assert.Equal(t, 1<<20, got["omitted"].PatchOmitted)
+	assert.Equal(t, 100, got["over"].PatchOmitted)
+	assert.Empty(t, got["over"].Patch)
+}

@@ -182,7 +182,15 @@ func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...
 // New returns a Claude Code adapter.
 func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
 
-var _ adapters.Adapter = (*Adapter)(nil)
+var (
+	_ adapters.Adapter     = (*Adapter)(nil)
+	_ adapters.TurnLimiter = (*Adapter)(nil)
+)
+
+// TurnsExhausted recognizes the result of a turn stopped by --max-turns.
+func (a *Adapter) TurnsExhausted(f adapters.FinishedDetail) bool {
+	return !f.OK && (f.Reason == "max_turns" || f.Reason == "error_max_turns")
+}
 
 // Capabilities: resumable, forkable, a result event is required, usage from
 // events. It also takes live input ([Adapter.LiveRequest]).
@@ -242,6 +250,11 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 			return nil, nil, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 		}
 		args = append(args, "--effort", in.Effort)
+	}
+	if in.MaxTurns > 0 {
+		// Hidden from --help in 2.1.328 but honoured in print mode: the CLI
+		// ends with subtype error_max_turns (terminal reason max_turns).
+		args = append(args, "--max-turns", strconv.Itoa(in.MaxTurns))
 	}
 	if len(in.Schema) > 0 {
 		// Not a secret: a JSON Schema may travel in argv. Claude Code offers

@@ -254,3 +254,20 @@ func TestStructuredFieldsFirst(t *testing.T) {
 	ok, _ = adapters.FailureQuota(a, apiFailure("API Error: 400 prompt is too long", "invalid_request", 400, "invalid_request_error"))
 	assert.False(t, ok)
 }
+
+func TestTurnsExhausted(t *testing.T) {
+	a := claude.New()
+	// The result line of a turn stopped by --max-turns (Claude Code 2.1.328).
+	evs := a.NewDecoder().Decode([]byte(`{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":2,` +
+		`"terminal_reason":"max_turns","errors":["Reached maximum number of turns (1)"],"session_id":"s"}`))
+	var fin *adapters.FinishedDetail
+	for _, ev := range evs {
+		if ev.Kind == adapters.KindFinished {
+			fin = ev.Finished
+		}
+	}
+	require.NotNil(t, fin, "%+v", evs)
+	assert.True(t, a.TurnsExhausted(*fin), "max-turns result recognized")
+	assert.False(t, a.TurnsExhausted(adapters.FinishedDetail{OK: false, Reason: "error_during_execution"}))
+	assert.False(t, a.TurnsExhausted(adapters.FinishedDetail{OK: true, Reason: "max_turns"}))
+}

@@ -44,6 +44,8 @@ func TestRequestArgv(t *testing.T) {
 			argv("--permission-mode", "bypassPermissions")},
 		{"model and effort", claude.New(), adapters.Input{Prompt: "hi", Model: "claude-opus-4-5[1m]", Effort: "xhigh"},
 			argv("--dangerously-skip-permissions", "--model", "claude-opus-4-5[1m]", "--effort", "xhigh")},
+		{"max turns", claude.New(), adapters.Input{Prompt: "hi", MaxTurns: 7},
+			argv("--dangerously-skip-permissions", "--max-turns", "7")},
 		{"resume", claude.New(), adapters.Input{Prompt: "hi", Continue: id},
 			argv("--dangerously-skip-permissions", "--resume", id)},
 		{"fork", claude.New(), adapters.Input{Prompt: "hi", Continue: id, Fork: true, Permission: "plan"},

@@ -10,6 +10,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,46 +23,84 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/atomicfile"
 	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // BatchOptions are the flags of `outpost batch`.
 type BatchOptions struct {
-	Run         RunOptions
-	Jobs        string
-	Results     string
-	Concurrency int
+	Run     RunOptions
+	Jobs    string
+	Results string
+	// Concurrency is "N", "agent=N,…" or both ("8,claude=4,codex=2").
+	Concurrency string
 	Resume      bool
+	// RetryFailed reruns jobs whose latest result failed: "all" or a list
+	// of classes ("quota,process"); empty: off.
+	RetryFailed string
 	MaxParks    int
 	MaxPark     time.Duration
 	MaxRetries  int
+	// MaxCostUSD caps each job's cost, MaxBatchCostUSD the batch's.
+	MaxCostUSD      float64
+	MaxBatchCostUSD float64
+	// MaxTurns caps each turn's assistant turns.
+	MaxTurns int
+	// Predictions is the SWE-bench predictions file to write.
+	Predictions string
 }
 
 // NewCmdBatch builds `outpost batch`.
 func NewCmdBatch(f *Factory) *cobra.Command {
 	o := &BatchOptions{Run: RunOptions{IO: f.IO}}
 	cmd := &cobra.Command{
-		Use:   "batch JOBS.jsonl [--results FILE] [--concurrency N] [--resume]",
-		Short: "Run many turns unattended: quota parking, outage retries, fallback agents, resumable",
-		Long: `batch runs every job of a JSON-lines file ({"id","agent","prompt","workspace",
-"model","conversation","fallback":[…]} per line) with a concurrency cap, and appends one
-JSON line per finished job to the results file (job, agent, outcome as printed by
-"outpost replay", duration_ms, conversation, cli_version, turns, retries, parks, agents,
-usage).
+		Use:   "batch JOBS.jsonl [--results FILE] [--concurrency N[,AGENT=N…]] [--resume | --retry-failed[=CLASSES]]",
+		Short: "Run many turns unattended: task workspaces, patches, quota pauses, budgets, resumable",
+		Long: `batch runs every job of a JSON-lines file with a concurrency cap and appends one JSON
+line per finished job to the results file. A job line:
 
-Quota failures try the next fallback agent, else are parked until their reset time (or
---max-park) and resumed on the conversation they left, with a short continuation prompt.
-Outages (overload, 5xx, connection failures, timeouts) are retried with capped
-exponential backoff and full jitter, then fall back. A turn is stopped as soon as the
-CLI's own retry chatter proves a quota failure.
+  {"id","agent","prompt", "source":{"repo","commit"}|{"dir"} | "workspace",
+   "metadata":{…}, "model","effort","timeout","idle_timeout","env":[…],
+   "image","cpus","memory","pids", "max_cost_usd","max_turns", "attempts",
+   "conversation","fallback":[…],"schema":{…}}
+
+Relative paths resolve against the jobs file's directory. A job with a source runs
+each attempt in a fresh copy of it (a git checkout at the commit, or a copy of the
+directory) copied into its own lease; "workspace" runs in place. For a git source
+the patch of everything the agent changed is stored next to the results file
+(RESULTS.patches/) and the result line carries its path, size and files.
+"attempts": K runs K independent trials, ids ID#1…ID#K. Unknown fields are errors.
+
+A result line holds job, attempt (its count of lines for the job), agent, outcome
+(as printed by "outpost replay"), duration_ms, conversation, cli_version, turns,
+retries, parks, agents, usage, metadata, source and patch. The latest line of a
+job is its result.
+
+Quota failures try the next fallback agent, else are parked until their reset time
+(or --max-park) and resumed on the conversation they left (in a copy holding the
+work it did), with a short continuation prompt. A quota with a reset pauses every
+job of the same agent and account until the reset. Outages are retried with capped
+exponential backoff and full jitter, then fall back.
+
+Budgets: --max-cost-usd caps each job, --max-batch-cost-usd the batch, --max-turns
+each turn's assistant turns (Claude Code enforces it itself; other CLIs are counted).
+A job stopped by a cap fails as process with "budget" set in its outcome (exit 12);
+a batch over its cap starts no further turn. Costs are the CLI's reported cost,
+else list prices; a turn whose tokens nothing prices is stopped when a cap is set.
+
+SIGINT stops scheduling, cancels running turns and removes their containers. --resume
+redoes jobs without a result line; --retry-failed reruns jobs whose latest line failed
+(all, or only the named classes). The exit code covers the whole results file: 0
+when every job's latest line succeeded, else the failures' code when they share a
+class, else 1 (configuration errors: 2).
 
 --json prints each result line on standard output as well; --out DIR records the run
 (every attempt's trajectory, the results, parks and a manifest) for outpost report.
 
-SIGINT stops scheduling, cancels running turns and removes their containers; jobs
-without a result line are redone by --resume, finished ones never are. The exit code is
-0 when every job succeeded, 1 otherwise (configuration errors: 2).`,
+--predictions FILE writes SWE-bench predictions (instance_id, model_name_or_path,
+model_patch) for every job whose metadata has an instance_id; "{trial}" in FILE
+writes one file per trial of jobs with attempts.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Jobs = args[0]
@@ -71,26 +113,126 @@ without a result line are redone by --resume, finished ones never are. The exit 
 	addRunFlags(f, cmd, &o.Run)
 	fl := cmd.Flags()
 	fl.StringVar(&o.Results, "results", "", "results file (JSON lines, appended; default JOBS.results.jsonl)")
-	fl.IntVar(&o.Concurrency, "concurrency", 4, "turns running at once")
+	fl.StringVar(&o.Concurrency, "concurrency", "4", "turns running at once: N, and caps per agent (\"8,claude=4,codex=2\")")
 	fl.BoolVar(&o.Resume, "resume", false, "skip jobs that already have a result line")
+	fl.StringVar(&o.RetryFailed, "retry-failed", "", "rerun jobs whose latest result failed: all, or classes (\"quota,process\"); implies --resume")
+	fl.Lookup("retry-failed").NoOptDefVal = "all"
 	fl.IntVar(&o.MaxParks, "max-parks", 3, "times one job may wait for a quota reset")
 	fl.DurationVar(&o.MaxPark, "max-park", 6*time.Hour, "longest single wait for a quota reset")
 	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent")
+	fl.Float64Var(&o.MaxCostUSD, "max-cost-usd", 0, "stop a job once its cost reaches this many dollars (0: no cap)")
+	fl.Float64Var(&o.MaxBatchCostUSD, "max-batch-cost-usd", 0, "start no further turn once the batch's cost reaches this many dollars (0: no cap)")
+	fl.IntVar(&o.MaxTurns, "max-turns", 0, "stop a turn after this many assistant turns (0: no cap)")
+	fl.StringVar(&o.Predictions, "predictions", "", "write SWE-bench predictions JSONL from the jobs' metadata.instance_id")
 	return cmd
 }
 
+// parseConcurrency reads "N", "agent=N,…" or "N,agent=N,…".
+func parseConcurrency(s string) (int, map[string]int, error) {
+	total, per := 0, map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		name, v, isAgent := strings.Cut(part, "=")
+		if !isAgent {
+			v = name
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return 0, nil, fmt.Errorf("--concurrency: want N or AGENT=N with N > 0, not %q", part)
+		}
+		if !isAgent {
+			if total != 0 {
+				return 0, nil, fmt.Errorf("--concurrency: two overall caps in %q", s)
+			}
+			total = n
+			continue
+		}
+		per[strings.TrimSpace(name)] = n
+	}
+	if total == 0 {
+		// Only per-agent caps: the overall cap is their sum.
+		for _, n := range per {
+			total += n
+		}
+	}
+	return total, per, nil
+}
+
+// parseRetryClasses reads "all" or a class list.
+func parseRetryClasses(s string) (map[outposterr.Class]bool, error) {
+	if s == "" || s == "all" {
+		return nil, nil
+	}
+	out := map[outposterr.Class]bool{}
+	for _, name := range strings.Split(s, ",") {
+		c, ok := outposterr.ParseClass(name)
+		if !ok {
+			return nil, fmt.Errorf("--retry-failed: unknown class %q (all, or a list of %s)", name, classNames())
+		}
+		out[c] = true
+	}
+	return out, nil
+}
+
+func classNames() string {
+	names := make([]string, len(outposterr.Classes))
+	for i, c := range outposterr.Classes {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
+}
+
 func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions) error {
+	total, perAgent, err := parseConcurrency(o.Concurrency)
+	if err != nil {
+		return &flagError{err}
+	}
+	retry, err := parseRetryClasses(o.RetryFailed)
+	if err != nil {
+		return &flagError{err}
+	}
+	if o.MaxCostUSD < 0 || o.MaxBatchCostUSD < 0 || o.MaxTurns < 0 {
+		return &flagError{fmt.Errorf("--max-cost-usd, --max-batch-cost-usd and --max-turns take positive values")}
+	}
 	jobs, err := readJobs(o.Jobs)
 	if err != nil {
 		return err
 	}
+	if jobs, err = batch.Expand(jobs); err != nil {
+		return err
+	}
+	prev, err := readResults(o.Results)
+	if err != nil {
+		return err
+	}
 	done := map[string]bool{}
-	if o.Resume {
-		if done, err = finishedJobs(o.Results); err != nil {
-			return err
+	switch {
+	case o.Resume || o.RetryFailed != "":
+		var finished, failed, rerun int
+		for _, j := range jobs {
+			last, ok := prev.latest[j.ID]
+			if !ok {
+				continue
+			}
+			finished++
+			if !last.Outcome.OK {
+				failed++
+			}
+			again := o.RetryFailed != "" && !last.Outcome.OK &&
+				(retry == nil || retry[outposterr.Class(last.Outcome.Class)])
+			if again {
+				rerun++
+			} else {
+				done[j.ID] = true
+			}
 		}
-	} else if _, err := os.Stat(o.Results); err == nil {
-		return &flagError{fmt.Errorf("%s exists: pass --resume to continue that run, or choose another --results file", o.Results)}
+		msg := fmt.Sprintf("%d of %d jobs already have a result (%d failed)", finished, len(jobs), failed)
+		if o.RetryFailed != "" {
+			msg += fmt.Sprintf("; rerunning %d failed", rerun)
+		}
+		fmt.Fprintf(f.IO.ErrOut, "%s; running %d\n", msg, len(jobs)-len(done))
+	case prev.exists:
+		return &flagError{fmt.Errorf("%s exists: pass --resume to continue that run (or --retry-failed to rerun its failures), or choose another --results file", o.Results)}
 	}
 	table, err := loadAgents(f)
 	if err != nil {
@@ -110,20 +252,55 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 		// Drivers declare their secrets themselves; there is no login to choose.
 		o.Run.Credentials.Auth = "none"
 	}
+	var recs []batch.Record
+	if len(done) < len(jobs) {
+		if recs, err = runPending(ctx, cmd, f, o, table, jobs, batch.Options{
+			Concurrency: total, AgentConcurrency: perAgent, MaxParks: o.MaxParks, MaxPark: o.MaxPark,
+			MaxRetries: o.MaxRetries, Done: done, Attempts: prev.count,
+			MaxJobCostUSD: o.MaxCostUSD, MaxCostUSD: o.MaxBatchCostUSD, MaxTurns: o.MaxTurns,
+		}); err != nil && !outposterr.IsBudget(err) {
+			return err
+		} else if err != nil {
+			fmt.Fprintln(f.IO.ErrOut, err)
+		}
+	}
+	// The verdict covers the whole results file, not only this run.
+	all, rerr := readResults(o.Results)
+	if rerr != nil {
+		return rerr
+	}
+	if o.Predictions != "" {
+		n, perr := writePredictions(o.Predictions, o.Results, jobs, all)
+		if perr != nil {
+			return perr
+		}
+		fmt.Fprintf(f.IO.ErrOut, "wrote %d predictions to %s\n", n, o.Predictions)
+	}
+	if err != nil {
+		return &silentError{err}
+	}
+	return verdict(f.IO.ErrOut, jobs, all, len(recs))
+}
+
+// runPending runs the jobs not in opts.Done and appends their records.
+func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions, table *outpost.AgentTable, jobs []batch.Job, opts batch.Options) ([]batch.Record, error) {
 	s, err := newSession(ctx, f, &o.Run, table)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.close()
+	if err := s.r.CheckJobs(jobs); err != nil {
+		return nil, err
+	}
 	out, err := os.OpenFile(o.Results, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return outposterr.Wrap(outposterr.Configuration, err, "open results")
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "open results")
 	}
 	defer out.Close()
-
+	patchDir := o.Results + ".patches"
 	rec, err := openRecord(cmd, &o.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var attempt func(batch.Turn) (func(adapters.Event), func(*harness.Result))
 	if rec != nil {
@@ -134,58 +311,131 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 		}
 	}
 	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
-	failed := 0
 	var mu sync.Mutex
-	recs, err := s.r.Batch(ctx, jobs, outpost.BatchOptions{Attempt: attempt, Options: batch.Options{
-		Concurrency: o.Concurrency, MaxParks: o.MaxParks, MaxPark: o.MaxPark, MaxRetries: o.MaxRetries, Done: done,
-		OnRecord: func(r batch.Record) {
-			b, _ := json.Marshal(r)
-			mu.Lock()
-			defer mu.Unlock()
-			// One write per line, synced: a crash never leaves half a record.
-			_, _ = out.Write(append(b, '\n'))
-			_ = out.Sync()
-			if o.Run.Output.JSON {
-				fmt.Fprintf(f.IO.Out, "%s\n", b)
-			}
-			if rec != nil {
-				_ = rec.Record(r)
-			}
-			if !r.Outcome.OK {
-				failed++
-			}
-			prog.record(r)
-		},
-		OnStatus: prog.status,
-		OnPark: func(job string, until time.Time) {
-			prog.park(job, until)
-			if rec != nil {
-				_ = rec.Park(job, time.Now(), until)
-			}
-		},
-	}})
+	opts.OnRecord = func(r batch.Record) {
+		b, _ := json.Marshal(r)
+		mu.Lock()
+		defer mu.Unlock()
+		// One write per line, synced: a crash never leaves half a record.
+		_, _ = out.Write(append(b, '\n'))
+		_ = out.Sync()
+		if o.Run.Output.JSON {
+			fmt.Fprintf(f.IO.Out, "%s\n", b)
+		}
+		if rec != nil {
+			_ = rec.Record(r)
+		}
+		prog.record(r)
+	}
+	opts.SavePatch = func(r batch.Record, diff []byte) (string, error) {
+		return savePatch(patchDir, r, diff)
+	}
+	opts.OnStatus, opts.OnPause = prog.status, prog.pause
+	opts.OnPark = func(job string, until time.Time) {
+		prog.park(job, until)
+		if rec != nil {
+			_ = rec.Park(job, time.Now(), until)
+		}
+	}
+	recs, err := s.r.Batch(ctx, jobs, outpost.BatchOptions{Options: opts, Attempt: attempt})
 	prog.finish()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; `outpost batch %s --resume --results %s` continues\n",
 			len(recs), o.Jobs, o.Results)
-		return &silentError{outposterr.New(outposterr.Aborted, "batch interrupted")}
+		return recs, &silentError{outposterr.New(outposterr.Aborted, "batch interrupted")}
 	}
-	if err != nil {
-		return err
+	return recs, err
+}
+
+// savePatch writes a job's patch into dir as ESCAPED-ID.ATTEMPT.patch and
+// returns its path relative to the results file's directory.
+func savePatch(dir string, r batch.Record, diff []byte) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
 	}
-	if failed > 0 {
-		return &silentError{outposterr.New(outposterr.Process, "%d of %d jobs failed", failed, len(recs))}
+	name := fileSafe(r.Job) + "." + strconv.Itoa(r.Attempt) + ".patch"
+	if err := atomicfile.Write(filepath.Join(dir, name), diff, 0o600); err != nil {
+		return "", err
 	}
-	return nil
+	return filepath.ToSlash(filepath.Join(filepath.Base(dir), name)), nil
+}
+
+// fileSafe escapes an id into a file name: letters, digits, '-' and '_'
+// stay; everything else (and a leading '.') becomes %XX.
+func fileSafe(id string) string {
+	var b strings.Builder
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// verdict reports the whole results file and returns the exit error: nil
+// when every job's latest line succeeded; else an error of the failures'
+// class when they share one (a budget stop keeps its reason), else a
+// process error.
+func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
+	var failed []resultLine
+	missing := 0
+	for _, j := range jobs {
+		last, ok := all.latest[j.ID]
+		switch {
+		case !ok:
+			missing++
+		case !last.Outcome.OK:
+			failed = append(failed, last)
+		}
+	}
+	if len(failed) == 0 && missing == 0 {
+		return nil
+	}
+	if missing > 0 && len(failed) == 0 {
+		return &silentError{outposterr.New(outposterr.Process, "%d of %d jobs have no result", missing, len(jobs))}
+	}
+	first := failed[0].Outcome
+	same := true
+	for _, r := range failed[1:] {
+		o := r.Outcome
+		if o.Class != first.Class || o.Budget != first.Budget || o.Unavailable != first.Unavailable || o.Auth != first.Auth {
+			same = false
+		}
+	}
+	ids := make([]string, 0, len(failed))
+	for _, r := range failed {
+		ids = append(ids, r.Job)
+	}
+	sort.Strings(ids)
+	if len(ids) > 10 {
+		ids = append(ids[:10], "…")
+	}
+	fmt.Fprintf(w, "%d of %d jobs failed (latest result per job; %d ran now): %s\n", len(failed), len(jobs), ran, strings.Join(ids, ", "))
+	class := outposterr.Process
+	var d outposterr.Details
+	if c, ok := outposterr.ParseClass(first.Class); ok && same {
+		class = c
+		d = outposterr.Details{Budget: first.Budget, Unavailable: first.Unavailable, Auth: first.Auth}
+	}
+	return &silentError{outposterr.New(class, "%d of %d jobs failed", len(failed), len(jobs)).With(d)}
 }
 
 // readJobs parses a JSON-lines job file; blank lines and lines starting
-// with # are skipped.
+// with # are skipped. Relative paths in a job (workspace, source repo and
+// dir) resolve against the file's directory.
 func readJobs(path string) ([]batch.Job, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
 	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+	}
+	base := filepath.Dir(abs)
 	var jobs []batch.Job
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -199,6 +449,13 @@ func readJobs(path string) ([]batch.Job, error) {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&j); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+		}
+		if j.Workspace != "" && !filepath.IsAbs(j.Workspace) {
+			j.Workspace = filepath.Join(base, j.Workspace)
+		}
+		if j.Source != nil {
+			s := j.Source.Resolve(base)
+			j.Source = &s
 		}
 		if err := j.Compile(); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
@@ -214,29 +471,154 @@ func readJobs(path string) ([]batch.Job, error) {
 	return jobs, nil
 }
 
-// finishedJobs reads the job ids of an existing results file; a torn last
-// line (a crash mid-write) is ignored.
-func finishedJobs(path string) (map[string]bool, error) {
-	done := map[string]bool{}
+// resultLine is what batch reads back of a result line.
+type resultLine struct {
+	Job      string              `json:"job"`
+	Trial    int                 `json:"trial"`
+	Attempt  int                 `json:"attempt"`
+	Agent    string              `json:"agent"`
+	Outcome  resultOutcome       `json:"outcome"`
+	Metadata json.RawMessage     `json:"metadata"`
+	Patch    *batch.PatchRecord  `json:"patch"`
+	Source   *batch.SourceRecord `json:"source"`
+}
+
+type resultOutcome struct {
+	OK          bool   `json:"ok"`
+	Class       string `json:"class"`
+	Budget      string `json:"budget"`
+	Unavailable string `json:"unavailable"`
+	Auth        string `json:"auth"`
+	Model       string `json:"model"`
+}
+
+// results is an existing results file: the latest line and the number of
+// lines per job.
+type results struct {
+	exists bool
+	latest map[string]resultLine
+	count  map[string]int
+}
+
+// readResults reads a results file; a torn last line (a crash mid-write)
+// is ignored, a missing file is empty.
+func readResults(path string) (results, error) {
+	r := results{latest: map[string]resultLine{}, count: map[string]int{}}
 	fh, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return done, nil
+		return r, nil
 	}
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read results")
+		return r, outposterr.Wrap(outposterr.Configuration, err, "read results")
 	}
 	defer fh.Close()
+	r.exists = true
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var r struct {
-			Job string `json:"job"`
+		var l resultLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Job == "" {
+			continue
 		}
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Job != "" {
-			done[r.Job] = true
+		r.count[l.Job]++
+		r.latest[l.Job] = l
+	}
+	if err := sc.Err(); err != nil {
+		return r, outposterr.Wrap(outposterr.Configuration, err, "read results")
+	}
+	return r, nil
+}
+
+// prediction is one line of a SWE-bench predictions file.
+type prediction struct {
+	InstanceID      string `json:"instance_id"`
+	ModelNameOrPath string `json:"model_name_or_path"`
+	ModelPatch      string `json:"model_patch"`
+}
+
+// maxPredictionPatch bounds a patch read back into a predictions file.
+const maxPredictionPatch = 64 << 20
+
+// writePredictions writes the predictions of jobs whose metadata has an
+// instance_id, from their latest result lines, in job order; "{trial}" in
+// path writes one file per trial number. It returns the lines written.
+func writePredictions(path, resultsPath string, jobs []batch.Job, all results) (int, error) {
+	byFile := map[string][]prediction{}
+	var order []string
+	for _, j := range jobs {
+		var meta struct {
+			InstanceID      any `json:"instance_id"`
+			ModelNameOrPath any `json:"model_name_or_path"`
+		}
+		if len(j.Metadata) == 0 || json.Unmarshal(j.Metadata, &meta) != nil {
+			continue
+		}
+		id, ok := meta.InstanceID.(string)
+		if !ok || id == "" {
+			continue
+		}
+		last, ok := all.latest[j.ID]
+		if !ok {
+			continue
+		}
+		p := prediction{InstanceID: id}
+		if name, ok := meta.ModelNameOrPath.(string); ok && name != "" {
+			p.ModelNameOrPath = name
+		} else {
+			p.ModelNameOrPath = "outpost-" + last.Agent
+			if m := cmpOr(last.Outcome.Model, j.Model); m != "" {
+				p.ModelNameOrPath += "-" + m
+			}
+		}
+		if last.Patch != nil && last.Patch.Path != "" {
+			b, err := readPatch(filepath.Join(filepath.Dir(resultsPath), filepath.FromSlash(last.Patch.Path)))
+			if err != nil {
+				return 0, outposterr.Wrap(outposterr.Configuration, err, "predictions: job %s", j.ID)
+			}
+			p.ModelPatch = string(b)
+		}
+		file := path
+		if strings.Contains(path, "{trial}") {
+			file = strings.ReplaceAll(path, "{trial}", strconv.Itoa(max(j.Trial, 1)))
+		}
+		if _, ok := byFile[file]; !ok {
+			order = append(order, file)
+		}
+		byFile[file] = append(byFile[file], p)
+	}
+	n := 0
+	for _, file := range order {
+		var b bytes.Buffer
+		for _, p := range byFile[file] {
+			line, _ := json.Marshal(p)
+			b.Write(line)
+			b.WriteByte('\n')
+			n++
+		}
+		if err := atomicfile.Write(file, b.Bytes(), 0o644); err != nil {
+			return n, outposterr.Wrap(outposterr.Configuration, err, "write predictions")
 		}
 	}
-	return done, sc.Err()
+	return n, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// readPatch reads a stored patch, bounded, without following a link.
+func readPatch(path string) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxPredictionPatch {
+		return nil, fmt.Errorf("%s is not a regular file under %d MiB", path, maxPredictionPatch>>20)
+	}
+	return os.ReadFile(path)
 }
 
 // batchProgress shows the batch's status line (internal/progress): drawn
@@ -248,9 +630,12 @@ func newBatchProgress(w io.Writer, tty bool) *batchProgress {
 }
 
 func (p *batchProgress) status(s batch.Status) {
-	cost := fmt.Sprintf("$%.4f", s.CostUSD)
-	p.line.Set(fmt.Sprintf("done (%d failed), %d running, %d parked, %d tokens, %s", s.Failed, s.Running, s.Parked, s.Tokens, cost),
-		s.Done, s.Total)
+	text := s.String()
+	// The line shows the count itself, with elapsed time and an estimate.
+	if _, rest, ok := strings.Cut(text, " done"); ok {
+		text = "done" + rest
+	}
+	p.line.Set(text, s.Done, s.Total)
 }
 
 func (p *batchProgress) record(r batch.Record) {
@@ -260,12 +645,23 @@ func (p *batchProgress) record(r batch.Record) {
 		if r.Outcome.Unavailable != "" {
 			state += " (unavailable: " + r.Outcome.Unavailable + ")"
 		}
+		if r.Outcome.Budget != "" {
+			state += " (budget: " + r.Outcome.Budget + ")"
+		}
 	}
-	p.line.Logf("job %s: %s via %s in %s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond)
+	patch := ""
+	if r.Patch != nil {
+		patch = fmt.Sprintf(", patch %d files", len(r.Patch.Files))
+	}
+	p.line.Logf("job %s: %s via %s in %s%s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond, patch)
 }
 
 func (p *batchProgress) park(job string, until time.Time) {
 	p.line.Logf("job %s: quota; parked until %s", job, until.UTC().Format(time.RFC3339))
+}
+
+func (p *batchProgress) pause(agent string, until time.Time) {
+	p.line.Logf("agent %s: quota on its account; no new turn before %s", agent, until.UTC().Format(time.RFC3339))
 }
 
 func (p *batchProgress) finish() { p.line.Close() }

@@ -90,7 +90,9 @@ func TestRunDriverDocker(t *testing.T) {
 	testenv.Short(t)
 	requireDocker(t)
 	ws := t.TempDir()
-	require.NoError(t, os.Chmod(ws, 0o755))
+	// The lease user (not root) must be able to write the workspace, or
+	// the turn fails as configuration before the CLI starts.
+	require.NoError(t, os.Chmod(ws, 0o777))
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "lines.json"), []byte(`{"id":"lines","binary":"sh",
 		"args":["lines.sh"],"stdin":"${input.prompt}","requires_final":true,"env":{"LINES_KEY":"${secrets.LINES_KEY}"},"secrets":["LINES_KEY"],

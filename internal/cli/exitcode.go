@@ -20,6 +20,7 @@ const (
 	ExitSession       ExitCode = 9
 	ExitProtocol      ExitCode = 10
 	ExitInternal      ExitCode = 11
+	ExitBudget        ExitCode = 12
 	ExitAborted       ExitCode = 130
 )
 
@@ -37,6 +38,7 @@ const exitHelp = `Exit codes:
   9    session: a conversation could not be found or restored
   10   protocol: the CLI's output broke its contract
   11   internal: a bug in Outpost (please report it)
+  12   budget: a cost or turn cap you set stopped the work (--max-cost-usd, --max-turns)
   130  aborted (interrupted)`
 
 // ExitCodeOf maps err to the command's exit code. This is the only place
@@ -64,6 +66,9 @@ func ExitCodeOf(err error) ExitCode {
 		return ExitProtocol
 	case outposterr.Internal:
 		return ExitInternal
+	}
+	if outposterr.IsBudget(err) {
+		return ExitBudget
 	}
 	if outposterr.IsUnavailable(err) {
 		return ExitUnavailable

@@ -267,12 +267,18 @@ type timedRun struct {
 
 func timeCommand(t *testing.T, args ...string) *timedRun {
 	t.Helper()
-	testenv.Short(t)
-	if _, err := os.Stat("/usr/bin/time"); err != nil {
-		t.Skip("skipping: /usr/bin/time missing (install Debian's time package)")
-	}
 	outpost, err := exec.LookPath("outpost")
 	require.NoError(t, err, "the test binary is on PATH as outpost")
+	return timeBinary(t, outpost, args...)
+}
+
+// timeBinary is timeCommand with the outpost binary at path.
+func timeBinary(t *testing.T, outpost string, args ...string) *timedRun {
+	t.Helper()
+	testenv.Short(t)
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		testenv.Missing(t, testenv.RequireToolsEnv, "GNU time (Debian package time)")
+	}
 	r := &timedRun{cmd: exec.Command("/usr/bin/time", append([]string{"-v", outpost}, args...)...)}
 	r.cmd.Env = append(os.Environ(), stateEnv+"="+t.TempDir())
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
@@ -294,7 +300,12 @@ func (r *timedRun) result(t *testing.T) (int, float64) {
 // TestReplayDevZeroBoundedAndInterruptible: replaying an endless line keeps
 // outpost's memory bounded, and SIGINT ends it with exit 130.
 func TestReplayDevZeroBoundedAndInterruptible(t *testing.T) {
-	r := timeCommand(t, "replay", "--agent", "claude", "--stdout", "/dev/zero")
+	// The command as users build it: the race detector's own memory would
+	// swamp the figure.
+	bin := filepath.Join(t.TempDir(), "outpost")
+	bout, err := exec.Command("go", "build", "-o", bin, "../../cmd/outpost").CombinedOutput()
+	require.NoError(t, err, string(bout))
+	r := timeBinary(t, bin, "replay", "--agent", "claude", "--stdout", "/dev/zero")
 	require.NoError(t, r.cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- r.cmd.Wait() }()

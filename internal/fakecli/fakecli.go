@@ -15,6 +15,8 @@
 //	env NAME           emit a text event "NAME=value" (or "NAME unset")
 //	alloc MIB          allocate and touch MIB mebibytes, then keep them
 //	cat-schema         emit a text event "schema: CONTENT" of the --schema file
+//	ws-put PATH TEXT   write TEXT to PATH, relative to the working directory
+//	ws-del PATH        remove PATH, relative to the working directory
 //	exit CODE          exit with CODE (default 0 at the end of the script)
 //
 // and, for [StorageAdapter], write, cat and hooks.
@@ -25,7 +27,9 @@
 // The adapter decodes the JSON lines: {"type":"conversation","id":…},
 // {"type":"text","text":…}, {"type":"result","text":…}, {"type":"failure","text":…,"status":N},
 // {"type":"finished","ok":bool}, {"type":"usage","input":N,"output":N,"cost":F,"id":…,"scope":…},
-// {"type":"quota","status":…,"reset":RFC3339}, {"type":"retry","attempt":N,"status":N};
+// {"type":"quota","status":…,"reset":RFC3339}, {"type":"retry","attempt":N,"status":N},
+// {"type":"tool","text":NAME}, {"type":"tool-result","text":…};
+// a conversation line may carry "model".
 // anything else becomes a raw event.
 package fakecli
 
@@ -133,6 +137,15 @@ func Main() {
 			b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
 			fmt.Fprintln(out, string(b))
 			flush()
+		case "ws-put":
+			p, text, _ := strings.Cut(arg, " ")
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "put:", err)
+			}
+		case "ws-del":
+			if err := os.Remove(arg); err != nil {
+				fmt.Fprintln(os.Stderr, "del:", err)
+			}
 		case "exit":
 			code, _ = strconv.Atoi(arg)
 			flush()
@@ -241,6 +254,7 @@ type line struct {
 	Scope   string  `json:"scope"`
 	Reset   string  `json:"reset"`
 	Attempt int     `json:"attempt"`
+	Model   string  `json:"model"`
 }
 
 func (decoder) Decode(b []byte) []adapters.Event {
@@ -251,7 +265,11 @@ func (decoder) Decode(b []byte) []adapters.Event {
 	status, _ := l.Status.(float64)
 	switch l.Type {
 	case "conversation":
-		return []adapters.Event{{Kind: adapters.KindConversation, Conversation: l.ID}}
+		return []adapters.Event{{Kind: adapters.KindConversation, Conversation: l.ID, Model: l.Model}}
+	case "tool":
+		return []adapters.Event{{Kind: adapters.KindTool, Tool: &adapters.ToolCall{Name: l.Text}}}
+	case "tool-result":
+		return []adapters.Event{{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{Preview: l.Text}}}
 	case "text":
 		return []adapters.Event{{Kind: adapters.KindText, Text: l.Text}}
 	case "result":

@@ -1,0 +1,235 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/source"
+	"github.com/outpost-dev/outpost/typed"
+)
+
+// MaxAttempts bounds Job.Attempts.
+const MaxAttempts = 1000
+
+// Job is one unit of work: one line of a jobs file. Unknown fields are an
+// error where jobs are read (a typo must not pass as a default).
+type Job struct {
+	ID     string `json:"id"`
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt"`
+	// Workspace is a host directory the agent works in, in place (shared
+	// by every attempt). Source instead gives each attempt a fresh copy.
+	Workspace string `json:"workspace,omitempty"`
+	// Source makes each attempt's workspace a fresh copy of a git checkout
+	// at a commit or of a directory, copied into its lease (package
+	// source). Local paths must be absolute here; the outpost command
+	// resolves them against the jobs file's directory.
+	Source *source.Spec `json:"source,omitempty"`
+	Model  string       `json:"model,omitempty"`
+	Effort string       `json:"effort,omitempty"`
+	// Conversation continues an existing conversation.
+	Conversation string `json:"conversation,omitempty"`
+	// Fallback agents are tried in order on quota and outage failures.
+	Fallback []string `json:"fallback,omitempty"`
+	// Schema asks for a typed response: a JSON Schema the answer must match
+	// (the outcome then carries its value). Compile checks it once.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Metadata is any JSON object, copied unchanged into the job's result
+	// lines (metadata.instance_id names the task in predictions).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Timeout and IdleTimeout bound each turn of the job (0: the defaults).
+	Timeout     Duration `json:"timeout,omitempty"`
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// Env names more variables to forward into the sandbox (names only).
+	Env []string `json:"env,omitempty"`
+	// Image, CPUs, Memory and Pids override the lease's container image and
+	// limits (0: the defaults and flags).
+	Image  string  `json:"image,omitempty"`
+	CPUs   float64 `json:"cpus,omitempty"`
+	Memory Bytes   `json:"memory,omitempty"`
+	Pids   int64   `json:"pids,omitempty"`
+	// MaxCostUSD and MaxTurns cap the job's cost and each of its turns'
+	// assistant turns (0: Options.MaxJobCostUSD, Options.MaxTurns).
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	MaxTurns   int     `json:"max_turns,omitempty"`
+	// Attempts runs K independent trials of the job (0 or 1: one), each
+	// with its own id (ID#1 … ID#K), workspace and conversation.
+	Attempts int `json:"attempts,omitempty"`
+
+	// Compiled is Schema compiled by [Job.Compile]; nil without a schema.
+	Compiled *typed.Schema `json:"-"`
+	// Task is the id before expansion and Trial the trial number (1..K)
+	// of a job [Expand] made from one with Attempts > 1; zero otherwise.
+	Task  string `json:"-"`
+	Trial int    `json:"-"`
+}
+
+// Compile checks a job and compiles its schema into Compiled. [Run] calls
+// it for jobs not compiled yet; callers that read jobs call it once to
+// report a bad job before anything runs.
+func (j *Job) Compile() error {
+	bad := func(format string, args ...any) error {
+		return outposterr.New(outposterr.Configuration, "job %s: "+format, append([]any{j.ID}, args...)...)
+	}
+	switch {
+	case j.ID == "":
+		return outposterr.New(outposterr.Configuration, "job without an id")
+	case j.Agent == "":
+		return bad("no agent")
+	case strings.TrimSpace(j.Prompt) == "":
+		return bad("empty prompt")
+	case j.Source != nil && j.Workspace != "":
+		return bad("give workspace (in place) or source (a fresh copy), not both")
+	case j.Attempts < 0 || j.Attempts > MaxAttempts:
+		return bad("attempts must be between 1 and %d", MaxAttempts)
+	case j.Timeout < 0 || j.IdleTimeout < 0:
+		return bad("negative timeout")
+	case j.CPUs < 0 || math.IsNaN(j.CPUs) || math.IsInf(j.CPUs, 0) || j.Memory < 0 || j.Pids < 0:
+		return bad("cpus, memory and pids must be positive")
+	case j.MaxCostUSD < 0 || math.IsNaN(j.MaxCostUSD) || math.IsInf(j.MaxCostUSD, 0) || j.MaxTurns < 0:
+		return bad("max_cost_usd and max_turns must be positive")
+	}
+	if j.Source != nil {
+		if err := j.Source.Validate(); err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+		}
+	}
+	for _, name := range j.Env {
+		if !sandbox.ValidEnvName(name) {
+			return bad("env takes variable names, not %q", name)
+		}
+	}
+	if t := bytes.TrimSpace(j.Metadata); string(t) == "null" {
+		j.Metadata = nil // as if absent
+	} else if len(j.Metadata) > 0 && (len(t) == 0 || t[0] != '{' || !json.Valid(t)) {
+		return bad("metadata must be a JSON object")
+	}
+	if len(j.Schema) > 0 && j.Compiled == nil {
+		s, err := typed.Compile(j.Schema)
+		if err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "job %s: schema", j.ID)
+		}
+		j.Compiled = s
+	}
+	return nil
+}
+
+// Expand returns jobs with every job of Attempts K > 1 replaced by K
+// trials with ids ID#1 … ID#K (Task and Trial set, Attempts cleared).
+// Ids must stay unique.
+func Expand(jobs []Job) ([]Job, error) {
+	var out []Job
+	seen := map[string]bool{}
+	add := func(j Job) error {
+		if seen[j.ID] {
+			return outposterr.New(outposterr.Configuration, "duplicate job id %q", j.ID)
+		}
+		seen[j.ID] = true
+		out = append(out, j)
+		return nil
+	}
+	for _, j := range jobs {
+		if j.Attempts <= 1 {
+			j.Attempts = 0
+			if err := add(j); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for k := 1; k <= j.Attempts; k++ {
+			t := j
+			t.Task, t.Trial, t.Attempts = j.ID, k, 0
+			t.ID = j.ID + "#" + strconv.Itoa(k)
+			if err := add(t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// Duration is a time.Duration read from JSON as a Go duration string
+// ("90s", "30m") or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalJSON accepts "30m" or 1800.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("duration: want \"30m\" or a number of seconds")
+	}
+	if math.IsNaN(secs) || math.Abs(secs) > float64(math.MaxInt64/int64(time.Second)) {
+		return fmt.Errorf("duration %v out of range", secs)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Bytes is a size read from JSON as a number of bytes or a string with a
+// unit: "512m", "2g", "1.5GiB", "800MB" (k, m, g, t are powers of 1024).
+type Bytes int64
+
+// UnmarshalJSON accepts 536870912 or "512m".
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	var n int64
+	if err := json.Unmarshal(data, &n); err == nil {
+		*b = Bytes(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("size: want bytes or a string such as \"2g\"")
+	}
+	v, err := ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = Bytes(v)
+	return nil
+}
+
+// ParseBytes parses "512m", "2g", "1.5GiB", "800MB" or "1024".
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = t[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || f < 0 || math.IsNaN(f) || f*float64(mult) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit k, m, g or t", s)
+	}
+	return int64(f * float64(mult)), nil
+}

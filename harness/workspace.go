@@ -1,0 +1,335 @@
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Seed is what a fresh lease's workspace starts from.
+type Seed struct {
+	// Tar returns the tar archive extracted into the lease's workspace root
+	// (Sandbox.CopyIn, so remote engines work the same). The harness closes
+	// it.
+	Tar func(ctx context.Context) (io.ReadCloser, error)
+	// Patch, when set, is applied in the workspace after the archive (git
+	// apply --binary): the changes the job's earlier turns made, so a
+	// continued conversation finds its work where it left it.
+	Patch []byte
+}
+
+// PatchOptions ask for the patch of a turn's changes. The workspace must be
+// a git repository (git must be in the sandbox) that holds Base.
+type PatchOptions struct {
+	// Base is the commit the workspace started from: the patch holds every
+	// change against it, committed or not, tracked or new (files git
+	// ignores excepted), deletions and binary files included.
+	Base string
+	// Exclude lists workspace-relative paths left out besides .outpost.
+	Exclude []string
+	// MaxBytes bounds the patch (0: DefaultMaxPatchBytes). A larger patch
+	// is not kept: Result.Patch then has its size and files and Omitted set.
+	MaxBytes int
+}
+
+// DefaultMaxPatchBytes bounds a collected patch.
+const DefaultMaxPatchBytes = 64 << 20
+
+// maxPatchFiles bounds the changed-file list of a patch.
+const maxPatchFiles = 100000
+
+// Patch is what a turn changed in its workspace.
+type Patch struct {
+	// Base is the commit the patch is against.
+	Base string `json:"base"`
+	// Diff is the patch (git diff --binary against the base); empty when
+	// nothing changed or when Omitted.
+	Diff []byte `json:"-"`
+	// Bytes is the patch's size.
+	Bytes int `json:"bytes"`
+	// Files are the changed paths, relative to the workspace.
+	Files []string `json:"files"`
+	// Omitted says the patch was over PatchOptions.MaxBytes and not kept.
+	Omitted bool `json:"omitted,omitempty"`
+}
+
+// workspaceTimeout bounds one workspace command (probe, git).
+const workspaceTimeout = 2 * time.Minute
+
+// configDir is never part of a patch.
+const configDir = ".outpost"
+
+// probeScript creates and removes a file in the directory $1; when it
+// cannot, it prints the lease user and the directory's owner and mode and
+// exits 3. Its argument is the only input; nothing is interpolated.
+const probeScript = `f=$(mktemp "$1/.outpost-write-probe.XXXXXX" 2>/dev/null) && rm -f -- "$f" && exit 0
+printf 'user=%s:%s(%s)\n' "$(id -u)" "$(id -g)" "$(id -un 2>/dev/null)"
+printf 'owner=%s\n' "$(stat -c '%u:%g(%U:%G) mode %a' -- "$1" 2>/dev/null)"
+exit 3`
+
+// prepareWorkspace seeds a fresh lease's workspace and checks that the
+// lease user can write it.
+func prepareWorkspace(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
+	name := t.Adapter.Name()
+	if t.Seed != nil {
+		ctx, cancel := context.WithTimeout(ctx, t.Limits.Deadline)
+		err := seed(ctx, t, sb)
+		cancel()
+		if err != nil {
+			return classifyInfra(ctx, name, outposterr.Sandbox, "seed workspace", err)
+		}
+	}
+	return checkWritable(ctx, t, sb)
+}
+
+func seed(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
+	rc, err := t.Seed.Tar(ctx)
+	if err != nil {
+		return err
+	}
+	err = sb.CopyIn(ctx, sb.Root(), rc)
+	// The archive's own error (a file over the bounds, a special file)
+	// says more than the extraction's broken pipe.
+	if cerr := rc.Close(); err != nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if len(t.Seed.Patch) == 0 {
+		return nil
+	}
+	dir := newScratch(sb.Home())
+	td, err := materializeTurnFiles(ctx, sb, dir, nil)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_ = td.Close(cctx)
+		cancel()
+	}()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "earlier.patch", Mode: 0o600, Size: int64(len(t.Seed.Patch)),
+		Typeflag: tar.TypeReg, ModTime: time.Now()}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(t.Seed.Patch); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := sb.CopyIn(ctx, dir, &buf); err != nil {
+		return err
+	}
+	_, _, err = runGit(ctx, sb, nil, 0, "apply", "--binary", "--whitespace=nowarn", "--", path.Join(dir, "earlier.patch"))
+	if err != nil {
+		return fmt.Errorf("apply the earlier turns' patch: %w", err)
+	}
+	return nil
+}
+
+// checkWritable fails the turn as a configuration error when the lease
+// user cannot create and remove a file in the workspace: the agent's edits
+// would fail one by one while the turn reported success. A sandbox that
+// cannot run the probe (no sh in the image) gets a warning in the logs and
+// the turn goes on.
+func checkWritable(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
+	pctx, cancel := context.WithTimeout(ctx, workspaceTimeout)
+	defer cancel()
+	out, _, st, err := execCapture(pctx, sb, sandbox.Command{Args: []string{"sh", "-c", probeScript, "outpost-probe", sb.Root()}}, 4<<10)
+	if err != nil {
+		if ctx.Err() != nil {
+			return classifyInfra(ctx, t.Adapter.Name(), outposterr.Sandbox, "check the workspace", err)
+		}
+		t.Logger.Warn("could not check that the workspace is writable", "err", err)
+		return nil
+	}
+	if st.Code != 3 {
+		if !st.Success() {
+			t.Logger.Warn("could not check that the workspace is writable", "status", st.String())
+		}
+		return nil
+	}
+	var user, owner string
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "user="); ok {
+			user = v
+		}
+		if v, ok := strings.CutPrefix(l, "owner="); ok {
+			owner = v
+		}
+	}
+	where := sb.Root()
+	if t.Spec.Workspace != "" {
+		where = t.Spec.Workspace + " (" + sb.Root() + " in the sandbox)"
+	}
+	if owner == "" {
+		owner = "another user"
+	}
+	if user == "" {
+		user = "the lease user"
+	}
+	return &outposterr.Error{Class: outposterr.Configuration, Details: outposterr.Details{Agent: t.Adapter.Name()},
+		Message: fmt.Sprintf("%s: workspace %s is owned by %s and the lease user %s cannot create files in it: "+
+			"run the lease as its owner (Spec.User; outpost --user UID:GID), make it writable for %s, "+
+			"or let Outpost work on a copy it owns (a job \"source\": {\"dir\": …} or {\"repo\": …, \"commit\": …})",
+			t.Adapter.Name(), where, owner, user, user)}
+}
+
+// collectPatch stores the patch of the workspace's changes against
+// opts.Base in res, computed by git inside the lease with a private index
+// (the agent's own index and history stay as they are). A failure is a
+// warning: the turn's verdict stands.
+func collectPatch(ctx context.Context, t Turn, sb sandbox.Sandbox, res *Result) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceTimeout)
+	defer cancel()
+	p, err := diff(cctx, sb, *t.Patch)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "collect the patch: "+err.Error())
+		return
+	}
+	res.Patch = p
+}
+
+func diff(ctx context.Context, sb sandbox.Sandbox, opts PatchOptions) (*Patch, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxPatchBytes
+	}
+	if !validRev(opts.Base) {
+		return nil, fmt.Errorf("base %q is not a commit id", opts.Base)
+	}
+	spec := []string{"--", ".", ":(exclude)" + configDir}
+	for _, x := range opts.Exclude {
+		x = path.Clean(x)
+		if x == "." || strings.HasPrefix(x, "/") || strings.HasPrefix(x, "..") || strings.ContainsAny(x, "\x00\n") {
+			return nil, fmt.Errorf("exclude %q is not a workspace-relative path", x)
+		}
+		spec = append(spec, ":(exclude,literal)"+x)
+	}
+	index := path.Join(sb.Home(), ".outpost-patch-index-"+path.Base(newScratch("")))
+	env := map[string]string{"GIT_INDEX_FILE": index}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_ = removeInSandbox(cctx, sb, index)
+		cancel()
+	}()
+	if _, _, err := runGit(ctx, sb, env, 0, "read-tree", opts.Base); err != nil {
+		return nil, err
+	}
+	if _, _, err := runGit(ctx, sb, env, 0, append([]string{"add", "-A"}, spec...)...); err != nil {
+		return nil, err
+	}
+	names, over, err := runGit(ctx, sb, env, 64<<20, "diff", "--cached", "--name-only", "-z", "--no-renames", opts.Base)
+	if err != nil {
+		return nil, err
+	}
+	if over {
+		return nil, fmt.Errorf("the changed-file list is over 64 MiB")
+	}
+	p := &Patch{Base: opts.Base, Files: []string{}}
+	for _, f := range strings.Split(string(names), "\x00") {
+		if f != "" && len(p.Files) < maxPatchFiles {
+			p.Files = append(p.Files, f)
+		}
+	}
+	if len(p.Files) == 0 {
+		return p, nil
+	}
+	d, over, err := runGit(ctx, sb, env, opts.MaxBytes, "diff", "--cached", "--binary", "--full-index", "--no-renames",
+		"--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", opts.Base)
+	if err != nil {
+		return nil, err
+	}
+	p.Bytes = len(d)
+	if over {
+		p.Omitted = true
+		return p, nil
+	}
+	p.Diff = d
+	return p, nil
+}
+
+// validRev accepts a full or abbreviated hexadecimal commit id.
+func validRev(s string) bool {
+	if len(s) < 4 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// gitConfig keeps git inside the lease from running anything the
+// workspace's own configuration names (hooks, fsmonitor, external diffs)
+// and from refusing a workspace another uid owns.
+var gitConfig = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "safe.directory=*",
+	"-c", "core.quotePath=false", "-c", "diff.noprefix=false", "-c", "core.autocrlf=false"}
+
+// runGit runs git in the lease's workspace and returns its output, at
+// most max bytes (0: discarded); over says there was more.
+func runGit(ctx context.Context, sb sandbox.Sandbox, env map[string]string, max int, args ...string) ([]byte, bool, error) {
+	cmd := sandbox.Command{Args: append(append([]string{"git"}, gitConfig...), args...), Env: env, Dir: sb.Root()}
+	out, stderr, st, err := execCapture(ctx, sb, cmd, max)
+	if err != nil {
+		return nil, false, fmt.Errorf("git %s: %w", args[0], err)
+	}
+	if !st.Success() {
+		return nil, false, fmt.Errorf("git %s: %s: %s", args[0], st, strings.TrimSpace(stderr))
+	}
+	return out, max > 0 && len(out) > max, nil
+}
+
+// execCapture runs cmd and returns up to max+1 bytes of its stdout, the
+// last 2 KiB of its stderr and its exit status. ctx bounds it all: when it
+// ends the process is closed (killed) and ctx's error returned.
+func execCapture(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, max int) ([]byte, string, sandbox.ExitStatus, error) {
+	p, err := sb.Exec(ctx, cmd)
+	if err != nil {
+		return nil, "", sandbox.ExitStatus{}, err
+	}
+	defer p.Close()
+	type done struct {
+		out    []byte
+		stderr string
+		st     sandbox.ExitStatus
+		err    error
+	}
+	ch := make(chan done, 1)
+	go func() {
+		errCh := make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(p.Stderr(), 64<<10))
+			_, _ = io.Copy(io.Discard, p.Stderr())
+			if len(b) > 2<<10 {
+				b = b[len(b)-2<<10:]
+			}
+			errCh <- string(b)
+		}()
+		var out bytes.Buffer
+		_, _ = io.Copy(&out, io.LimitReader(p.Stdout(), int64(max)+1))
+		_, _ = io.Copy(io.Discard, p.Stdout())
+		st, err := p.Wait()
+		ch <- done{out.Bytes(), <-errCh, st, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.out, d.stderr, d.st, d.err
+	case <-ctx.Done():
+		_ = p.Close()
+		return nil, "", sandbox.ExitStatus{}, ctx.Err()
+	}
+}
