@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -50,8 +51,17 @@ type SandboxOptions struct {
 	// Kind is the sandbox kind's name ("": DefaultSandbox).
 	Kind string
 	// Image, Network and User configure container leases (User "uid:gid";
-	// empty: the workspace owner's when outpost runs as root).
+	// empty: the workspace owner's when outpost runs as root). Root (uid 0)
+	// is refused: leases never run as root.
 	Image, Network, User string
+	// CPUs, MemoryBytes and Pids limit every container lease (a CPU quota
+	// in cores, memory without swap, processes and threads). Zero: the
+	// documented defaults (docker.DefaultCPUs, docker.DefaultMemoryBytes,
+	// docker.DefaultPids); negative: no limit. A job's own limits
+	// (sandbox.Spec) override them. The host sandbox limits nothing.
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
 	// Host is the Docker engine address (DOCKER_HOST's form; empty: the
 	// local default).
 	Host string
@@ -130,10 +140,27 @@ type dockerEngine struct {
 	root bool // outpost runs as root
 }
 
+// checkLeaseUser refuses a lease user that is not "uid:gid" or is root.
+func checkLeaseUser(user string) error {
+	if user == "" {
+		return nil
+	}
+	uid, _, ok := strings.Cut(user, ":")
+	if n, err := strconv.ParseUint(uid, 10, 32); ok && err == nil && n == 0 {
+		return outposterr.New(outposterr.Configuration,
+			"lease user %q is root: leases never run as root (give a non-zero uid, or make the workspace accessible to the default user)", user)
+	}
+	return nil
+}
+
 func openDocker(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
-	p, err := docker.New(ctx, docker.Options{Host: o.Host, Logger: log, Version: o.Version})
+	if err := checkLeaseUser(o.User); err != nil {
+		return nil, err
+	}
+	p, err := docker.New(ctx, docker.Options{Host: o.Host, Logger: log, Version: o.Version, User: o.User,
+		CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Pids: o.Pids})
 	if err != nil {
-		if o.Kind == "" {
+		if o.Kind == "" && outposterr.ClassOf(err) == outposterr.Sandbox {
 			return nil, outposterr.Wrap(outposterr.Sandbox, err,
 				"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
 		}
@@ -180,6 +207,10 @@ type hostEngine struct {
 func openHost(_ context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
 	if o.User != "" {
 		return nil, outposterr.New(outposterr.Configuration, "a lease user applies to isolated sandboxes; the host sandbox runs as you")
+	}
+	if o.CPUs != 0 || o.MemoryBytes != 0 || o.Pids != 0 {
+		return nil, outposterr.New(outposterr.Configuration,
+			"resource limits (--cpus, --memory, --pids-limit) apply to isolated sandboxes; the host sandbox limits nothing")
 	}
 	env := map[string]string{}
 	for k, v := range o.HostEnv {

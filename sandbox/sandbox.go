@@ -51,7 +51,9 @@ type Spec struct {
 	Network string
 	// Image is the container image for container providers.
 	Image string
-	// CPUs, MemoryBytes and Pids limit container resources (0: no limit).
+	// CPUs, MemoryBytes and Pids limit container resources (0: the
+	// provider's default — Docker leases are always limited, see
+	// docker.DefaultCPUs; negative is refused).
 	CPUs        float64
 	MemoryBytes int64
 	Pids        int64

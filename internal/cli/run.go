@@ -214,9 +214,14 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	if len(opts.Offline.Answers) > 0 && !opts.Offline.Enabled {
 		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
+	cpus, mem, pids, err := opts.Sandbox.limits()
+	if err != nil {
+		return nil, err
+	}
 	o := outpost.Options{
 		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind, Image: opts.Sandbox.Image, Network: opts.Sandbox.Network,
-			User: opts.Sandbox.User, Host: f.Getenv("DOCKER_HOST"), HostEnv: hostEnv(f)},
+			User: opts.Sandbox.User, Host: f.Getenv("DOCKER_HOST"), HostEnv: hostEnv(f),
+			CPUs: cpus, MemoryBytes: mem, Pids: pids},
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
 		NoStore: opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -45,12 +46,32 @@ const (
 	DefaultReleaseTimeout = 30 * time.Second
 )
 
+// Default limits of every lease whose Spec and Options set none. They bound
+// what one agent can take from the machine (a runaway build, a fork bomb, a
+// memory leak) while leaving room for real work: a CLI with its tools, a
+// compiler, a test suite.
+const (
+	// DefaultCPUs is the CPU quota (cores' worth of time; --cpus).
+	DefaultCPUs = 2.0
+	// DefaultMemoryBytes is the memory limit, swap disabled (--memory):
+	// the tmpfs home and /tmp count against it too.
+	DefaultMemoryBytes int64 = 4 << 30
+	// DefaultPids bounds the lease's processes and threads (--pids-limit).
+	DefaultPids int64 = 1024
+	// DefaultHomeBytes sizes the private tmpfs home ([Home]).
+	DefaultHomeBytes int64 = 2 << 30
+	// DefaultTmpBytes sizes the tmpfs /tmp ([Tmp]).
+	DefaultTmpBytes int64 = 1 << 30
+)
+
 // Fixed paths inside every lease.
 const (
 	// Home is the private tmpfs home directory of the sandbox user.
 	Home = "/home/agent"
 	// Root is the workspace mount point and default working directory.
 	Root = "/workspace"
+	// Tmp is a writable tmpfs (the root filesystem is read-only).
+	Tmp = "/tmp"
 )
 
 // engineHint is appended to errors that mean the engine cannot be used.
@@ -89,6 +110,17 @@ type Options struct {
 	OpTimeout time.Duration
 	// ReleaseTimeout bounds cleanup in Release. Zero: [DefaultReleaseTimeout].
 	ReleaseTimeout time.Duration
+
+	// CPUs, MemoryBytes and Pids are the limits of a lease whose Spec sets
+	// none (a Spec value wins). Zero: [DefaultCPUs], [DefaultMemoryBytes],
+	// [DefaultPids]; negative: no limit.
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+	// HomeBytes and TmpBytes size the tmpfs home and /tmp. Zero:
+	// [DefaultHomeBytes], [DefaultTmpBytes]; negative: the engine's
+	// default (half the host's memory), still bounded by the memory limit.
+	HomeBytes, TmpBytes int64
 }
 
 // Provider hands out Docker container leases. It is safe for concurrent use.
@@ -143,11 +175,19 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.ReleaseTimeout <= 0 {
 		opts.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	opts.CPUs = orDefault(opts.CPUs, DefaultCPUs)
+	opts.MemoryBytes = orDefault(opts.MemoryBytes, DefaultMemoryBytes)
+	opts.Pids = orDefault(opts.Pids, DefaultPids)
+	opts.HomeBytes = orDefault(opts.HomeBytes, DefaultHomeBytes)
+	opts.TmpBytes = orDefault(opts.TmpBytes, DefaultTmpBytes)
 	if opts.User == "" {
 		opts.User = hostUser()
 	}
 	if _, _, err := parseUser(opts.User); err != nil {
 		return nil, err
+	}
+	if math.IsNaN(opts.CPUs) || math.IsInf(opts.CPUs, 0) {
+		return nil, outposterr.New(outposterr.Configuration, "cpu limit %v is not a number of CPUs", opts.CPUs)
 	}
 	if err := checkNetwork(opts.Network); err != nil {
 		return nil, err
@@ -172,6 +212,31 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	p.owner = ownerLabels()
 	return p, nil
+}
+
+// orDefault is v, or def when v is zero.
+func orDefault[T int64 | float64](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// limit is the spec's value when set, else the provider's (negative: none,
+// returned as 0).
+func limit[T int64 | float64](spec, opt T) T {
+	if spec > 0 {
+		return spec
+	}
+	return max(opt, 0)
+}
+
+// tmpfsSize is the size= option for n bytes ("" for the engine default).
+func tmpfsSize(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return ",size=" + strconv.FormatInt(n, 10)
 }
 
 // ownerLabels identifies this process for the reaper.
@@ -262,7 +327,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			return nil, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
 		}
 	}
-	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
+	if spec.CPUs < 0 || math.IsNaN(spec.CPUs) || math.IsInf(spec.CPUs, 0) || spec.MemoryBytes < 0 || spec.Pids < 0 {
 		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
 	}
 	mounts, err := bindMounts(spec.Mounts)
@@ -353,8 +418,12 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		SecurityOpt: []string{"no-new-privileges"},
 		NetworkMode: container.NetworkMode(network),
 		LogConfig:   container.LogConfig{Type: "none"},
+		// The image is read-only: the agent writes to the workspace, its
+		// home and /tmp, nowhere else.
+		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
-			Home: fmt.Sprintf("rw,exec,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid),
+			Home: fmt.Sprintf("rw,exec,nosuid,nodev,mode=0700,uid=%d,gid=%d", uid, gid) + tmpfsSize(p.opts.HomeBytes),
+			Tmp:  "rw,exec,nosuid,nodev,mode=1777" + tmpfsSize(p.opts.TmpBytes),
 		},
 		Mounts: append([]mount.Mount{{
 			Type:   mount.TypeBind,
@@ -362,15 +431,14 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			Target: Root,
 		}}, mounts...),
 	}
-	if spec.CPUs > 0 {
-		hc.NanoCPUs = int64(spec.CPUs * 1e9)
+	if cpus := limit(spec.CPUs, p.opts.CPUs); cpus > 0 {
+		hc.NanoCPUs = int64(cpus * 1e9)
 	}
-	if spec.MemoryBytes > 0 {
-		hc.Memory = spec.MemoryBytes
-		hc.MemorySwap = spec.MemoryBytes // no swap: an over-limit turn is OOM-killed, not slowed
+	if mem := limit(spec.MemoryBytes, p.opts.MemoryBytes); mem > 0 {
+		hc.Memory = mem
+		hc.MemorySwap = mem // no swap: an over-limit turn is OOM-killed, not slowed
 	}
-	if spec.Pids > 0 {
-		pids := spec.Pids
+	if pids := limit(spec.Pids, p.opts.Pids); pids > 0 {
 		hc.PidsLimit = &pids
 	}
 
@@ -452,7 +520,7 @@ func bindMounts(ms []sandbox.Mount) ([]mount.Mount, error) {
 		if err := checkSandboxPath(m.Target); err != nil {
 			return nil, err
 		}
-		if m.Target == Root || m.Target == Home {
+		if m.Target == Root || m.Target == Home || m.Target == Tmp {
 			return nil, outposterr.New(outposterr.Configuration, "mount target %s is reserved", m.Target)
 		}
 		if _, err := os.Stat(m.Source); err != nil {
