@@ -188,9 +188,10 @@ func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider
 	return e.p, spec, nil
 }
 
-// Close removes what the run still holds. SIGINT/SIGTERM cancel the root
-// context: the harness stops the CLI and releases its lease under a
-// bounded, uncancellable context; this is the last line of defence.
+// Close removes what the run still holds. A signal (SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT) cancels the outpost command's root context: the harness stops
+// the CLI and releases its lease under a bounded, uncancellable context;
+// this is the last line of defence.
 func (e *dockerEngine) Close() {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), docker.DefaultReleaseTimeout)
 	defer cancel()
@@ -200,11 +201,12 @@ func (e *dockerEngine) Close() {
 
 // hostEngine runs CLIs on this machine.
 type hostEngine struct {
+	ctx context.Context
+	p   *host.Provider
 	env map[string]string
-	log *slog.Logger
 }
 
-func openHost(_ context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+func openHost(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
 	if o.User != "" {
 		return nil, outposterr.New(outposterr.Configuration, "a lease user applies to isolated sandboxes; the host sandbox runs as you")
 	}
@@ -219,23 +221,28 @@ func openHost(_ context.Context, o SandboxOptions, log *slog.Logger) (SandboxEng
 	if env["TZ"] == "" {
 		env["TZ"] = "UTC"
 	}
-	return &hostEngine{env: env, log: log}, nil
+	return &hostEngine{ctx: ctx, p: host.New(host.Options{Env: env, Logger: log}), env: env}, nil
 }
 
 func (e *hostEngine) Delivery() Delivery { return DeliverHostPath }
 
 func (e *hostEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
-	env := map[string]string{}
-	for k, v := range e.env {
-		env[k] = v
-	}
+	spec := sandbox.Spec{Workspace: workspace}
 	if cli != nil {
-		env["PATH"] = cli.Entry.HostBinDir() + ":" + env["PATH"]
+		spec.Env = map[string]string{"PATH": cli.Entry.HostBinDir() + ":" + e.env["PATH"]}
 	}
-	return host.New(host.Options{Env: env, Logger: e.log}), sandbox.Spec{Workspace: workspace}, nil
+	return e.p, spec, nil
 }
 
-func (e *hostEngine) Close() {}
+// Close removes the private homes of leases still held: the harness
+// releases each lease itself, also after a signal cancelled the run; this
+// is the last line of defence. A home left by a process that died anyway
+// (kill -9) is removed by `outpost gc` (host.Reap).
+func (e *hostEngine) Close() {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), host.DefaultReleaseTimeout)
+	defer cancel()
+	_ = e.p.ReleaseAll(cctx)
+}
 
 // hiddenDirs lists the workspace-relative .outpost directories a container
 // lease must not see: the workspace's own and, when the project (the

@@ -49,9 +49,10 @@ Outages (overload, 5xx, connection failures, timeouts) are retried with capped
 exponential backoff and full jitter, then fall back. A turn is stopped as soon as the
 CLI's own retry chatter proves a quota failure.
 
-SIGINT stops scheduling, cancels running turns and removes their containers; jobs
-without a result line are redone by --resume, finished ones never are. The exit code is
-0 when every job succeeded, 1 otherwise (configuration errors: 2).`,
+A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stops scheduling, cancels running turns and
+removes their sandboxes; jobs without a result line are redone by --resume, finished ones
+never are. The exit code is 0 when every job succeeded, 1 otherwise (configuration errors:
+2; a signal: 128 + its number).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Jobs = args[0]

@@ -132,7 +132,7 @@
 // [LabelOwnerStart]. [Reap] (outpost gc) removes labelled containers, volumes
 // and networks whose owning process is gone. A Provider also tracks its live
 // leases: [Provider.ReleaseAll] removes them all, and [CleanupOnSignal] calls
-// it when the process receives SIGINT or SIGTERM.
+// it when the process receives SIGINT, SIGTERM, SIGHUP or SIGQUIT.
 //
 // # Image
 //

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -241,14 +242,13 @@ func tmpfsSize(n int64) string {
 
 // ownerLabels identifies this process for the reaper.
 func ownerLabels() map[string]string {
-	pid := os.Getpid()
-	host, _ := os.Hostname()
+	o := procowner.Self()
 	l := map[string]string{
-		LabelOwnerPID:  strconv.Itoa(pid),
-		LabelOwnerHost: host,
+		LabelOwnerPID:  strconv.Itoa(o.PID),
+		LabelOwnerHost: o.Host,
 	}
-	if s := processStart(pid); s != "" {
-		l[LabelOwnerStart] = s
+	if o.Start != "" {
+		l[LabelOwnerStart] = o.Start
 	}
 	return l
 }
