@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -55,6 +57,9 @@ type Job struct {
 	Compiled *typed.Schema `json:"-"`
 }
 
+// maxJobID bounds a job id.
+const maxJobID = 256
+
 // Compile checks a job and compiles its schema into Compiled. [Run] calls
 // it for jobs not compiled yet; callers that read jobs call it once to
 // report a bad job before anything runs.
@@ -62,6 +67,12 @@ func (j *Job) Compile() error {
 	switch {
 	case j.ID == "":
 		return outposterr.New(outposterr.Configuration, "job without an id")
+	case len(j.ID) > maxJobID:
+		return outposterr.New(outposterr.Configuration, "job id of %d bytes: at most %d", len(j.ID), maxJobID)
+	case !utf8.ValidString(j.ID) || strings.IndexFunc(j.ID, unicode.IsControl) >= 0:
+		// Ids are printed on terminals and written to results: no escape
+		// sequences, no line breaks, no invalid text.
+		return outposterr.New(outposterr.Configuration, "job id %q: use printable text (no control characters)", j.ID)
 	case j.Agent == "":
 		return outposterr.New(outposterr.Configuration, "job %s: no agent", j.ID)
 	case strings.TrimSpace(j.Prompt) == "":
@@ -124,7 +135,8 @@ const DefaultContinuePrompt = "Continue where you left off and finish the task."
 type Options struct {
 	// Concurrency caps turns running at once (0: 4).
 	Concurrency int
-	// MaxParks bounds how often one job waits for a quota reset (0: 3).
+	// MaxParks bounds how often one job waits for a quota reset (0: 3;
+	// negative: never).
 	MaxParks int
 	// MaxPark caps one wait (0: 6h); DefaultPark is used when the reset is
 	// unknown (0: 15m).
@@ -251,9 +263,15 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 		recMu   sync.Mutex
 		records []Record
 	)
+	// Jobs take their first slot in file order: each waits until the job
+	// before it has taken its own (goroutines would race for it).
+	prev := make(chan struct{})
+	close(prev)
 	for _, j := range pending {
+		after, admitted := prev, make(chan struct{})
+		prev = admitted
 		wg.Go(func() {
-			rec, ok := r.job(ctx, j)
+			rec, ok := r.job(ctx, j, after, admitted)
 			if !ok {
 				return
 			}
@@ -279,31 +297,45 @@ func (r *runner) publish(f func(*Status)) {
 	}
 }
 
-// job drives one job to a record; ok is false when the run was cancelled first.
-func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
+// job drives one job to a record; ok is false when the run was cancelled
+// first. It asks for its first slot once after is closed, and closes
+// admitted when it has it (or gives up).
+func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted chan<- struct{}) (Record, bool) {
+	var admit sync.Once
+	defer admit.Do(func() { close(admitted) })
 	agents := append([]string{j.Agent}, j.Fallback...)
 	rec := Record{Job: j.ID}
 	ai, retries, parks := 0, 0, 0
 	conv, prompt := j.Conversation, j.Prompt
-	// The job's clock starts with its first turn, not while it waits for a
-	// slot behind other jobs.
+	// The job's clock starts with its first turn and stops while it waits
+	// for a slot behind other jobs.
 	var start time.Time
+	var queued time.Duration
+	select {
+	case <-after:
+	case <-ctx.Done():
+		return rec, false
+	}
 	for {
 		agent := agents[ai]
 		if len(rec.Agents) == 0 || rec.Agents[len(rec.Agents)-1] != agent {
 			rec.Agents = append(rec.Agents, agent)
 		}
+		asked := r.opts.Now()
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
 			return rec, false
 		}
+		admit.Do(func() { close(admitted) })
 		if ctx.Err() != nil { // both were ready: never start a turn after cancellation
 			<-r.sem
 			return rec, false
 		}
 		if start.IsZero() {
 			start = r.opts.Now()
+		} else {
+			queued += r.opts.Now().Sub(asked)
 		}
 		r.publish(func(s *Status) { s.Running++ })
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv})
@@ -339,7 +371,7 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		done := func() (Record, bool) {
 			rec.Agent, rec.Outcome = agent, res.Outcome()
 			rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
-			rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
+			rec.DurationMS = (r.opts.Now().Sub(start) - queued).Milliseconds()
 			r.publish(func(s *Status) {
 				s.Done++
 				if err != nil {

@@ -272,6 +272,7 @@ func Declared(file map[string]string, process func(string) (string, bool), forwa
 		}
 	}
 	out := map[string]string{}
+	fromFile := map[string]bool{}
 	var conflicts []string
 	for name, v := range file {
 		pv, inProcess := process(name)
@@ -284,6 +285,7 @@ func Declared(file map[string]string, process func(string) (string, bool), forwa
 			conflicts = append(conflicts, name)
 		default:
 			out[name] = v
+			fromFile[name] = true
 		}
 	}
 	for _, name := range forwarded {
@@ -305,7 +307,11 @@ func Declared(file map[string]string, process func(string) (string, bool), forwa
 	}
 	for _, name := range names {
 		if v, ok := out[name]; ok {
-			if err := CheckVarValue(name, v); err != nil {
+			where := name + " (from the environment)"
+			if fromFile[name] {
+				where = name + " in .outpost/.env"
+			}
+			if err := CheckVarValue(where, v); err != nil {
 				return nil, err
 			}
 		}

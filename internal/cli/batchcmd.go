@@ -65,15 +65,42 @@ never are. The exit code is 0 when every job succeeded, 1 otherwise (configurati
 	addRunFlags(f, cmd, &o.Run)
 	fl := cmd.Flags()
 	fl.StringVar(&o.Results, "results", "", "results file (JSON lines, appended; default JOBS.results.jsonl)")
-	fl.IntVar(&o.Concurrency, "concurrency", 4, "turns running at once")
+	fl.IntVar(&o.Concurrency, "concurrency", 4, "turns running at once (at least 1; jobs start in file order)")
 	fl.BoolVar(&o.Resume, "resume", false, "skip jobs that already have a result line")
-	fl.IntVar(&o.MaxParks, "max-parks", 3, "times one job may wait for a quota reset")
+	fl.IntVar(&o.MaxParks, "max-parks", 3, "times one job may wait for a quota reset (0: never; fail or fall back at once)")
 	fl.DurationVar(&o.MaxPark, "max-park", 6*time.Hour, "longest single wait for a quota reset")
-	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent")
+	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent (0: none)")
 	return cmd
 }
 
+// batchOptions checks the numeric flags and maps them to batch.Options,
+// whose zero values mean "the default": an explicit 0 here means none.
+func (o *BatchOptions) batchOptions() (batch.Options, error) {
+	switch {
+	case o.Concurrency < 1:
+		return batch.Options{}, &flagError{fmt.Errorf("--concurrency must be at least 1, not %d", o.Concurrency)}
+	case o.MaxRetries < 0:
+		return batch.Options{}, &flagError{fmt.Errorf("--max-retries must be 0 or more, not %d", o.MaxRetries)}
+	case o.MaxParks < 0:
+		return batch.Options{}, &flagError{fmt.Errorf("--max-parks must be 0 or more, not %d", o.MaxParks)}
+	case o.MaxPark <= 0:
+		return batch.Options{}, &flagError{fmt.Errorf("--max-park must be positive, not %s", o.MaxPark)}
+	}
+	none := func(n int) int {
+		if n == 0 {
+			return -1 // batch.Options: negative is none, zero the default
+		}
+		return n
+	}
+	return batch.Options{Concurrency: o.Concurrency, MaxParks: none(o.MaxParks), MaxPark: o.MaxPark,
+		MaxRetries: none(o.MaxRetries)}, nil
+}
+
 func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
+	bo, err := o.batchOptions()
+	if err != nil {
+		return err
+	}
 	jobs, err := readJobs(o.Jobs)
 	if err != nil {
 		return err
@@ -111,23 +138,21 @@ func runBatch(ctx context.Context, f *Factory, o *BatchOptions) error {
 	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
 	failed := 0
 	var mu sync.Mutex
-	recs, err := s.r.Batch(ctx, jobs, batch.Options{
-		Concurrency: o.Concurrency, MaxParks: o.MaxParks, MaxPark: o.MaxPark, MaxRetries: o.MaxRetries, Done: done,
-		OnRecord: func(r batch.Record) {
-			b, _ := json.Marshal(r)
-			mu.Lock()
-			defer mu.Unlock()
-			// One write per line, synced: a crash never leaves half a record.
-			_, _ = out.Write(append(b, '\n'))
-			_ = out.Sync()
-			if !r.Outcome.OK {
-				failed++
-			}
-			prog.record(r)
-		},
-		OnStatus: prog.status,
-		OnPark:   prog.park,
-	})
+	bo.Done = done
+	bo.OnStatus, bo.OnPark = prog.status, prog.park
+	bo.OnRecord = func(r batch.Record) {
+		b, _ := json.Marshal(r)
+		mu.Lock()
+		defer mu.Unlock()
+		// One write per line, synced: a crash never leaves half a record.
+		_, _ = out.Write(append(b, '\n'))
+		_ = out.Sync()
+		if !r.Outcome.OK {
+			failed++
+		}
+		prog.record(r)
+	}
+	recs, err := s.r.Batch(ctx, jobs, bo)
 	prog.finish()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; `outpost batch %s --resume --results %s` continues\n",

@@ -197,6 +197,14 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
 		}
 	}
+	// Zero would silently mean the default deadline, a negative one an
+	// instant failure: both are mistakes.
+	if opts.Turn.Timeout <= 0 {
+		return nil, &flagError{fmt.Errorf("--timeout must be positive, not %s", opts.Turn.Timeout)}
+	}
+	if opts.Turn.IdleTimeout <= 0 {
+		return nil, &flagError{fmt.Errorf("--idle-timeout must be positive, not %s", opts.Turn.IdleTimeout)}
+	}
 	if _, ok := f.Sandboxes[kindOrDefault(opts.Sandbox.Kind)]; !ok {
 		return nil, &flagError{fmt.Errorf("--sandbox must be one of %s, not %q", f.sandboxNames(), opts.Sandbox.Kind)}
 	}

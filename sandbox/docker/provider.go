@@ -374,6 +374,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		if !fi.IsDir() {
 			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
 		}
+		if real, err := filepath.EvalSymlinks(dir); err != nil || real == "/" {
+			return nil, outposterr.New(outposterr.Configuration, "workspace %s: the root directory is never mounted into a lease", dir)
+		}
 		l.workspace = dir
 		if !usableBy(fi, uid, gid) {
 			p.log.Warn("workspace is not writable by the sandbox user; set Spec.User or change its owner",
