@@ -74,7 +74,8 @@ type Options struct {
 	// CLIRetries caps the CLI's own retries of a failed model request,
 	// where the CLI has a setting for it (Claude Code's
 	// CLAUDE_CODE_MAX_RETRIES; Codex's request and stream retries of an
-	// endpoint; Copilot CLI has none and gives up after two). Nil:
+	// endpoint — its built-in OpenAI provider takes no override; Copilot
+	// CLI has none and gives up on a 401 after two). Nil:
 	// [DefaultCLIRetries] (1 with Offline). A CLI's own default (Claude
 	// Code: 10, with backoff up to 32 s) spends minutes retrying a rejected
 	// key; the caller's retry policy (batch) decides what deserves waiting.
@@ -93,7 +94,7 @@ type Options struct {
 
 // DefaultCLIRetries is the CLIs' own retry budget for one model request
 // when Options.CLIRetries is nil: a rejected key (401) is reported as an
-// authentication failure within seconds (Claude Code: about 12 s, start-up
+// authentication failure within seconds (Claude Code: about 6 s, start-up
 // included, instead of 3 minutes), while a brief overload still gets a few
 // seconds of backoff. Figures: BENCHMARKS.md.
 const DefaultCLIRetries = 2
