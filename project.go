@@ -1,6 +1,7 @@
 package outpost
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/joho/godotenv"
 
@@ -70,7 +72,83 @@ func ReadEnvFile(project string) (map[string]string, error) {
 		// file would print its keys.
 		return nil, outposterr.New(outposterr.Configuration, "parse %s: not a dotenv file of NAME=value lines (its content is not shown)", EnvFile)
 	}
+	// The parser keeps the last of two declarations of a name: one of them
+	// is a mistake, and which one wins should not be a surprise.
+	seen := map[string]bool{}
+	for _, k := range dotenvKeys(b) {
+		if seen[k] {
+			return nil, outposterr.New(outposterr.Configuration, "%s declares %s twice; keep one", EnvFile, k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != len(m) {
+		return nil, outposterr.New(outposterr.Configuration, "parse %s: not a dotenv file of NAME=value lines (its content is not shown)", EnvFile)
+	}
 	return m, nil
+}
+
+// dotenvKeys lists the names a dotenv file declares, in order and with
+// repetitions, reading statements exactly as godotenv's parser delimits
+// them (comments, "export", NAME=value or NAME: value, quoted values that
+// span lines, a backslash escaping a quote). It stops at what the parser
+// would refuse; ReadEnvFile compares the names with the parser's.
+func dotenvKeys(src []byte) []string {
+	src = bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n"))
+	isSpace := func(r rune) bool {
+		switch r {
+		case '\t', '\v', '\f', '\r', ' ', 0x85, 0xA0:
+			return true
+		}
+		return false
+	}
+	var keys []string
+	for {
+		// The next statement: skip blank space and comment lines.
+		i := bytes.IndexFunc(src, func(r rune) bool { return !unicode.IsSpace(r) })
+		if i < 0 {
+			return keys
+		}
+		src = src[i:]
+		if src[0] == '#' {
+			j := bytes.IndexByte(src, '\n')
+			if j < 0 {
+				return keys
+			}
+			src = src[j:]
+			continue
+		}
+		src = bytes.TrimLeftFunc(src, isSpace)
+		if rest, ok := bytes.CutPrefix(src, []byte("export")); ok && bytes.IndexFunc(rest, isSpace) == 0 {
+			src = bytes.TrimLeftFunc(rest, isSpace)
+		}
+		j := bytes.IndexAny(src, "=:")
+		if j < 0 {
+			// The parser reads a last line without '=' as an empty name
+			// (refused later as not a variable name).
+			return append(keys, "")
+		}
+		keys = append(keys, strings.TrimRightFunc(string(src[:j]), unicode.IsSpace))
+		src = bytes.TrimLeftFunc(src[j+1:], isSpace)
+		if len(src) > 0 && (src[0] == '"' || src[0] == '\'') {
+			q, end := src[0], -1
+			for k := 1; k < len(src); k++ {
+				if src[k] == q && src[k-1] != '\\' {
+					end = k
+					break
+				}
+			}
+			if end < 0 {
+				return keys
+			}
+			src = src[end+1:]
+			continue
+		}
+		j = bytes.IndexAny(src, "\n\r")
+		if j < 0 {
+			return keys
+		}
+		src = src[j:]
+	}
 }
 
 // LoadCredentials resolves the project's declared variables (.outpost/.env

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -88,6 +89,15 @@ type Options struct {
 	// new one seeded with its transcript.
 	Limits harness.Limits
 	Reseed bool
+	// CLIRetries caps the CLI's own retries of a failed model request,
+	// where the CLI has a setting for it (Claude Code's
+	// CLAUDE_CODE_MAX_RETRIES; Codex's request and stream retries of an
+	// endpoint — its built-in OpenAI provider takes no override; Copilot
+	// CLI has none and gives up on a 401 after two). Nil:
+	// [DefaultCLIRetries] (1 with Offline). A CLI's own default (Claude
+	// Code: 10, with backoff up to 32 s) spends minutes retrying a rejected
+	// key; the caller's retry policy (batch) decides what deserves waiting.
+	CLIRetries *int
 
 	// Getenv is where forwarded and declared variables, the state
 	// directory, the engine address and npm's settings come from. Nil:
@@ -112,6 +122,13 @@ const (
 	CredentialsGateway CredentialMode = "gateway"
 	CredentialsInside  CredentialMode = "inside"
 )
+
+// DefaultCLIRetries is the CLIs' own retry budget for one model request
+// when Options.CLIRetries is nil: a rejected key (401) is reported as an
+// authentication failure within seconds (Claude Code: about 6 s, start-up
+// included, instead of 3 minutes), while a brief overload still gets a few
+// seconds of backoff. Figures: BENCHMARKS.md.
+const DefaultCLIRetries = 2
 
 // Turn is one turn a [Runner] runs. Agent and Prompt are required.
 type Turn struct {
@@ -445,7 +462,47 @@ func (r *Runner) resolveWorkspace(dir string) (string, error) {
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
 		return "", outposterr.New(outposterr.Configuration, "workspace %s is not a directory", abs)
 	}
+	if err := checkWorkspace(abs, r.homes()); err != nil {
+		return "", err
+	}
 	return abs, nil
+}
+
+// homes are the user's home directories: the account's and $HOME.
+func (r *Runner) homes() []string {
+	var out []string
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		out = append(out, u.HomeDir)
+	}
+	if h := r.opts.Getenv.get("HOME"); h != "" {
+		out = append(out, h)
+	}
+	return out
+}
+
+// checkWorkspace refuses a workspace (links resolved) that is the root
+// directory or holds one of homes: the agent would get every file of the
+// machine or of the user — SSH keys, cloud credentials, other projects —
+// read-write.
+func checkWorkspace(abs string, homes []string) error {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "workspace %s", abs)
+	}
+	if real == string(filepath.Separator) {
+		return outposterr.New(outposterr.Configuration, "workspace %s is the root directory: give the agent a project directory", abs)
+	}
+	for _, h := range homes {
+		hr, err := filepath.EvalSymlinks(h)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(real, hr); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			return outposterr.New(outposterr.Configuration,
+				"workspace %s holds your home directory (%s): give the agent a project directory (--workspace), not your files", abs, h)
+		}
+	}
+	return nil
 }
 
 // Prepare builds the harness turn of t without running it: the agent is
@@ -483,15 +540,19 @@ func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
 	}
 	in := adapters.Input{Prompt: t.Prompt, Model: t.Model, Effort: t.Effort,
 		Continue: t.Continue, Fork: t.Fork, MCP: r.opts.MCP}
+	retries := DefaultCLIRetries
 	if r.srv != nil {
 		// A subscription-style placeholder token makes the CLI read the
 		// server's rate-limit headers, as a logged-in account would.
 		in.Endpoint = &adapters.Endpoint{BaseURL: r.srv.URL(), OAuthToken: outposttest.PlaceholderOAuthToken}
-		// The scripted server answers at once; a CLI retrying for minutes
-		// would only hide the scenario.
-		retries := 1
-		in.MaxRetries = &retries
+		// The scripted server answers at once; a CLI retrying would only
+		// hide the scenario.
+		retries = 1
 	}
+	if r.opts.CLIRetries != nil {
+		retries = *r.opts.CLIRetries
+	}
+	in.MaxRetries = &retries
 	creds, err := r.turnCredentials(t.Env)
 	if err != nil {
 		return harness.Turn{}, row, workspace, err

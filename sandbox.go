@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -51,13 +52,22 @@ type SandboxOptions struct {
 	// Kind is the sandbox kind's name ("": DefaultSandbox).
 	Kind string
 	// Image, Network and User configure container leases (User "uid:gid";
-	// empty: the workspace owner's when outpost runs as root).
+	// empty: the workspace owner's when outpost runs as root). Root (uid 0)
+	// is refused: leases never run as root.
 	Image, Network, User string
 	// Engine is the Docker-compatible engine of the docker and podman
 	// kinds: its address (DOCKER_HOST's form: unix://, tcp:// with TLS,
 	// ssh://) and credentials. Empty Host: the local default (docker), or
 	// the first Podman socket found (podman).
 	Engine docker.Endpoint
+	// CPUs, MemoryBytes and Pids limit every container lease (a CPU quota
+	// in cores, memory without swap, processes and threads). Zero: the
+	// documented defaults (docker.DefaultCPUs, docker.DefaultMemoryBytes,
+	// docker.DefaultPids); negative: no limit. A job's own limits
+	// (sandbox.Spec) override them. The host sandbox limits nothing.
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
 	// HostEnv is the environment the host sandbox gives CLIs (PATH, LANG,
 	// ...; never the whole environment, which holds secrets nobody chose to
 	// forward).
@@ -141,9 +151,22 @@ type dockerEngine struct {
 	root bool // outpost runs as root
 }
 
+// checkLeaseUser refuses a lease user that is not "uid:gid" or is root.
+func checkLeaseUser(user string) error {
+	if user == "" {
+		return nil
+	}
+	uid, _, ok := strings.Cut(user, ":")
+	if n, err := strconv.ParseUint(uid, 10, 32); ok && err == nil && n == 0 {
+		return outposterr.New(outposterr.Configuration,
+			"lease user %q is root: leases never run as root (give a non-zero uid, or make the workspace accessible to the default user)", user)
+	}
+	return nil
+}
+
 func openDocker(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
 	e, err := openEngine(ctx, o.Engine, o, log)
-	if err != nil && o.Kind == "" {
+	if err != nil && o.Kind == "" && outposterr.ClassOf(err) == outposterr.Sandbox {
 		return nil, outposterr.Wrap(outposterr.Sandbox, err,
 			"the default sandbox is Docker; start the engine, or pass --sandbox host to run unisolated on this machine")
 	}
@@ -167,8 +190,11 @@ func openPodman(ctx context.Context, o SandboxOptions, log *slog.Logger) (Sandbo
 }
 
 func openEngine(ctx context.Context, ep docker.Endpoint, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+	if err := checkLeaseUser(o.User); err != nil {
+		return nil, err
+	}
 	p, err := docker.New(ctx, docker.Options{Host: ep.Host, TLS: ep.TLS, SSHFlags: ep.SSHFlags, Remote: ep.Remote,
-		Logger: log, Version: o.Version})
+		Logger: log, Version: o.Version, User: o.User, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Pids: o.Pids})
 	if err != nil {
 		return nil, err
 	}
@@ -208,9 +234,10 @@ func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider
 	return e.p, spec, nil
 }
 
-// Close removes what the run still holds. SIGINT/SIGTERM cancel the root
-// context: the harness stops the CLI and releases its lease under a
-// bounded, uncancellable context; this is the last line of defence.
+// Close removes what the run still holds. A signal (SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT) cancels the outpost command's root context: the harness stops
+// the CLI and releases its lease under a bounded, uncancellable context;
+// this is the last line of defence.
 func (e *dockerEngine) Close() {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), docker.DefaultReleaseTimeout)
 	defer cancel()
@@ -220,13 +247,18 @@ func (e *dockerEngine) Close() {
 
 // hostEngine runs CLIs on this machine.
 type hostEngine struct {
+	ctx context.Context
+	p   *host.Provider
 	env map[string]string
-	log *slog.Logger
 }
 
-func openHost(_ context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
+func openHost(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
 	if o.User != "" {
 		return nil, outposterr.New(outposterr.Configuration, "a lease user applies to isolated sandboxes; the host sandbox runs as you")
+	}
+	if o.CPUs != 0 || o.MemoryBytes != 0 || o.Pids != 0 {
+		return nil, outposterr.New(outposterr.Configuration,
+			"resource limits (--cpus, --memory, --pids-limit) apply to isolated sandboxes; the host sandbox limits nothing")
 	}
 	env := map[string]string{}
 	for k, v := range o.HostEnv {
@@ -235,23 +267,28 @@ func openHost(_ context.Context, o SandboxOptions, log *slog.Logger) (SandboxEng
 	if env["TZ"] == "" {
 		env["TZ"] = "UTC"
 	}
-	return &hostEngine{env: env, log: log}, nil
+	return &hostEngine{ctx: ctx, p: host.New(host.Options{Env: env, Logger: log}), env: env}, nil
 }
 
 func (e *hostEngine) Delivery() Delivery { return DeliverHostPath }
 
 func (e *hostEngine) Lease(cli *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
-	env := map[string]string{}
-	for k, v := range e.env {
-		env[k] = v
-	}
+	spec := sandbox.Spec{Workspace: workspace}
 	if cli != nil {
-		env["PATH"] = cli.Entry.HostBinDir() + ":" + env["PATH"]
+		spec.Env = map[string]string{"PATH": cli.Entry.HostBinDir() + ":" + e.env["PATH"]}
 	}
-	return host.New(host.Options{Env: env, Logger: e.log}), sandbox.Spec{Workspace: workspace}, nil
+	return e.p, spec, nil
 }
 
-func (e *hostEngine) Close() {}
+// Close removes the private homes of leases still held: the harness
+// releases each lease itself, also after a signal cancelled the run; this
+// is the last line of defence. A home left by a process that died anyway
+// (kill -9) is removed by `outpost gc` (host.Reap).
+func (e *hostEngine) Close() {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), host.DefaultReleaseTimeout)
+	defer cancel()
+	_ = e.p.ReleaseAll(cctx)
+}
 
 // hiddenDirs lists the workspace-relative .outpost directories a container
 // lease must not see: the workspace's own and, when the project (the

@@ -165,7 +165,8 @@ type Options struct {
 	// AgentConcurrency caps the turns of one agent running at once (absent
 	// or 0: only Concurrency).
 	AgentConcurrency map[string]int
-	// MaxParks bounds how often one job waits for a quota reset (0: 3).
+	// MaxParks bounds how often one job waits for a quota reset (0: 3;
+	// negative: never).
 	MaxParks int
 	// MaxPark caps one wait (0: 6h); DefaultPark is used when the reset is
 	// unknown (0: 15m).
@@ -332,9 +333,15 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 		recMu   sync.Mutex
 		records []Record
 	)
+	// Jobs take their first slot in file order: each waits until the job
+	// before it has taken its own (goroutines would race for it).
+	prev := make(chan struct{})
+	close(prev)
 	for _, j := range pending {
+		after, admitted := prev, make(chan struct{})
+		prev = admitted
 		wg.Go(func() {
-			rec, ok := r.job(ctx, j)
+			rec, ok := r.job(ctx, j, after, admitted)
 			if !ok {
 				return
 			}
@@ -520,7 +527,13 @@ func (r *runner) capFor(j Job, jobSpent float64) (cap float64, left bool) {
 
 // job drives one job to a record; ok is false when the run was cancelled
 // (or the batch's budget stopped it) first.
-func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
+//
+// It asks for its first slot once after is closed, and closes admitted when
+// it has it, waits for a pause of its account, or gives up: with one slot,
+// jobs start in file order.
+func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted chan<- struct{}) (Record, bool) {
+	var admit sync.Once
+	defer admit.Do(func() { close(admitted) })
 	agents := append([]string{j.Agent}, j.Fallback...)
 	rec := Record{Job: j.ID, Task: j.Task, Trial: j.Trial, Attempt: r.opts.Attempts[j.ID] + 1, Metadata: j.Metadata}
 	if j.Source != nil {
@@ -535,9 +548,10 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 	if maxTurns == 0 {
 		maxTurns = r.opts.MaxTurns
 	}
-	// The job's clock starts with its first turn, not while it waits for a
-	// slot behind other jobs.
+	// The job's clock starts with its first turn and stops while it waits
+	// for a slot behind other jobs.
 	var start time.Time
+	var queued time.Duration
 	done := func(agent string, res *harness.Result, err error) (Record, bool) {
 		if res == nil {
 			res = &harness.Result{Agent: agent}
@@ -551,7 +565,7 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 			start = r.opts.Now()
 		}
 		rec.Started = start
-		rec.DurationMS = r.opts.Now().Sub(start).Milliseconds()
+		rec.DurationMS = (r.opts.Now().Sub(start) - queued).Milliseconds()
 		if p := res.Patch; p != nil {
 			rec.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
 			if r.opts.SavePatch != nil && !p.Omitted {
@@ -570,12 +584,24 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		})
 		return rec, true
 	}
+	select {
+	case <-after:
+	case <-ctx.Done():
+		return rec, false
+	}
 	for {
 		agent := agents[ai]
 		if len(rec.Agents) == 0 || rec.Agents[len(rec.Agents)-1] != agent {
 			rec.Agents = append(rec.Agents, agent)
 		}
+		if !r.pausedUntil(agent).IsZero() {
+			// A paused account waits for its reset, not for the job
+			// before it: later jobs need not wait with it.
+			admit.Do(func() { close(admitted) })
+		}
+		asked := r.opts.Now()
 		release, err := r.acquire(ctx, agent, ai+1 < len(agents))
+		admit.Do(func() { close(admitted) })
 		if errors.Is(err, errPaused) {
 			// Its account is waiting for a reset: the next agent starts the
 			// job afresh (conversations do not move between CLIs).
@@ -604,6 +630,8 @@ func (r *runner) job(ctx context.Context, j Job) (Record, bool) {
 		}
 		if start.IsZero() {
 			start = r.opts.Now()
+		} else {
+			queued += r.opts.Now().Sub(asked)
 		}
 		r.publish(func(s *Status) { s.Running++ })
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv, Patch: earlier,

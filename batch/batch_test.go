@@ -234,3 +234,60 @@ func TestRecordUsageCompleteWhenEveryTurnIs(t *testing.T) {
 	assert.False(t, byID["mixed"].Usage.Complete, "one incomplete turn makes the job's usage incomplete")
 	assert.False(t, byID["mixed"].Usage.CostKnown)
 }
+
+// TestConcurrencyOneRunsInFileOrder: with one slot, jobs start in the
+// order of the file, every time.
+func TestConcurrencyOneRunsInFileOrder(t *testing.T) {
+	var jobs []Job
+	var want []string
+	for i := range 40 {
+		id := fmt.Sprintf("job-%02d", i)
+		jobs = append(jobs, Job{ID: id, Agent: "a", Prompt: "p"})
+		want = append(want, id)
+	}
+	for range 5 {
+		var mu sync.Mutex
+		var got []string
+		turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+			mu.Lock()
+			got = append(got, tr.Job.ID)
+			mu.Unlock()
+			return ok("")
+		}
+		_, err := Run(context.Background(), jobs, turn, Options{Concurrency: 1})
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
+
+// TestDurationExcludesQueueTime: a job's duration is the time its turns
+// (and its parks and backoffs) took, not the time it waited for a slot
+// behind other jobs. (The wait for a slot between a job's turns is not
+// counted either; with a virtual clock that other jobs advance instantly it
+// cannot be pinned down deterministically, so only its bounds are checked.)
+func TestDurationExcludesQueueTime(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	var calls sync.Map
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		n, _ := calls.LoadOrStore(tr.Job.ID, new(atomic.Int32))
+		k := n.(*atomic.Int32).Add(1)
+		_ = clock.Sleep(context.Background(), 10*time.Second) // the turn takes 10 s
+		if tr.Job.ID == "retried" && k == 1 {
+			return &harness.Result{}, outageErr()
+		}
+		return ok("")
+	}
+	jobs := []Job{{ID: "retried", Agent: "a", Prompt: "p"}, {ID: "other", Agent: "a", Prompt: "p"}, {ID: "last", Agent: "a", Prompt: "p"}}
+	recs, err := Run(context.Background(), jobs, turn, Options{Concurrency: 1, Now: clock.Now, Sleep: clock.Sleep,
+		Jitter: func() float64 { return 0 }})
+	require.NoError(t, err)
+	byID := map[string]Record{}
+	for _, r := range recs {
+		byID[r.Job] = r
+	}
+	assert.Equal(t, int64(10_000), byID["other"].DurationMS, "waiting for the slot is not counted")
+	assert.Equal(t, int64(10_000), byID["last"].DurationMS)
+	assert.Equal(t, 2, byID["retried"].Turns)
+	assert.GreaterOrEqual(t, byID["retried"].DurationMS, int64(20_000), "two turns of 10 s")
+	assert.LessOrEqual(t, byID["retried"].DurationMS, int64(40_000))
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -71,6 +73,9 @@ type Job struct {
 	Trial int    `json:"-"`
 }
 
+// maxJobID bounds a job id.
+const maxJobID = 256
+
 // Compile checks a job and compiles its schema into Compiled. [Run] calls
 // it for jobs not compiled yet; callers that read jobs call it once to
 // report a bad job before anything runs.
@@ -81,6 +86,12 @@ func (j *Job) Compile() error {
 	switch {
 	case j.ID == "":
 		return outposterr.New(outposterr.Configuration, "job without an id")
+	case len(j.ID) > maxJobID:
+		return outposterr.New(outposterr.Configuration, "job id of %d bytes: at most %d", len(j.ID), maxJobID)
+	case !utf8.ValidString(j.ID) || strings.IndexFunc(j.ID, unicode.IsControl) >= 0:
+		// Ids are printed on terminals and written to results: no escape
+		// sequences, no line breaks, no invalid text.
+		return outposterr.New(outposterr.Configuration, "job id %q: use printable text (no control characters)", j.ID)
 	case j.Agent == "":
 		return bad("no agent")
 	case strings.TrimSpace(j.Prompt) == "":

@@ -293,9 +293,27 @@ func ValidDest(p string) bool {
 // unset). A name given a value by the file AND present in the process
 // environment is an error, never a silent override. forwarded lists names
 // forwarded explicitly from the process (--env); they count as the process
-// source.
+// source. A name that is not a variable name, or is [Reserved], is a
+// configuration error; so is a value no environment can carry (a NUL byte)
+// or one over [MaxVarBytes]. Errors name variables, never values.
 func Declared(file map[string]string, process func(string) (string, bool), forwarded []string) (map[string]string, error) {
+	names := make([]string, 0, len(file)+len(forwarded))
+	for name := range file {
+		names = append(names, name)
+	}
+	names = append(names, forwarded...)
+	sort.Strings(names)
+	for _, name := range names {
+		switch {
+		case !envName.MatchString(name):
+			return nil, outposterr.New(outposterr.Configuration, "%q is not a variable name (letters, digits and '_', not starting with a digit)", name)
+		case Reserved(name):
+			return nil, outposterr.New(outposterr.Configuration,
+				"%s is reserved: Outpost or the sandbox sets it for every CLI, or it would move the CLI's files or load other code; remove it", name)
+		}
+	}
 	out := map[string]string{}
+	fromFile := map[string]bool{}
 	var conflicts []string
 	for name, v := range file {
 		pv, inProcess := process(name)
@@ -308,6 +326,7 @@ func Declared(file map[string]string, process func(string) (string, bool), forwa
 			conflicts = append(conflicts, name)
 		default:
 			out[name] = v
+			fromFile[name] = true
 		}
 	}
 	for _, name := range forwarded {
@@ -327,7 +346,36 @@ func Declared(file map[string]string, process func(string) (string, bool), forwa
 			"%s set both in .outpost/.env and in the environment; remove one (Outpost never picks one silently)",
 			strings.Join(dedupe(conflicts), ", "))
 	}
+	for _, name := range names {
+		if v, ok := out[name]; ok {
+			where := name + " (from the environment)"
+			if fromFile[name] {
+				where = name + " in .outpost/.env"
+			}
+			if err := CheckVarValue(where, v); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
+}
+
+// MaxVarBytes bounds one variable's value: far above any key or token, and
+// below what one environment string may hold (Linux refuses an exec with a
+// string over 128 KiB, and the CLI would "not run").
+const MaxVarBytes = 64 << 10
+
+// CheckVarValue refuses a value for name that no process environment can
+// carry: a NUL byte, or more than [MaxVarBytes]. The error names the
+// variable, never the value.
+func CheckVarValue(name, v string) error {
+	switch {
+	case strings.ContainsRune(v, 0):
+		return outposterr.New(outposterr.Configuration, "%s: the value contains a NUL byte, which no environment can carry", name)
+	case len(v) > MaxVarBytes:
+		return outposterr.New(outposterr.Configuration, "%s: the value is %d KiB, more than the %d KiB a variable may hold", name, len(v)>>10, MaxVarBytes>>10)
+	}
+	return nil
 }
 
 func dedupe(s []string) []string {

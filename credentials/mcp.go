@@ -1,17 +1,23 @@
 package credentials
 
 import (
+	"net/url"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // MCPServer is a Model Context Protocol server declared once for a turn and
-// projected by each adapter into its CLI's own form. Secrets are passed by
-// variable name only: an Env or Headers value may reference a declared
-// variable as ${NAME}, and BearerTokenVar names the variable holding an
-// HTTP bearer token; the value itself never appears in a plan or in argv.
+// projected by each adapter into its CLI's own form. Secrets follow the
+// driver rule: they are passed by variable name only — an Env or Headers
+// value may reference a declared variable as ${NAME}, and BearerTokenVar
+// names the variable holding an HTTP bearer token — and never in Command,
+// Args or URL, which are visible in process listings ([MCPServer.Validate]
+// refuses a reference there). No value of Env or Headers, literal or
+// referenced, is put in any argv: adapters hand the configuration to their
+// CLI in a 0600 per-turn file or through its environment.
 type MCPServer struct {
 	// Name identifies the server (letters, digits, '_' and '-').
 	Name string `json:"name"`
@@ -40,6 +46,16 @@ type MCPServer struct {
 var (
 	mcpName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	varRef  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// headerName is an HTTP field name (RFC 9110 token).
+	headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// Bounds of one declaration: generous for real servers, small enough that a
+// runaway file cannot turn into a huge config.
+const (
+	maxMCPValue = 32 << 10
+	maxMCPItems = 256
 )
 
 // IsHTTP reports whether the server is reached over HTTP.
@@ -63,7 +79,11 @@ func (s MCPServer) HTTPHeaders() map[string]string {
 	return h
 }
 
-// Validate checks the declaration.
+// Validate checks the declaration: a name, exactly one transport (a stdio
+// command, or an http or https URL without credentials in it), no variable
+// reference where a process listing would show it (Command, Args, URL),
+// variable names and header names that are names, and values without
+// control characters that a CLI could not carry (NUL, newlines in headers).
 func (s MCPServer) Validate() error {
 	switch {
 	case !mcpName.MatchString(s.Name):
@@ -78,6 +98,91 @@ func (s MCPServer) Validate() error {
 		return outposterr.New(outposterr.Configuration, "MCP server %s: headers need url", s.Name)
 	case len(s.Env) > 0 && s.Command == "":
 		return outposterr.New(outposterr.Configuration, "MCP server %s: env needs command", s.Name)
+	case s.BearerTokenVar != "" && !envName.MatchString(s.BearerTokenVar):
+		return outposterr.New(outposterr.Configuration, "MCP server %s: bearer_token_var %q is not a variable name", s.Name, s.BearerTokenVar)
+	case s.StartupTimeoutMS < 0:
+		return outposterr.New(outposterr.Configuration, "MCP server %s: negative startup_timeout_ms", s.Name)
+	case len(s.Args)+len(s.Env)+len(s.Headers)+len(s.IncludeTools)+len(s.ExcludeTools) > maxMCPItems:
+		return outposterr.New(outposterr.Configuration, "MCP server %s: more than %d args, variables, headers and tools", s.Name, maxMCPItems)
+	}
+	// Argv is visible to every process on the machine (container processes
+	// included): a secret goes in env or headers as ${NAME}, never here.
+	for i, a := range append([]string{s.Command}, s.Args...) {
+		what := "command"
+		if i > 0 {
+			what = "args"
+		}
+		if strings.Contains(a, "${") {
+			return outposterr.New(outposterr.Configuration,
+				"MCP server %s: %s reference a variable; argv is visible to every process, so pass secrets in env (or headers) as ${NAME}", s.Name, what)
+		}
+		if err := checkValue(s.Name, what, a, false); err != nil {
+			return err
+		}
+	}
+	if s.URL != "" {
+		if err := checkURL(s); err != nil {
+			return err
+		}
+	}
+	for k, v := range s.Env {
+		if !envName.MatchString(k) {
+			return outposterr.New(outposterr.Configuration, "MCP server %s: env name %q is not a variable name", s.Name, k)
+		}
+		if err := checkValue(s.Name, "env "+k, v, false); err != nil {
+			return err
+		}
+	}
+	for k, v := range s.Headers {
+		if !headerName.MatchString(k) {
+			return outposterr.New(outposterr.Configuration, "MCP server %s: header name %q is not a header name", s.Name, k)
+		}
+		if err := checkValue(s.Name, "header "+k, v, true); err != nil {
+			return err
+		}
+	}
+	for _, tool := range append(append([]string(nil), s.IncludeTools...), s.ExcludeTools...) {
+		if tool == "" || strings.ContainsAny(tool, "\x00\r\n") || len(tool) > 256 {
+			return outposterr.New(outposterr.Configuration, "MCP server %s: tool name %q is not a tool name", s.Name, tool)
+		}
+	}
+	return nil
+}
+
+// checkURL accepts http and https URLs with a host and no user
+// information; a variable reference (a token in the query) is refused like
+// one in args: a URL is configuration, not a secret.
+func checkURL(s MCPServer) error {
+	if strings.Contains(s.URL, "${") {
+		return outposterr.New(outposterr.Configuration,
+			"MCP server %s: url references a variable; pass secrets in headers (or bearer_token_var) as ${NAME}", s.Name)
+	}
+	u, err := url.Parse(s.URL)
+	switch {
+	case err != nil:
+		return outposterr.New(outposterr.Configuration, "MCP server %s: url is not a URL", s.Name)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return outposterr.New(outposterr.Configuration, "MCP server %s: url scheme %q: only http and https servers are supported", s.Name, u.Scheme)
+	case u.Host == "":
+		return outposterr.New(outposterr.Configuration, "MCP server %s: url has no host", s.Name)
+	case u.User != nil:
+		return outposterr.New(outposterr.Configuration,
+			"MCP server %s: url carries credentials; pass them in headers (or bearer_token_var) as ${NAME}", s.Name)
+	}
+	return checkValue(s.Name, "url", s.URL, true)
+}
+
+// checkValue bounds a value and refuses NUL (no environment or argv can
+// carry it) and, in a single-line field, line breaks. It never quotes the
+// value: it may be a secret.
+func checkValue(server, what, v string, oneLine bool) error {
+	switch {
+	case len(v) > maxMCPValue:
+		return outposterr.New(outposterr.Configuration, "MCP server %s: %s is longer than %d KiB", server, what, maxMCPValue>>10)
+	case strings.ContainsRune(v, 0):
+		return outposterr.New(outposterr.Configuration, "MCP server %s: %s contains a NUL byte", server, what)
+	case oneLine && strings.ContainsAny(v, "\r\n"):
+		return outposterr.New(outposterr.Configuration, "MCP server %s: %s contains a line break", server, what)
 	}
 	return nil
 }

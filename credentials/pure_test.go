@@ -82,6 +82,37 @@ func TestDeclared(t *testing.T) {
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 }
 
+// TestDeclaredRefusesUnusable: reserved names, non-names and values no
+// environment can carry are configuration errors naming the variable,
+// never showing the value.
+func TestDeclaredRefusesUnusable(t *testing.T) {
+	big := strings.Repeat("v", MaxVarBytes+1)
+	env := map[string]string{"PATH": "/usr/bin", "BIG": big}
+	proc := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for name, tc := range map[string]struct {
+		file    map[string]string
+		forward []string
+		want    string
+	}{
+		"reserved in file":   {file: map[string]string{"HOME": "MARK-home"}, want: "HOME is reserved"},
+		"reserved forwarded": {forward: []string{"PATH"}, want: "PATH is reserved"},
+		"loader":             {file: map[string]string{"LD_PRELOAD": "MARK-x"}, want: "LD_PRELOAD is reserved"},
+		"relocation":         {file: map[string]string{"CODEX_HOME": "MARK-x"}, want: "CODEX_HOME is reserved"},
+		"not a name":         {file: map[string]string{"A-B": "MARK-x"}, want: `"A-B" is not a variable name`},
+		"NUL in file":        {file: map[string]string{"TOKEN": "MARK-a\x00b"}, want: "TOKEN in .outpost/.env: the value contains a NUL byte"},
+		"huge inherited":     {file: map[string]string{"BIG": ""}, want: "BIG (from the environment): the value is"},
+	} {
+		_, err := Declared(tc.file, proc, tc.forward)
+		require.Error(t, err, name)
+		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), name)
+		assert.Contains(t, err.Error(), tc.want, name)
+		assert.NotContains(t, err.Error(), "MARK-", name)
+	}
+	assert.True(t, Reserved("XDG_CONFIG_HOME"))
+	assert.True(t, Reserved("OUTPOST_CODEX_API_KEY"))
+	assert.False(t, Reserved("ANTHROPIC_API_KEY"))
+}
+
 func TestMergeJSON(t *testing.T) {
 	out, err := MergeJSON([]byte(`{"keep":1,"mcpServers":{"old":{"command":"x"}}}`), []string{"mcpServers"},
 		map[string]any{"new": map[string]any{"command": "y"}})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/adapters/reset"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposttest"
 )
@@ -168,7 +169,7 @@ func TestRealCodexTool(t *testing.T) {
 func TestRealCodexFailures(t *testing.T) {
 	bin := testenv.CLI(t, "codex")
 	testenv.Short(t)
-	reset := time.Now().UTC().Truncate(time.Hour).Add(3 * time.Hour)
+	resetAt := time.Now().UTC().Truncate(time.Hour).Add(3 * time.Hour)
 	cases := []struct {
 		scenario outposttest.Scenario
 		message  string // substring of turn.failed.error.message
@@ -183,7 +184,7 @@ func TestRealCodexFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.scenario), func(t *testing.T) {
 			t.Parallel()
-			srv := newServer(t, outposttest.WithScenario(tc.scenario), outposttest.WithQuotaReset(reset))
+			srv := newServer(t, outposttest.WithScenario(tc.scenario), outposttest.WithQuotaReset(resetAt))
 			home, err := os.MkdirTemp("/var/tmp", "outposttest-codex-home-")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = os.RemoveAll(home) })
@@ -194,7 +195,13 @@ func TestRealCodexFailures(t *testing.T) {
 			msg := failed[0]["error"].(map[string]any)["message"].(string)
 			assert.Contains(t, msg, tc.message)
 			if tc.scenario == outposttest.ScenarioQuota {
-				assert.Contains(t, msg, "try again at "+reset.Format("3:04 PM")+".")
+				// Codex names the clock time alone on the same day, else
+				// the date too ("try again at Dec 3rd, 2026 1:00 AM."):
+				// whichever it printed must read back as the reset.
+				assert.Contains(t, msg, "try again at ")
+				got, ok := reset.Parse(msg, time.Now())
+				require.True(t, ok, "reset not read from %q", msg)
+				assert.True(t, got.Equal(resetAt), "reset read as %v from %q, want %v", got, msg, resetAt)
 			}
 			assert.Empty(t, run.find("turn.completed"))
 		})

@@ -24,6 +24,7 @@ import (
 	"io"
 	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -51,7 +52,9 @@ type Spec struct {
 	Network string
 	// Image is the container image for container providers.
 	Image string
-	// CPUs, MemoryBytes and Pids limit container resources (0: no limit).
+	// CPUs, MemoryBytes and Pids limit container resources (0: the
+	// provider's default — Docker leases are always limited, see
+	// docker.DefaultCPUs; negative is refused).
 	CPUs        float64
 	MemoryBytes int64
 	Pids        int64
@@ -131,15 +134,38 @@ type Command struct {
 	KeepStdinOpen bool
 }
 
-// Redacted returns a printable form of the command: argv and variable names, never values.
+// Redacted returns a printable form of the command: argv and variable
+// names, never values. Secrets never go in argv; as a second line of
+// defence, any value of Env at least [minMasked] bytes long that appears in
+// an argument anyway is printed as "…".
 func (c Command) Redacted() string {
 	names := make([]string, 0, len(c.Env))
-	for k := range c.Env {
+	var values []string
+	for k, v := range c.Env {
 		names = append(names, k)
+		if len(v) >= minMasked {
+			values = append(values, v)
+		}
 	}
 	sort.Strings(names)
-	return fmt.Sprintf("argv=%q env=%v dir=%q stdin=%dB", c.Args, names, c.Dir, len(c.Stdin))
+	// Longest first, so a value containing another is masked whole.
+	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
+	args := c.Args
+	if len(values) > 0 {
+		args = make([]string, len(c.Args))
+		for i, a := range c.Args {
+			for _, v := range values {
+				a = strings.ReplaceAll(a, v, "…")
+			}
+			args[i] = a
+		}
+	}
+	return fmt.Sprintf("argv=%q env=%v dir=%q stdin=%dB", args, names, c.Dir, len(c.Stdin))
 }
+
+// minMasked is the shortest environment value Redacted masks in argv
+// (shorter ones, "1" or "UTC", are flags, not secrets).
+const minMasked = 8
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

@@ -265,7 +265,7 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 		}
 		args = append(args, "--json-schema", string(in.Schema))
 	}
-	mcpFlags, mcpEnv, err := mcpArgs(in.MCP)
+	mcpFlags, mcpEnv, err := mcpArgs(in)
 	if err != nil {
 		return nil, nil, err
 	}

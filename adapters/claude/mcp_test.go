@@ -2,7 +2,6 @@ package claude
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,24 +13,32 @@ import (
 )
 
 func TestMCPProjection(t *testing.T) {
-	cmd, err := New().Request(adapters.Input{Prompt: "p", MCP: []credentials.MCPServer{
-		{Name: "local", Command: "srv", Args: []string{"--flag"}, Env: map[string]string{"TOKEN": "${LOCAL_TOKEN}"}, ExcludeTools: []string{"rm"}},
+	in := adapters.Input{Prompt: "p", Scratch: "/home/agent/.outpost-turn-1", MCP: []credentials.MCPServer{
+		{Name: "local", Command: "srv", Args: []string{"--flag"}, Env: map[string]string{"TOKEN": "${LOCAL_TOKEN}", "LEVEL": "MARK-literal"},
+			ExcludeTools: []string{"rm"}},
 		{Name: "docs", URL: "https://docs.example/mcp", BearerTokenVar: "DOCS_TOKEN", StartupTimeoutMS: 15000},
-	}})
+	}}
+	cmd, err := New().Request(in)
 	require.NoError(t, err)
-	var cfgArg string
-	for _, a := range cmd.Args {
-		if strings.HasPrefix(a, "--mcp-config=") {
-			cfgArg = strings.TrimPrefix(a, "--mcp-config=")
-		}
-	}
-	require.NotEmpty(t, cfgArg, "argv: %q", cmd.Args)
-	assert.JSONEq(t, `{"mcpServers":{
-		"local":{"type":"stdio","command":"srv","args":["--flag"],"env":{"TOKEN":"${LOCAL_TOKEN}"}},
-		"docs":{"type":"http","url":"https://docs.example/mcp","headers":{"Authorization":"Bearer ${DOCS_TOKEN}"}}}}`, cfgArg)
+	assert.Contains(t, cmd.Args, "--mcp-config=/home/agent/.outpost-turn-1/mcp.json")
 	assert.Contains(t, cmd.Args, "--strict-mcp-config")
 	assert.Contains(t, cmd.Args, "--disallowedTools=mcp__local__rm")
 	assert.Equal(t, "15000", cmd.Env["MCP_TIMEOUT"])
+	b, _ := json.Marshal(cmd.Args)
+	assert.NotContains(t, string(b), "MARK-literal", "no env value in argv")
+	assert.NotContains(t, string(b), "LOCAL_TOKEN")
+
+	files := New().TurnFiles(in)
+	require.Len(t, files, 1)
+	assert.Equal(t, MCPConfigFile, files[0].Name)
+	assert.JSONEq(t, `{"mcpServers":{
+		"local":{"type":"stdio","command":"srv","args":["--flag"],"env":{"TOKEN":"${LOCAL_TOKEN}","LEVEL":"MARK-literal"}},
+		"docs":{"type":"http","url":"https://docs.example/mcp","headers":{"Authorization":"Bearer ${DOCS_TOKEN}"}}}}`, string(files[0].Data))
+	assert.Empty(t, New().TurnFiles(adapters.Input{Prompt: "p"}))
+
+	_, err = New().Request(adapters.Input{Prompt: "p", MCP: in.MCP})
+	require.Error(t, err, "without a scratch directory")
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 
 	for _, bad := range [][]credentials.MCPServer{
 		{{Name: "x", Command: "c", IncludeTools: []string{"a"}}},
@@ -39,13 +46,12 @@ func TestMCPProjection(t *testing.T) {
 		{{Name: "bad name", Command: "c"}},
 		{{Name: "x"}},
 		{{Name: "x", Command: "c", URL: "http://u"}},
+		{{Name: "x", Command: "c", Args: []string{"--token=${TOKEN}"}}},
 	} {
-		_, err := New().Request(adapters.Input{Prompt: "p", MCP: bad})
+		_, err := New().Request(adapters.Input{Prompt: "p", Scratch: "/s", MCP: bad})
 		require.Error(t, err)
 		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	}
-	b, _ := json.Marshal(cmd.Args)
-	assert.NotContains(t, string(b), "secret")
 }
 
 func TestMCPVars(t *testing.T) {

@@ -390,7 +390,7 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
 		}
 	}
-	mcp, err := mcpConfig(in.MCP)
+	mcp, mcpEnv, err := mcpConfig(in.MCP)
 	if err != nil {
 		return c, err
 	}
@@ -414,6 +414,14 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {
 			return c, configErr("invalid environment variable name %q", k)
+		}
+		c.env[k] = v
+	}
+	// MCP values reach Codex through its environment, never argv; a
+	// literal must not change a variable the turn already sets.
+	for k, v := range mcpEnv {
+		if old, ok := c.env[k]; ok && old != v {
+			return c, configErr("MCP env %s differs from the declared variable %s; reference it as ${%s}", k, k, k)
 		}
 		c.env[k] = v
 	}

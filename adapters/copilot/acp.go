@@ -38,7 +38,7 @@ func (a *Adapter) LiveRequest(in adapters.Input) (sandbox.Command, adapters.Live
 	}
 	args := []string{a.Binary(), "--acp", "--allow-all", "--no-ask-user", "--no-auto-update"}
 	args = append(args, a.flags(in)...)
-	mcp, _ := mcpArgs(in.MCP) // validated by env
+	mcp, _ := mcpArgs(in) // validated by env
 	args = append(args, mcp...)
 	args = a.AppendExtra(args)
 

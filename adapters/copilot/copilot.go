@@ -229,7 +229,7 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	if in.Continue != "" {
 		args = append(args, "--resume", in.Continue)
 	}
-	mcp, _ := mcpArgs(in.MCP) // validated by env
+	mcp, _ := mcpArgs(in) // validated by env
 	args = append(args, mcp...)
 	args = a.AppendExtra(args)
 	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: []byte(in.Prompt)}, nil
@@ -268,7 +268,7 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 	if in.Effort != "" && !slices.Contains(Efforts, in.Effort) {
 		return nil, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))
 	}
-	if _, err := mcpArgs(in.MCP); err != nil {
+	if _, err := mcpArgs(in); err != nil {
 		return nil, err
 	}
 	if in.MaxRetries != nil && *in.MaxRetries < 0 {

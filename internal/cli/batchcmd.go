@@ -89,11 +89,12 @@ A job stopped by a cap fails as process with "budget" set in its outcome (exit 1
 a batch over its cap starts no further turn. Costs are the CLI's reported cost,
 else list prices; a turn whose tokens nothing prices is stopped when a cap is set.
 
-SIGINT stops scheduling, cancels running turns and removes their containers. --resume
+A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stops scheduling, cancels running turns and
+removes their sandboxes. --resume
 redoes jobs without a result line; --retry-failed reruns jobs whose latest line failed
 (all, or only the named classes). The exit code covers the whole results file: 0
 when every job's latest line succeeded, else the failures' code when they share a
-class, else 1 (configuration errors: 2).
+class, else 1 (configuration errors: 2; a signal: 128 + its number).
 
 --json prints each result line on standard output as well; --out DIR records the run
 (every attempt's trajectory, the results, parks and a manifest) for outpost report.
@@ -117,9 +118,9 @@ writes one file per trial of jobs with attempts.`,
 	fl.BoolVar(&o.Resume, "resume", false, "skip jobs that already have a result line")
 	fl.StringVar(&o.RetryFailed, "retry-failed", "", "rerun jobs whose latest result failed: all, or classes (\"quota,process\"); implies --resume")
 	fl.Lookup("retry-failed").NoOptDefVal = "all"
-	fl.IntVar(&o.MaxParks, "max-parks", 3, "times one job may wait for a quota reset")
+	fl.IntVar(&o.MaxParks, "max-parks", 3, "times one job may wait for a quota reset (0: never; fail or fall back at once)")
 	fl.DurationVar(&o.MaxPark, "max-park", 6*time.Hour, "longest single wait for a quota reset")
-	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent")
+	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent (0: none)")
 	fl.Float64Var(&o.MaxCostUSD, "max-cost-usd", 0, "stop a job once its cost reaches this many dollars (0: no cap)")
 	fl.Float64Var(&o.MaxBatchCostUSD, "max-batch-cost-usd", 0, "start no further turn once the batch's cost reaches this many dollars (0: no cap)")
 	fl.IntVar(&o.MaxTurns, "max-turns", 0, "stop a turn after this many assistant turns (0: no cap)")
@@ -194,6 +195,14 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if o.MaxCostUSD < 0 || o.MaxBatchCostUSD < 0 || o.MaxTurns < 0 {
 		return &flagError{fmt.Errorf("--max-cost-usd, --max-batch-cost-usd and --max-turns take positive values")}
 	}
+	switch {
+	case o.MaxRetries < 0:
+		return &flagError{fmt.Errorf("--max-retries must be 0 or more, not %d", o.MaxRetries)}
+	case o.MaxParks < 0:
+		return &flagError{fmt.Errorf("--max-parks must be 0 or more, not %d", o.MaxParks)}
+	case o.MaxPark <= 0:
+		return &flagError{fmt.Errorf("--max-park must be positive, not %s", o.MaxPark)}
+	}
 	jobs, err := readJobs(o.Jobs)
 	if err != nil {
 		return err
@@ -255,8 +264,8 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	var recs []batch.Record
 	if len(done) < len(jobs) {
 		if recs, err = runPending(ctx, cmd, f, o, table, jobs, batch.Options{
-			Concurrency: total, AgentConcurrency: perAgent, MaxParks: o.MaxParks, MaxPark: o.MaxPark,
-			MaxRetries: o.MaxRetries, Done: done, Attempts: prev.count,
+			Concurrency: total, AgentConcurrency: perAgent, MaxParks: noneIfZero(o.MaxParks), MaxPark: o.MaxPark,
+			MaxRetries: noneIfZero(o.MaxRetries), Done: done, Attempts: prev.count,
 			MaxJobCostUSD: o.MaxCostUSD, MaxCostUSD: o.MaxBatchCostUSD, MaxTurns: o.MaxTurns,
 		}); err != nil && !outposterr.IsBudget(err) {
 			return err
@@ -665,3 +674,12 @@ func (p *batchProgress) pause(agent string, until time.Time) {
 }
 
 func (p *batchProgress) finish() { p.line.Close() }
+
+// noneIfZero maps a flag's explicit 0 ("none") to batch.Options' negative
+// (whose zero means "the default").
+func noneIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}

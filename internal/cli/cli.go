@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,13 +99,40 @@ func NewFactory() *Factory {
 // It never calls os.Exit itself.
 func Main(args []string) int { return MainWith(NewFactory(), args) }
 
+// cancelSignals end a command the same way: SIGINT (Ctrl-C), SIGTERM (a
+// supervisor), SIGHUP (the terminal went away) and SIGQUIT (Ctrl-\, which
+// then dumps no goroutines).
+var cancelSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
 // MainWith is [Main] with a factory of the caller's (tests register fake
-// agents or sandboxes in it). SIGINT and SIGTERM cancel the command's
-// context: running turns stop and their leases are released.
+// agents or sandboxes in it). SIGINT, SIGTERM, SIGHUP and SIGQUIT cancel the
+// command's context: running turns stop and their leases are released
+// (containers removed, host sandbox homes deleted). An interrupted command
+// exits 128 plus the signal's number (130 for SIGINT, 143 for SIGTERM, 129
+// for SIGHUP, 131 for SIGQUIT); later signals are ignored while it winds
+// down.
 func MainWith(f *Factory, args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return Execute(ctx, f, args)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, cancelSignals...)
+	defer signal.Stop(ch)
+	var got atomic.Value // syscall.Signal
+	go func() {
+		select {
+		case sig := <-ch:
+			if s, ok := sig.(syscall.Signal); ok {
+				got.Store(s)
+			}
+			cancel(fmt.Errorf("received %s", sig))
+		case <-ctx.Done():
+		}
+	}()
+	code := Execute(ctx, f, args)
+	if s, ok := got.Load().(syscall.Signal); ok && code == int(ExitAborted) {
+		return 128 + int(s)
+	}
+	return code
 }
 
 // Execute runs the command tree with f and returns the exit code. A panic

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox/host"
 	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
@@ -21,10 +23,18 @@ func NewCmdGC(f *Factory) *cobra.Command {
 	var kube SandboxOptions
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run]",
-		Short: "Remove labelled Docker leftovers that no live outpost process owns",
-		Long: `gc lists containers, volumes and networks labelled dev.outpost.managed whose
-owning outpost process is gone (or, for resources of another host, older than
---grace) and removes them. Resources of runs still going on are left alone.`,
+		Short: "Remove sandbox leftovers (Docker resources, host sandbox homes) that no live outpost process owns",
+		Long: `gc removes what runs that died without cleaning up left behind (kill -9, a crash, a
+lost machine):
+
+  - containers, volumes and networks labelled dev.outpost.managed on the Docker engine
+    (DOCKER_HOST), and
+  - host sandbox lease directories (` + host.LeasePrefix + `* in the temporary directory,
+    holding private homes with logins and transcripts) of this user,
+
+whose owning outpost process is gone (or, for resources of another host or without an
+owner record, older than --grace). Resources of runs still going on are left alone.
+An unreachable engine is reported (exit 7) after the host sandbox is swept.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch kube.Kind {
@@ -34,32 +44,29 @@ owning outpost process is gone (or, for resources of another host, older than
 			default:
 				return &flagError{fmt.Errorf("--sandbox must be docker or kubernetes for gc, not %q", kube.Kind)}
 			}
-			ep, err := dockerEndpoint(f)
-			if err != nil {
-				return err
-			}
-			cli, err := docker.NewEndpointClient(ep)
-			if err != nil {
-				return err
-			}
-			defer cli.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
-			if _, err := cli.Ping(ctx); err != nil {
-				return outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable (is dockerd running?)")
-			}
-			left, err := docker.Reap(ctx, cli, docker.ReapOptions{DryRun: dryRun, Grace: grace})
-			for _, l := range left {
-				state := "removed"
-				if !l.Removed {
-					state = "left over"
+			found := 0
+			state := func(removed bool) string {
+				if removed {
+					return "removed"
 				}
-				fmt.Fprintf(f.IO.Out, "%s %s %s (%s): %s\n", state, l.Kind, shortName(l), l.Reason, l.Labels[docker.LabelRun])
+				return "left over"
 			}
-			if len(left) == 0 {
+			homes, hostErr := host.Reap(ctx, host.ReapOptions{DryRun: dryRun, Grace: grace})
+			for _, l := range homes {
+				found++
+				fmt.Fprintf(f.IO.Out, "%s host sandbox %s (%s)\n", state(l.Removed), l.Path, l.Reason)
+			}
+			left, dockerErr := reapDocker(ctx, f, docker.ReapOptions{DryRun: dryRun, Grace: grace})
+			for _, l := range left {
+				found++
+				fmt.Fprintf(f.IO.Out, "%s %s %s (%s): %s\n", state(l.Removed), l.Kind, shortName(l), l.Reason, l.Labels[docker.LabelRun])
+			}
+			if found == 0 && dockerErr == nil && hostErr == nil {
 				fmt.Fprintln(f.IO.Out, "no leftovers")
 			}
-			return err
+			return errors.Join(dockerErr, hostErr)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list leftovers without removing them")
@@ -95,6 +102,26 @@ func gcKubernetes(ctx context.Context, f *Factory, o SandboxOptions, dryRun bool
 		fmt.Fprintln(f.IO.Out, "no leftovers")
 	}
 	return err
+}
+
+// reapDocker sweeps the engine at DOCKER_HOST; an unreachable engine is a
+// sandbox error that says so.
+func reapDocker(ctx context.Context, f *Factory, opts docker.ReapOptions) ([]docker.Leftover, error) {
+	ep, err := dockerEndpoint(f)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := docker.NewEndpointClient(ep)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(ctx, docker.DefaultPingTimeout)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s, nothing swept there (is dockerd running?)", cli.DaemonHost())
+	}
+	return docker.Reap(ctx, cli, opts)
 }
 
 func shortName(l docker.Leftover) string {

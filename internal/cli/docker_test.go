@@ -2,11 +2,16 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,4 +118,84 @@ echo '{"t":"end","v":"in '$(hostname)' as '$(id -u)': '$p' key='${#LINES_KEY}'"}
 	assert.NotContains(t, r.stdout+r.stderr, "MARK-dk-secret")
 	r = execute(t, "", nil, "run", "--agent", "lines", "--no-store", "--workspace", ws, "down")
 	assert.Equal(t, int(ExitUnavailable), r.code, r.stdout+r.stderr)
+}
+
+// bombDriver writes a project whose "bomb" driver forks without bound:
+// every process starts two more and waits for them.
+func bombDriver(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	require.NoError(t, os.Chmod(ws, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "bomb.json"), []byte(`{"id":"bomb","binary":"sh",
+		"args":["bomb.sh"],"requires_final":true,
+		"output":{"mode":"jsonl","rules":[{"match":{"t":"id"},"event":"conversation","fields":{"id":"v"}},
+		{"match":{"t":"end"},"event":"final","fields":{"text":"v"}}]}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "bomb.sh"), []byte(`echo '{"t":"id","v":"bomb-1"}'
+b() { b & b & wait; }
+b 2>/dev/null
+`), 0o644))
+	return ws
+}
+
+// TestForkBombHitsPidsLimit: an agent that forks without bound in a lease
+// with the default limits stops at the pids limit; the host can still start
+// processes meanwhile, the turn is classified (a timeout: the bomb never
+// ends) and the lease is removed.
+func TestForkBombHitsPidsLimit(t *testing.T) {
+	testenv.Short(t)
+	requireDocker(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	defer cli.Close()
+	ws := bombDriver(t)
+	t.Chdir(ws)
+	mine := filters.NewArgs(filters.Arg("label", docker.LabelOwnerPID+"="+strconv.Itoa(os.Getpid())),
+		filters.Arg("label", docker.LabelManaged+"=true"))
+
+	var peak, limit uint64
+	var hostForked bool
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			list, err := cli.ContainerList(context.Background(), container.ListOptions{Filters: mine})
+			if err != nil || len(list) == 0 {
+				continue
+			}
+			st, err := cli.ContainerStatsOneShot(context.Background(), list[0].ID)
+			if err != nil {
+				continue
+			}
+			var s container.StatsResponse
+			err = json.NewDecoder(st.Body).Decode(&s)
+			st.Body.Close()
+			if err != nil {
+				continue
+			}
+			peak, limit = max(peak, s.PidsStats.Current), s.PidsStats.Limit
+			if limit > 0 && peak >= limit && !hostForked {
+				// The lease is at its limit: the host still starts processes.
+				hostForked = exec.Command("true").Run() == nil
+			}
+		}
+	}()
+	r := execute(t, "", nil, "run", "--agent", "bomb", "--no-store", "--workspace", ws, "--timeout", "15s", "--json", "go")
+	close(stop)
+	<-watched
+	t.Logf("lease pids peak %d of limit %d; outpost exit %d", peak, limit, r.code)
+	assert.Equal(t, int(ExitTimeout), r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"class":"timeout"`)
+	assert.Equal(t, uint64(docker.DefaultPids), limit, "the default pids limit applies")
+	assert.Equal(t, limit, peak, "the bomb reached the limit and no further")
+	assert.True(t, hostForked, "the host started a process while the lease was at its limit")
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: mine})
+	require.NoError(t, err)
+	assert.Empty(t, list, "the lease is removed")
 }

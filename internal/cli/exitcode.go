@@ -39,7 +39,8 @@ const exitHelp = `Exit codes:
   10   protocol: the CLI's output broke its contract
   11   internal: a bug in Outpost (please report it)
   12   budget: a cost or turn cap you set stopped the work (--max-cost-usd, --max-turns)
-  130  aborted (interrupted)`
+  130  aborted (interrupted); a signal gives 128 + its number: 129 SIGHUP,
+       130 SIGINT, 131 SIGQUIT, 143 SIGTERM`
 
 // ExitCodeOf maps err to the command's exit code. This is the only place
 // that decision is made.

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"fmt"
+	"math"
 	"time"
 
-	"github.com/outpost-dev/outpost"
-
+	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/sandbox/docker"
 )
 
 // RunOptions are the flags of `outpost run` (and resume, fork, batch), in
@@ -51,6 +54,13 @@ type SandboxOptions struct {
 	User      string
 	// Kubeconfig, Context and Namespace reach a cluster (--sandbox kubernetes).
 	Kubeconfig, Context, Namespace string
+	// CPUs, Memory and Pids limit each container lease (--cpus, --memory,
+	// --pids-limit; 0: no limit). Unset flags keep the documented defaults.
+	CPUs   float64
+	Memory string
+	Pids   int64
+	// changed reports whether a flag was given (nil: none was).
+	changed func(name string) bool
 }
 
 // CredentialOptions say how the CLI authenticates and what it may see.
@@ -101,7 +111,11 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.StringVar(&o.Sandbox.Kubeconfig, "kubeconfig", "", "with --sandbox kubernetes: the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
 	fl.StringVar(&o.Sandbox.Context, "context", "", "with --sandbox kubernetes: the kubeconfig context (default: the current one)")
 	fl.StringVar(&o.Sandbox.Namespace, "namespace", "", "with --sandbox kubernetes: the namespace of the pods (default: the context's)")
-	fl.StringVar(&o.Sandbox.User, "user", "", "container lease user uid:gid (default: yours; as root, the workspace owner's, else 1000:1000)")
+	fl.StringVar(&o.Sandbox.User, "user", "", "container lease user uid:gid, never root (default: yours; as root, the workspace owner's, else 1000:1000)")
+	fl.Float64Var(&o.Sandbox.CPUs, "cpus", docker.DefaultCPUs, "CPU quota of each container lease, in CPUs (0: no limit)")
+	fl.StringVar(&o.Sandbox.Memory, "memory", units.BytesSize(float64(docker.DefaultMemoryBytes)), "memory limit of each container lease, swap disabled, e.g. 512m, 8g (0: no limit)")
+	fl.Int64Var(&o.Sandbox.Pids, "pids-limit", docker.DefaultPids, "processes and threads of each container lease (0: no limit)")
+	o.Sandbox.changed = fl.Changed
 
 	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringArrayVar(&o.Credentials.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
@@ -121,4 +135,45 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 
 	fl.StringVar(&o.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
 	fl.StringVar(&o.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
+}
+
+// limits turns the limit flags into the library's values: an unset flag is
+// 0 (the default), an explicit 0 is -1 (no limit); negative values are
+// usage errors. (The host sandbox refuses any limit: it cannot enforce one.)
+func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
+	changed := func(name string) bool { return o.changed != nil && o.changed(name) }
+	if changed("cpus") {
+		switch {
+		case o.CPUs < 0 || math.IsNaN(o.CPUs) || math.IsInf(o.CPUs, 0):
+			return 0, 0, 0, &flagError{fmt.Errorf("--cpus must be a number of CPUs, 0 for no limit, not %v", o.CPUs)}
+		case o.CPUs == 0:
+			cpus = -1
+		default:
+			cpus = o.CPUs
+		}
+	}
+	if changed("memory") {
+		n, perr := units.RAMInBytes(o.Memory)
+		switch {
+		case perr != nil || n < 0:
+			return 0, 0, 0, &flagError{fmt.Errorf("--memory must be a size such as 512m or 8g, 0 for no limit, not %q", o.Memory)}
+		case n == 0:
+			mem = -1
+		case n < 6<<20:
+			return 0, 0, 0, &flagError{fmt.Errorf("--memory %s is below the engine's minimum of 6 MiB", o.Memory)}
+		default:
+			mem = n
+		}
+	}
+	if changed("pids-limit") {
+		switch {
+		case o.Pids < 0:
+			return 0, 0, 0, &flagError{fmt.Errorf("--pids-limit must be a number of processes, 0 for no limit, not %d", o.Pids)}
+		case o.Pids == 0:
+			pids = -1
+		default:
+			pids = o.Pids
+		}
+	}
+	return cpus, mem, pids, nil
 }

@@ -24,7 +24,7 @@ type ReplayOptions struct {
 	Time     string
 	Now      func() time.Time
 
-	ctx context.Context // the command's: SIGINT/SIGTERM end the replay
+	ctx context.Context // the command's: a signal (INT, TERM, HUP, QUIT) ends the replay
 }
 
 // NewCmdReplay builds `outpost replay`. runF replaces the action in tests.

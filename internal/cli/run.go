@@ -214,6 +214,14 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
 		}
 	}
+	// Zero would silently mean the default deadline, a negative one an
+	// instant failure: both are mistakes.
+	if opts.Turn.Timeout <= 0 {
+		return nil, &flagError{fmt.Errorf("--timeout must be positive, not %s", opts.Turn.Timeout)}
+	}
+	if opts.Turn.IdleTimeout <= 0 {
+		return nil, &flagError{fmt.Errorf("--idle-timeout must be positive, not %s", opts.Turn.IdleTimeout)}
+	}
 	if _, ok := f.Sandboxes[kindOrDefault(opts.Sandbox.Kind)]; !ok {
 		return nil, &flagError{fmt.Errorf("--sandbox must be one of %s, not %q", f.sandboxNames(), opts.Sandbox.Kind)}
 	}
@@ -231,10 +239,15 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	if len(opts.Offline.Answers) > 0 && !opts.Offline.Enabled {
 		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
+	cpus, mem, pids, err := opts.Sandbox.limits()
+	if err != nil {
+		return nil, err
+	}
 	o := outpost.Options{
 		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind, Image: opts.Sandbox.Image, Network: opts.Sandbox.Network,
 			User: opts.Sandbox.User, HostEnv: hostEnv(f),
-			Kubeconfig: kubeconfig(f, opts.Sandbox.Kubeconfig), KubeContext: opts.Sandbox.Context, Namespace: opts.Sandbox.Namespace},
+			Kubeconfig: kubeconfig(f, opts.Sandbox.Kubeconfig), KubeContext: opts.Sandbox.Context, Namespace: opts.Sandbox.Namespace,
+			CPUs: cpus, MemoryBytes: mem, Pids: pids},
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
 		NoStore: opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},

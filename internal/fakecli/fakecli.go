@@ -66,6 +66,14 @@ var hold [][]byte
 // offers one tool named "echo_" + $OUTPOST_FAKEMCP_SUFFIX.
 const MCPEnv = "OUTPOST_FAKEMCP"
 
+// MCPExpectEnv, when set, must equal $OUTPOST_FAKEMCP_SECRET
+// ([MCPSecretEnv]), or the fake MCP server exits 3 before answering: its
+// tool listed proves a test's env values reached it.
+const (
+	MCPExpectEnv = "OUTPOST_FAKEMCP_EXPECT"
+	MCPSecretEnv = "OUTPOST_FAKEMCP_SECRET"
+)
+
 // Main runs the fake CLI and exits.
 func Main() {
 	if os.Getenv(MCPEnv) == "1" {
@@ -336,6 +344,12 @@ func serveMCP() {
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	out := json.NewEncoder(os.Stdout)
 	tool := "echo_" + os.Getenv("OUTPOST_FAKEMCP_SUFFIX")
+	if want, ok := os.LookupEnv(MCPExpectEnv); ok && want != os.Getenv(MCPSecretEnv) {
+		// The test's values did not arrive: fail to start, which fails a
+		// turn that requires the server.
+		fmt.Fprintln(os.Stderr, "fakecli: MCP server environment mismatch")
+		os.Exit(3)
+	}
 	for in.Scan() {
 		var req struct {
 			ID     json.RawMessage `json:"id"`

@@ -59,10 +59,20 @@
 //   - a non-root user: Spec.User, else Options.User, else the host's uid:gid;
 //     when the host process is root, [DefaultUser] (the image's "agent"
 //     account, 1000:1000) — a root CLI is refused by some agents and has no
-//     place in a sandbox. An explicit "0:0" is honoured;
+//     place in a sandbox. The provider honours an explicit "0:0" (its own
+//     tests use it on root hosts); the outpost command and outpost.Runner
+//     refuse a root lease user;
 //   - all capabilities dropped, no-new-privileges;
+//   - a read-only root filesystem: the image cannot be changed. The agent
+//     writes to the workspace, its home and /tmp only. The pinned Claude
+//     Code, Codex and Copilot CLI live with that (a `docker diff` of a
+//     writable lease after a tool-using turn of each lists only the
+//     engine's mount points); Antigravity has not been checked (it has no
+//     offline endpoint);
 //   - a private tmpfs home at [Home] (mode 0700, owned by the user, exec
-//     allowed because CLIs unpack native add-ons there);
+//     allowed because CLIs unpack native add-ons there; [DefaultHomeBytes])
+//     and a tmpfs [Tmp] (mode 1777, [DefaultTmpBytes]), where XDG_CACHE_HOME
+//     points and each exec's pid file lives;
 //   - the workspace bind-mounted read-write at [Root] (/workspace), which is
 //     also the working directory. An empty Spec.Workspace gets a fresh host
 //     temporary directory owned by the lease and removed by Release (a
@@ -72,7 +82,13 @@
 //     one is created empty, owned like the workspace; a link is refused);
 //   - Spec.Mounts as extra bind mounts, always read-only (the contract calls
 //     them read-only; Mount.ReadOnly=false does not make them writable);
-//   - CPU, memory (swap disabled: memory+swap = memory) and pids limits;
+//   - CPU, memory (swap disabled: memory+swap = memory) and pids limits on
+//     every lease: Spec's, else Options', else [DefaultCPUs] (2),
+//     [DefaultMemoryBytes] (4 GiB, which the tmpfs home and /tmp count
+//     against) and [DefaultPids] (1024 processes and threads: the pinned
+//     CLIs peak at about 30 during a tool-using turn; a fork bomb stops at
+//     the limit and the rest of the host is untouched). Negative Options
+//     values remove a limit;
 //   - a network mode: Spec.Network, else Options.Network, else "bridge".
 //     "bridge" is the default because an agent CLI must reach its model API;
 //     "none" isolates completely, "host" shares the host's network (tests
@@ -141,9 +157,11 @@
 // # Root hosts
 //
 // When Outpost runs as root, leases default to [DefaultUser], which cannot
-// enter a root-owned 0700 workspace (t.TempDir, a root checkout). Pass
-// Spec.User "0:0" for such workspaces (still without capabilities and with
-// no-new-privileges) or make the workspace accessible to [DefaultUser].
+// enter a root-owned 0700 workspace (t.TempDir, a root checkout). Make the
+// workspace accessible to [DefaultUser] (the outpost command runs leases as
+// the workspace owner). A provider given Spec.User "0:0" runs the lease as
+// root, still without capabilities and with no-new-privileges; the outpost
+// command refuses that.
 //
 // # Timeouts
 //
@@ -161,7 +179,7 @@
 // [LabelOwnerStart]. [Reap] (outpost gc) removes labelled containers, volumes
 // and networks whose owning process is gone. A Provider also tracks its live
 // leases: [Provider.ReleaseAll] removes them all, and [CleanupOnSignal] calls
-// it when the process receives SIGINT or SIGTERM.
+// it when the process receives SIGINT, SIGTERM, SIGHUP or SIGQUIT.
 //
 // # Image
 //

@@ -250,6 +250,51 @@ func TestHardening(t *testing.T) {
 	assert.Equal(t, "1000:1000", ins.Config.User)
 }
 
+// TestDefaultLimits: a lease whose spec sets no limit gets the documented
+// defaults, a read-only image and bounded tmpfs home and /tmp; the
+// provider's options replace the defaults, and negative ones remove them.
+func TestDefaultLimits(t *testing.T) {
+	cli := engine(t)
+	p := newProvider(t, docker.Options{Client: cli})
+	sb := acquire(t, p, sandbox.Spec{})
+	ctx := context.Background()
+	r := run(ctx, t, sb, sh(`touch /outpost-root 2>/dev/null && echo ROOT-WRITABLE || echo root-read-only
+		touch /usr/local/bin/x 2>/dev/null && echo USR-WRITABLE || echo usr-read-only
+		touch /tmp/x "$HOME/x" /workspace/.x && echo tmp-home-workspace-writable
+		df -B1 --output=size,target /tmp "$HOME" | tail -n 2`))
+	require.True(t, r.status.Success(), r.stderr)
+	assert.Contains(t, r.stdout, "root-read-only")
+	assert.Contains(t, r.stdout, "usr-read-only")
+	assert.Contains(t, r.stdout, "tmp-home-workspace-writable")
+	assert.Regexp(t, `(?m)^\s*`+strconv.FormatInt(docker.DefaultTmpBytes, 10)+`\s+/tmp$`, r.stdout)
+	assert.Regexp(t, `(?m)^\s*`+strconv.FormatInt(docker.DefaultHomeBytes, 10)+`\s+/home/agent$`, r.stdout)
+	ins, err := cli.ContainerInspect(ctx, sb.ID())
+	require.NoError(t, err)
+	hc := ins.HostConfig
+	assert.True(t, hc.ReadonlyRootfs)
+	assert.Equal(t, int64(docker.DefaultCPUs*1e9), hc.NanoCPUs)
+	assert.Equal(t, docker.DefaultMemoryBytes, hc.Memory)
+	assert.Equal(t, docker.DefaultMemoryBytes, hc.MemorySwap, "no swap")
+	require.NotNil(t, hc.PidsLimit)
+	assert.Equal(t, docker.DefaultPids, *hc.PidsLimit)
+
+	// Options replace the defaults; a spec value wins over both.
+	p2 := newProvider(t, docker.Options{Client: cli, CPUs: 0.5, MemoryBytes: 512 << 20, Pids: -1, HomeBytes: 64 << 20})
+	sb2 := acquire(t, p2, sandbox.Spec{Pids: 300})
+	ins, err = cli.ContainerInspect(ctx, sb2.ID())
+	require.NoError(t, err)
+	assert.Equal(t, int64(5e8), ins.HostConfig.NanoCPUs)
+	assert.Equal(t, int64(512<<20), ins.HostConfig.Memory)
+	require.NotNil(t, ins.HostConfig.PidsLimit)
+	assert.Equal(t, int64(300), *ins.HostConfig.PidsLimit)
+	sb3 := acquire(t, p2, sandbox.Spec{})
+	ins, err = cli.ContainerInspect(ctx, sb3.ID())
+	require.NoError(t, err)
+	assert.True(t, ins.HostConfig.PidsLimit == nil || *ins.HostConfig.PidsLimit <= 0, "negative: no pids limit")
+	r = run(ctx, t, sb3, sh(`df -B1 --output=size "$HOME" | tail -n 1`))
+	assert.Equal(t, strconv.Itoa(64<<20), strings.TrimSpace(r.stdout))
+}
+
 func TestDefaultUserIsNotRoot(t *testing.T) {
 	p := newProvider(t, docker.Options{})
 	sb := acquire(t, p, sandbox.Spec{})

@@ -246,16 +246,6 @@ func TestReapDecisions(t *testing.T) {
 	assert.Len(t, got, 3)
 }
 
-func TestOwnerAlive(t *testing.T) {
-	pid := os.Getpid()
-	start := processStart(pid)
-	require.NotEmpty(t, start, "Linux: /proc/self/stat gives the start time")
-	assert.True(t, ownerAlive(pid, start))
-	assert.True(t, ownerAlive(pid, ""))
-	assert.False(t, ownerAlive(pid, "not-"+start), "a reused pid is not the owner")
-	assert.False(t, ownerAlive(0, ""))
-}
-
 func TestUsableBy(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o700))

@@ -3,20 +3,9 @@
 package docker
 
 import (
-	"errors"
 	"os"
 	"syscall"
 )
-
-// pidAlive reports whether a process with this pid exists on this host
-// (signal 0; EPERM means it exists but belongs to someone else).
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
 
 // usableBy reports whether a directory with info fi lets uid:gid enter and
 // create files, judged by its owner and mode bits (ACLs are not consulted).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -45,12 +47,32 @@ const (
 	DefaultReleaseTimeout = 30 * time.Second
 )
 
+// Default limits of every lease whose Spec and Options set none. They bound
+// what one agent can take from the machine (a runaway build, a fork bomb, a
+// memory leak) while leaving room for real work: a CLI with its tools, a
+// compiler, a test suite.
+const (
+	// DefaultCPUs is the CPU quota (cores' worth of time; --cpus).
+	DefaultCPUs = 2.0
+	// DefaultMemoryBytes is the memory limit, swap disabled (--memory):
+	// the tmpfs home and /tmp count against it too.
+	DefaultMemoryBytes int64 = 4 << 30
+	// DefaultPids bounds the lease's processes and threads (--pids-limit).
+	DefaultPids int64 = 1024
+	// DefaultHomeBytes sizes the private tmpfs home ([Home]).
+	DefaultHomeBytes int64 = 2 << 30
+	// DefaultTmpBytes sizes the tmpfs /tmp ([Tmp]).
+	DefaultTmpBytes int64 = 1 << 30
+)
+
 // Fixed paths inside every lease.
 const (
 	// Home is the private tmpfs home directory of the sandbox user.
 	Home = "/home/agent"
 	// Root is the workspace mount point and default working directory.
 	Root = "/workspace"
+	// Tmp is a writable tmpfs (the root filesystem is read-only).
+	Tmp = "/tmp"
 )
 
 // engineHint is appended to errors that mean the engine cannot be used.
@@ -96,6 +118,17 @@ type Options struct {
 	OpTimeout time.Duration
 	// ReleaseTimeout bounds cleanup in Release. Zero: [DefaultReleaseTimeout].
 	ReleaseTimeout time.Duration
+
+	// CPUs, MemoryBytes and Pids are the limits of a lease whose Spec sets
+	// none (a Spec value wins). Zero: [DefaultCPUs], [DefaultMemoryBytes],
+	// [DefaultPids]; negative: no limit.
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+	// HomeBytes and TmpBytes size the tmpfs home and /tmp. Zero:
+	// [DefaultHomeBytes], [DefaultTmpBytes]; negative: the engine's
+	// default (half the host's memory), still bounded by the memory limit.
+	HomeBytes, TmpBytes int64
 }
 
 // Provider hands out Docker container leases. It is safe for concurrent use.
@@ -154,6 +187,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		host = opts.Client.DaemonHost()
 		local = !opts.Remote && hostIsLocal(host)
 	}
+	opts.CPUs = orDefault(opts.CPUs, DefaultCPUs)
+	opts.MemoryBytes = orDefault(opts.MemoryBytes, DefaultMemoryBytes)
+	opts.Pids = orDefault(opts.Pids, DefaultPids)
+	opts.HomeBytes = orDefault(opts.HomeBytes, DefaultHomeBytes)
+	opts.TmpBytes = orDefault(opts.TmpBytes, DefaultTmpBytes)
 	if opts.User == "" {
 		opts.User = DefaultUser
 		if local {
@@ -162,6 +200,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	if _, _, err := parseUser(opts.User); err != nil {
 		return nil, err
+	}
+	if math.IsNaN(opts.CPUs) || math.IsInf(opts.CPUs, 0) {
+		return nil, outposterr.New(outposterr.Configuration, "cpu limit %v is not a number of CPUs", opts.CPUs)
 	}
 	if err := checkNetwork(opts.Network); err != nil {
 		return nil, err
@@ -193,16 +234,40 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return p, nil
 }
 
+// orDefault is v, or def when v is zero.
+func orDefault[T int64 | float64](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// limit is the spec's value when set, else the provider's (negative: none,
+// returned as 0).
+func limit[T int64 | float64](spec, opt T) T {
+	if spec > 0 {
+		return spec
+	}
+	return max(opt, 0)
+}
+
+// tmpfsSize is the size= option for n bytes ("" for the engine default).
+func tmpfsSize(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return ",size=" + strconv.FormatInt(n, 10)
+}
+
 // ownerLabels identifies this process for the reaper.
 func ownerLabels() map[string]string {
-	pid := os.Getpid()
-	host, _ := os.Hostname()
+	o := procowner.Self()
 	l := map[string]string{
-		LabelOwnerPID:  strconv.Itoa(pid),
-		LabelOwnerHost: host,
+		LabelOwnerPID:  strconv.Itoa(o.PID),
+		LabelOwnerHost: o.Host,
 	}
-	if s := processStart(pid); s != "" {
-		l[LabelOwnerStart] = s
+	if o.Start != "" {
+		l[LabelOwnerStart] = o.Start
 	}
 	return l
 }
@@ -290,7 +355,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			return nil, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
 		}
 	}
-	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
+	if spec.CPUs < 0 || math.IsNaN(spec.CPUs) || math.IsInf(spec.CPUs, 0) || spec.MemoryBytes < 0 || spec.Pids < 0 {
 		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
 	}
 	if err := p.checkRemote(spec); err != nil {
@@ -344,6 +409,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		if !fi.IsDir() {
 			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
 		}
+		if real, err := filepath.EvalSymlinks(dir); err != nil || real == "/" {
+			return nil, outposterr.New(outposterr.Configuration, "workspace %s: the root directory is never mounted into a lease", dir)
+		}
 		l.workspace = dir
 		if !usableBy(fi, uid, gid) {
 			p.log.Warn("workspace is not writable by the sandbox user; set Spec.User or change its owner",
@@ -388,8 +456,12 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		SecurityOpt: []string{"no-new-privileges"},
 		NetworkMode: container.NetworkMode(network),
 		LogConfig:   container.LogConfig{Type: "none"},
+		// The image is read-only: the agent writes to the workspace, its
+		// home and /tmp, nowhere else.
+		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
-			Home: p.tmpfsOptions(uid, gid, 0o700),
+			Home: p.tmpfsOptions(uid, gid, 0o700) + tmpfsSize(p.opts.HomeBytes),
+			Tmp:  "rw,exec,nosuid,nodev,mode=1777" + tmpfsSize(p.opts.TmpBytes),
 		},
 	}
 	if p.local {
@@ -397,15 +469,14 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	} else {
 		hc.Tmpfs[Root] = p.tmpfsOptions(uid, gid, 0o755)
 	}
-	if spec.CPUs > 0 {
-		hc.NanoCPUs = int64(spec.CPUs * 1e9)
+	if cpus := limit(spec.CPUs, p.opts.CPUs); cpus > 0 {
+		hc.NanoCPUs = int64(cpus * 1e9)
 	}
-	if spec.MemoryBytes > 0 {
-		hc.Memory = spec.MemoryBytes
-		hc.MemorySwap = spec.MemoryBytes // no swap: an over-limit turn is OOM-killed, not slowed
+	if mem := limit(spec.MemoryBytes, p.opts.MemoryBytes); mem > 0 {
+		hc.Memory = mem
+		hc.MemorySwap = mem // no swap: an over-limit turn is OOM-killed, not slowed
 	}
-	if spec.Pids > 0 {
-		pids := spec.Pids
+	if pids := limit(spec.Pids, p.opts.Pids); pids > 0 {
 		hc.PidsLimit = &pids
 	}
 
@@ -487,7 +558,7 @@ func bindMounts(ms []sandbox.Mount) ([]mount.Mount, error) {
 		if err := checkSandboxPath(m.Target); err != nil {
 			return nil, err
 		}
-		if m.Target == Root || m.Target == Home {
+		if m.Target == Root || m.Target == Home || m.Target == Tmp {
 			return nil, outposterr.New(outposterr.Configuration, "mount target %s is reserved", m.Target)
 		}
 		if _, err := os.Stat(m.Source); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -85,7 +86,7 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 		opts.Now = time.Now
 	}
 	if opts.Alive == nil {
-		opts.Alive = ownerAlive
+		opts.Alive = procowner.Alive
 	}
 	managed := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
 	var (
@@ -187,17 +188,4 @@ func leftover(lo *Leftover, opts ReapOptions) bool {
 		return true
 	}
 	return false
-}
-
-// ownerAlive: the pid exists and, when a start time was recorded, still
-// belongs to the process that started then.
-func ownerAlive(pid int, start string) bool {
-	if !pidAlive(pid) {
-		return false
-	}
-	if start == "" {
-		return true
-	}
-	now := processStart(pid)
-	return now == "" || now == start
 }

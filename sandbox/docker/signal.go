@@ -10,7 +10,7 @@ import (
 )
 
 // CleanupOnSignal releases every live lease of p when the process receives
-// one of sigs (default SIGINT and SIGTERM), each removal bounded by timeout
+// one of sigs (default SIGINT, SIGTERM, SIGHUP and SIGQUIT), each removal bounded by timeout
 // (zero: Options.ReleaseTimeout). It returns stop, which unregisters the
 // handler and waits for a cleanup in progress.
 //
@@ -21,7 +21,7 @@ import (
 // caller's). onDone, if not nil, receives the joined release error.
 func CleanupOnSignal(p *Provider, timeout time.Duration, onDone func(error), sigs ...os.Signal) (stop func()) {
 	if len(sigs) == 0 {
-		sigs = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+		sigs = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 	}
 	if timeout <= 0 {
 		timeout = p.opts.ReleaseTimeout

@@ -14,7 +14,13 @@
 //
 //   - a private home directory (mode 0700, removed by Release), so the CLI's
 //     configuration, logins and session files do not mix with yours, unless
-//     [sandbox.Spec.RealHome] asks for the real one ([Options.RealHome]);
+//     [sandbox.Spec.RealHome] asks for the real one ([Options.RealHome]). It
+//     lives in a lease directory ([LeasePrefix]* in Options.TempDir) that
+//     records its owning process (pid, host, start time): [Provider.ReleaseAll]
+//     removes every lease still held (the outpost command calls it on the way
+//     out, signals included), and [Reap] (outpost gc) removes the directories
+//     of owners that died without releasing them (kill -9, a crash), never
+//     following a link and never touching another user's;
 //   - a workspace: [sandbox.Spec.Workspace] as given (never removed), or a
 //     fresh temporary directory removed by Release;
 //   - an environment built only from [Options.Env], HOME and PWD, the

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -39,8 +40,12 @@ type Options struct {
 
 // Provider hands out host leases. It is safe for concurrent use.
 type Provider struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	owner procowner.Owner
+
+	mu     sync.Mutex
+	leases map[*lease]struct{}
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -62,7 +67,44 @@ func New(opts Options) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{opts: opts, log: log}
+	return &Provider{opts: opts, log: log, owner: procowner.Self(), leases: map[*lease]struct{}{}}
+}
+
+// ReleaseAll releases every lease of p not released yet, concurrently,
+// and joins the errors: the last line of defence before the process exits
+// (each Release is bounded by Options.ReleaseTimeout, also after ctx is
+// cancelled).
+func (p *Provider) ReleaseAll(ctx context.Context) error {
+	p.mu.Lock()
+	ls := make([]*lease, 0, len(p.leases))
+	for l := range p.leases {
+		ls = append(ls, l)
+	}
+	p.mu.Unlock()
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Live returns the ids of the leases acquired and not yet released.
+func (p *Provider) Live() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]string, 0, len(p.leases))
+	for l := range p.leases {
+		ids = append(ids, l.id)
+	}
+	return ids
+}
+
+func (p *Provider) untrack(l *lease) {
+	p.mu.Lock()
+	delete(p.leases, l)
+	p.mu.Unlock()
 }
 
 // Name returns "host".
@@ -96,11 +138,17 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		workspace = abs
 	}
 
-	dir, err := os.MkdirTemp(p.opts.TempDir, "outpost-host-")
+	dir, err := os.MkdirTemp(p.opts.TempDir, LeasePrefix)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Sandbox, err, "create lease directory")
 	}
+	// The owner record lets `outpost gc` (see [Reap]) remove the directory
+	// if this process dies without releasing it (kill -9, a crash).
+	if err := writeOwner(dir, p.owner); err != nil {
+		return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err, "record lease owner"), removeAll(dir))
+	}
 	l := &lease{
+		p:       p,
 		id:      filepath.Base(dir),
 		dir:     dir,
 		home:    filepath.Join(dir, "home"),
@@ -127,6 +175,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		l.log.Debug("ignoring container-only spec fields", "image", spec.Image,
 			"labels", len(spec.Labels), "cpus", spec.CPUs, "memory", spec.MemoryBytes, "pids", spec.Pids)
 	}
+	p.mu.Lock()
+	p.leases[l] = struct{}{}
+	p.mu.Unlock()
 	l.log.Debug("acquired", "home", l.home, "root", l.root, "real_home", spec.RealHome)
 	return l, nil
 }
@@ -168,6 +219,7 @@ func (p *Provider) checkSpec(spec sandbox.Spec) error {
 
 // lease is one host sandbox.
 type lease struct {
+	p          *Provider
 	id, dir    string
 	home, root string
 	specEnv    map[string]string // a copy of Spec.Env
@@ -239,6 +291,7 @@ func (l *lease) Release(ctx context.Context) error {
 		errs = append(errs, outposterr.Wrap(outposterr.Sandbox, err, "remove lease directory"))
 	}
 	l.relErr = errors.Join(errs...)
+	l.p.untrack(l)
 	l.log.Debug("released", "killed", len(procs), "err", l.relErr)
 	return l.relErr
 }

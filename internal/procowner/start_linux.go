@@ -1,4 +1,4 @@
-package docker
+package procowner
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// processStart returns the start time of pid (clock ticks since boot, field
-// 22 of /proc/<pid>/stat), or "" when it cannot be read.
-func processStart(pid int) string {
+// Start returns the start time of pid (clock ticks since boot, field 22 of
+// /proc/<pid>/stat), or "" when it cannot be read.
+func Start(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return ""
