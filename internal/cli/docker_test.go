@@ -125,7 +125,7 @@ echo '{"t":"end","v":"in '$(hostname)' as '$(id -u)': '$p' key='${#LINES_KEY}'"}
 func bombDriver(t *testing.T) string {
 	t.Helper()
 	ws := t.TempDir()
-	require.NoError(t, os.Chmod(ws, 0o755))
+	require.NoError(t, os.Chmod(ws, 0o777)) // a root host's leases run as uid 1000
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "bomb.json"), []byte(`{"id":"bomb","binary":"sh",
 		"args":["bomb.sh"],"requires_final":true,

@@ -38,6 +38,19 @@ var Start = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 // carries markup, template syntax, terminal escapes and workflow commands.
 const HostileID = "evil/<script>alert(1)</script>#\x1b[31m"
 
+// hostileRunID is the hostile job's id while the batch runs: batch refuses
+// ids with control characters, so the recording gets HostileID as a results
+// file written or edited by another tool would carry it.
+const hostileRunID = "evil-job"
+
+// recordedID is the id a job is recorded under.
+func recordedID(id string) string {
+	if id == hostileRunID {
+		return HostileID
+	}
+	return id
+}
+
 // Hostile is the text the hostile job's events carry.
 const Hostile = "<script>alert('pwned')</script></details><img src=x onerror=alert(1)> {{.Secret}} \x1b]0;title\x07 \n::error::injected %0A <!-- -->"
 
@@ -87,7 +100,7 @@ func jobs(o Options) []job {
 			steps: []step{{"copilot", "quota", 5, nil}, {"copilot", "resume", 26, nil}}},
 	}
 	if o.Hostile {
-		js = append(js, job{Job: batch.Job{ID: HostileID, Agent: "claude", Prompt: "hostile"}, steps: []step{{"claude", "tool", 12, nil}}})
+		js = append(js, job{Job: batch.Job{ID: hostileRunID, Agent: "claude", Prompt: "hostile"}, steps: []step{{"claude", "tool", 12, nil}}})
 	}
 	return js
 }
@@ -152,8 +165,8 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 			return &harness.Result{Agent: t.Agent}, fmt.Errorf("sample job %s: no step %d", t.Job.ID, i+1)
 		}
 		s := j.steps[i]
-		att := rec.Job(t.Job.ID, 0)
-		res, err := replay(fixtures, s, clk, att, t.Job.ID == HostileID)
+		att := rec.Job(recordedID(t.Job.ID), 0)
+		res, err := replay(fixtures, s, clk, att, t.Job.ID == hostileRunID)
 		if err != nil {
 			return res, err
 		}
@@ -167,12 +180,13 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 		Concurrency: 1, MaxPark: 20 * time.Minute, MaxRetries: 2, Now: clk.Now, Jitter: func() float64 { return 0.5 },
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.advance(d); return ctx.Err() },
 		OnRecord: func(r batch.Record) {
+			r.Job = recordedID(r.Job)
 			if err := rec.Record(r); err != nil && recErr == nil {
 				recErr = err
 			}
 		},
 		OnPark: func(job string, until time.Time) {
-			if err := rec.Park(job, clk.Now(), until); err != nil && recErr == nil {
+			if err := rec.Park(recordedID(job), clk.Now(), until); err != nil && recErr == nil {
 				recErr = err
 			}
 		},
@@ -182,6 +196,9 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 	}
 	if err == nil {
 		err = recErr
+	}
+	for i := range recs {
+		recs[i].Job = recordedID(recs[i].Job)
 	}
 	return recs, err
 }
