@@ -67,7 +67,11 @@ func trimV1(u string) string {
 // bridge puts the runner's gateway in front of ht's credential when its
 // plan can be bridged and the mode and sandbox allow it.
 func (r *Runner) bridge(ht *harness.Turn) error {
-	if r.opts.Credentials == CredentialsInside || ht.Credentials == nil {
+	if ht.Credentials == nil {
+		return nil
+	}
+	if r.opts.Credentials == CredentialsInside {
+		r.logger.Debug("credential installed inside the lease (credentials inside)")
 		return nil
 	}
 	a, ok := ht.Adapter.(adapters.Authenticator)
@@ -75,8 +79,15 @@ func (r *Runner) bridge(ht *harness.Turn) error {
 		return nil
 	}
 	plan, err := a.Credentials(ht.Credentials.Auth, ht.Credentials.Vars)
-	if err != nil || plan.Bridge == nil {
-		return nil // Validate reported a bad plan; a login file stays inside
+	if err != nil {
+		return nil // Validate reports a bad plan
+	}
+	if plan.Bridge == nil {
+		if len(plan.Files) > 0 || len(plan.Env) > 0 {
+			r.logger.Debug("credential installed inside the lease: the CLI refreshes this login itself, so it cannot stay outside",
+				"agent", ht.Adapter.Name(), "auth", ht.Credentials.Auth.String())
+		}
+		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -68,6 +68,9 @@ type CredentialOptions struct {
 	Auth string
 	Env  []string
 	MCP  string
+	// Mode is where a bridgeable credential goes: "gateway", "inside" or
+	// "" (gateway where the sandbox can reach it).
+	Mode string
 }
 
 // OutputOptions say what is printed.
@@ -119,6 +122,7 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 
 	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringArrayVar(&o.Credentials.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
+	fl.StringVar(&o.Credentials.Mode, "credentials", "", "where an API key or token goes: gateway (kept outside the sandbox by Outpost's model gateway; the default where the sandbox can reach it) or inside (installed in the lease); login files always go inside")
 	fl.StringVar(&o.Credentials.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
 
 	fl.BoolVar(&o.Output.JSON, "json", false, "print JSON lines: every event, then the outcome")

@@ -239,6 +239,11 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	if len(opts.Offline.Answers) > 0 && !opts.Offline.Enabled {
 		return nil, &flagError{fmt.Errorf("--stub-answer needs --offline")}
 	}
+	switch opts.Credentials.Mode {
+	case "", "gateway", "inside":
+	default:
+		return nil, &flagError{fmt.Errorf("--credentials must be gateway or inside, not %q", opts.Credentials.Mode)}
+	}
 	cpus, mem, pids, err := opts.Sandbox.limits()
 	if err != nil {
 		return nil, err
@@ -249,7 +254,8 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 			Kubeconfig: kubeconfig(f, opts.Sandbox.Kubeconfig), KubeContext: opts.Sandbox.Context, Namespace: opts.Sandbox.Namespace,
 			CPUs: cpus, MemoryBytes: mem, Pids: pids},
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
-		NoStore: opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
+		Credentials: outpost.CredentialMode(opts.Credentials.Mode),
+		NoStore:     opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},
 		Getenv: f.Getenv, Logger: slog.New(slog.DiscardHandler), Version: Version,
 	}
