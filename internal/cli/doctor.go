@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/bootstrap"
+	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/sandbox/kubernetes"
@@ -84,6 +87,7 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 			out = append(out, check(ctx, f, image)...)
 		}
 	}
+	out = append(out, gatewayDoctor())
 	// Agents: pinned CLIs in the cache, their flags, their fixtures.
 	table, terr := loadAgents(f)
 	if terr != nil {
@@ -129,6 +133,32 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 		add("bootstrap", berr, "")
 	}
 	return append(out, driverChecks(table)...)
+}
+
+// gatewayDoctor starts the model gateway as a run would (a unix socket for
+// container leases, loopback TCP for the host sandbox) and says where
+// credentials go.
+func gatewayDoctor() check {
+	const name = "model gateway"
+	fail := func(err error) check { return check{name: name, detail: err.Error()} }
+	gw, err := gateway.New(gateway.Options{Upstreams: []string{claude.DefaultBaseURL}})
+	if err != nil {
+		return fail(err)
+	}
+	defer gw.Close()
+	dir, err := os.MkdirTemp("", "outpost-doctor-gateway-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := gw.ListenUnix(filepath.Join(dir, "gateway.sock")); err != nil {
+		return fail(err)
+	}
+	if _, err := gw.ListenTCP("127.0.0.1:0"); err != nil {
+		return fail(err)
+	}
+	return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
+		"(--credentials gateway); login files (--auth account) and kubernetes leases get theirs inside"}
 }
 
 // sandboxDoctors check each sandbox kind's engine, by kind name.

@@ -45,6 +45,7 @@ func TestOneRowRegistersAnAgentEverywhere(t *testing.T) {
 	assert.Contains(t, out, "pass  fake protocol fixtures")
 	assert.Contains(t, out, "1 recorded runs replay to their outcomes")
 	assert.Contains(t, out, "FAIL  bare protocol fixtures")
+	assert.Regexp(t, `pass  model gateway +API keys and tokens stay outside`, out, "the gateway starts and doctor says where credentials go")
 
 	code, out, errOut := run("run", "--agent", "fake", "--sandbox", "host", "--auth", "none", "--no-store", "--json",
 		`emit {"type":"result","text":"one row"}
