@@ -23,6 +23,7 @@ const (
 	stopIdle                // the CLI printed nothing for the idle timeout
 	stopQuota               // the CLI's retry notices proved a quota failure
 	stopBudget              // the turn reached a cap of Limits (cost, turns)
+	stopSteered             // a live message interrupts the CLI (interrupt-and-resume)
 )
 
 // verdict is everything classification looks at besides the collector.
@@ -74,6 +75,12 @@ func classify(c *collector, v verdict) error {
 		cause := &outposterr.Error{Class: outposterr.Process, Details: d,
 			Message: name + ": stopped while the CLI retried a quota failure: " + q.text}
 		return &outposterr.Error{Class: outposterr.Quota, Message: "quota", Details: qd, Cause: cause}
+	case stopSteered:
+		if succeeded {
+			return nil
+		}
+		return &outposterr.Error{Class: outposterr.Aborted, Details: d,
+			Message: name + ": interrupted to take a live message"}
 	case stopBudget:
 		d.Budget = c.over.reason
 		return &outposterr.Error{Class: outposterr.Process, Details: d,

@@ -29,7 +29,11 @@
 //     Turn.Live the adapter's live-input command runs instead (its stdin
 //     stays open): protocol replies and the caller's messages are written by
 //     a pump that never blocks supervision, messages wait until a turn can
-//     take them, and stdin is closed when the turn ends.
+//     take them, and stdin is closed when the turn ends. An adapter without
+//     live input whose CLI can continue a conversation is steered by
+//     interrupt-and-resume instead: a message stops the CLI with SIGINT once
+//     it has named its conversation, and further attempts in the same lease
+//     continue it with the messages as prompts, joined into one result.
 //     Limits.MaxCostUSD and Limits.MaxTurns stop the CLI the same way once
 //     the running cost (the CLI's reported cost, else list prices) or the
 //     count of assistant turns passes them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/internal/fakecli"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // kinds lists the events' kinds, with the text of input and text events.
@@ -117,7 +119,7 @@ func TestLiveInputRefusedWithoutCapability(t *testing.T) {
 	_, err := Run(context.Background(), turn)
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
-	assert.Contains(t, err.Error(), "does not take live input")
+	assert.Contains(t, err.Error(), "takes no live input into a running turn and cannot continue a conversation")
 }
 
 // doneSession is a live session whose turn has already finished.
@@ -138,4 +140,89 @@ func TestLiveInputAfterTheEndIsReported(t *testing.T) {
 	feed.close()
 	assert.Equal(t, []string{"1 live input message(s) not delivered: the turn had ended"}, res.Warnings)
 	assert.Zero(t, res.Counts[adapters.KindInput])
+}
+
+// noLiveInput hides the fake's live-input protocol: a CLI that can only
+// continue a conversation. It records each request's conversation to
+// continue and prompt.
+type noLiveInput struct {
+	adapters.Adapter
+	mu       sync.Mutex
+	requests []adapters.Input
+}
+
+func (a *noLiveInput) Request(in adapters.Input) (sandbox.Command, error) {
+	a.mu.Lock()
+	a.requests = append(a.requests, in)
+	a.mu.Unlock()
+	return a.Adapter.Request(in)
+}
+
+// TestSteerInterruptsAndResumes: live input to a CLI without live input
+// interrupts the running CLI once it named its conversation and continues
+// that conversation with the message as the prompt: one result, usage
+// summed, events in order with the input where it went in.
+func TestSteerInterruptsAndResumes(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+emit {"type":"text","text":"working"}
+emit {"type":"usage","scope":"turn","input":5,"output":2}
+hang`)
+	a := &noLiveInput{Adapter: turn.Adapter}
+	turn.Adapter = a
+	msg := `emit {"type":"conversation","id":"c1"}
+emit {"type":"text","text":"steered"}
+emit {"type":"usage","scope":"turn","input":7,"output":3}
+emit {"type":"result","text":"steered"}
+emit {"type":"finished","ok":true}`
+	live := make(chan string, 1)
+	turn.Live = live
+	var seqs []int64
+	turn.OnEvent = func(ev adapters.Event) {
+		seqs = append(seqs, ev.Seq)
+		if ev.Kind == adapters.KindText && ev.Text == "working" {
+			live <- msg
+		}
+	}
+	start := time.Now()
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err, "warnings %v stderr %s", res.Warnings, res.StderrTail)
+	assert.Less(t, time.Since(start), 30*time.Second, "the hanging CLI was interrupted, not waited for")
+	assert.Equal(t, "steered", res.Text)
+	assert.Equal(t, "c1", res.Conversation)
+	assert.Equal(t, []string{"conversation", "text:working", "input:" + msg, "conversation", "text:steered", "result", "finished"},
+		kinds(res.Events))
+	assert.Equal(t, int64(12), res.Usage.Input, "usage of both attempts")
+	assert.Equal(t, int64(5), res.Usage.Output)
+	assert.Equal(t, 1, res.Counts[adapters.KindInput])
+	for i := 1; i < len(seqs); i++ {
+		assert.Greater(t, seqs[i], seqs[i-1], "event numbers keep increasing across attempts")
+	}
+	var ran []adapters.Input // without Validate's check of the command
+	for _, in := range a.requests {
+		if in.Workdir != "" {
+			ran = append(ran, in)
+		}
+	}
+	require.Len(t, ran, 2)
+	assert.Equal(t, "", ran[0].Continue)
+	assert.Equal(t, "c1", ran[1].Continue, "the message continues the same conversation")
+	assert.Equal(t, msg, ran[1].Prompt)
+	require.NotEmpty(t, res.Warnings)
+	assert.Contains(t, res.Warnings[0], "it was interrupted and the conversation continued with the message")
+}
+
+// TestSteerWithoutConversationIsReported: a message for a CLI that never
+// names its conversation cannot be delivered; the turn stands and says so.
+func TestSteerWithoutConversationIsReported(t *testing.T) {
+	turn := fakeTurn(t, `sleep 300ms
+emit {"type":"result","text":"done"}
+emit {"type":"finished","ok":true}`)
+	turn.Adapter = &noLiveInput{Adapter: turn.Adapter}
+	live := make(chan string, 1)
+	live <- "too early"
+	turn.Live = live
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Equal(t, "done", res.Text)
+	assert.Contains(t, res.Warnings, "1 live input message(s) not delivered: the CLI named no conversation to continue")
 }

@@ -66,9 +66,12 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 	if err := prepareWorkspace(ctx, t, t.Sandbox); err != nil {
 		return failed(t, started, err)
 	}
-	if t.Schema != nil {
+	switch {
+	case t.Schema != nil:
 		res, err = runTyped(ctx, t, started)
-	} else {
+	case t.Live != nil && steerable(t.Adapter):
+		res, err = runSteered(ctx, t, started)
+	default:
 		res, err = runReseed(ctx, t, t.Input, nil)
 	}
 	if t.Patch != nil && res != nil {
@@ -291,7 +294,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	var cmd sandbox.Command
 	var live adapters.LiveSession
 	var err error
-	if a.t.Live != nil {
+	if a.t.Live != nil && a.t.steer == nil {
 		cmd, live, err = a.t.Adapter.(adapters.LiveInput).LiveRequest(a.in)
 	} else {
 		cmd, err = a.t.Adapter.Request(a.in)
@@ -327,7 +330,11 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		col.dec = live
 		feed = newLiveFeed(live, proc.Stdin(), a.t.Live, col)
 	}
-	v := supervise(ctx, turnCtx, a.t, proc, col, feed)
+	if st := a.t.steer; st != nil {
+		col.seq = st.seq
+		defer func() { st.seq = col.seq }()
+	}
+	v := supervise(ctx, turnCtx, a.t, proc, col, feed, a.t.steer)
 	a.res.Exit, a.res.Exited = v.exit, v.exited
 	if v.stop == stopSettled {
 		col.warn("CLI kept running after its final event; stopped after the settle window")

@@ -28,7 +28,11 @@ type exitResult struct {
 // supervise streams the process's output into the collector until the
 // process exits (plus the drain window), enforcing deadline, idle timeout,
 // settle window and cancellation.
-func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector, feed *liveFeed) verdict {
+//
+// With a steer (interrupt-and-resume live input) a caller message stops the
+// CLI with SIGINT once it has named its conversation and before its final
+// event; the messages are left in the steer for the next attempt.
+func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector, feed *liveFeed, st *steer) verdict {
 	lim := t.Limits
 	v := verdict{deadline: lim.Deadline, idle: lim.IdleTimeout}
 	// A few lines in flight: each may be up to MaxLineBytes.
@@ -56,11 +60,24 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 	stop := func(r stopReason, cause error) {
 		stopOnce.Do(func() {
 			v.stop, v.cause = r, cause
+			sig := syscall.SIGTERM
+			if r == stopSteered {
+				sig = syscall.SIGINT // what a person at the terminal would press
+			}
 			go func() {
 				defer close(stopped)
-				terminate(proc, lim.KillGrace, exitCh)
+				terminate(proc, sig, lim.KillGrace, exitCh)
 			}()
 		})
+	}
+	// steerNow interrupts the CLI for waiting messages once it can be
+	// continued: it named its conversation and has not finished.
+	steerNow := func() {
+		if st.waiting() && col.res.Conversation != "" && col.finished == nil && v.stop == stopNone {
+			st.interrupted = true
+			stop(stopSteered, nil)
+			killWait = time.After(lim.KillGrace + 10*time.Second)
+		}
 	}
 	handle := func(l line) {
 		if l.oversized {
@@ -84,10 +101,14 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 				killWait = time.After(lim.KillGrace + 10*time.Second)
 			}
 			feed.afterLine()
+			steerNow()
 		}
 	}
 	done := turnCtx.Done()
 	messages := feed.messages()
+	if st != nil {
+		messages = st.src
+	}
 
 loop:
 	for {
@@ -98,6 +119,11 @@ loop:
 		case m, ok := <-messages:
 			if !ok {
 				messages = nil
+				continue
+			}
+			if st != nil {
+				st.add(m)
+				steerNow()
 				continue
 			}
 			feed.add(m)
@@ -168,10 +194,10 @@ drainLoop:
 	return v
 }
 
-// terminate stops the process group: SIGTERM, then SIGKILL after grace
-// unless the process exited first.
-func terminate(proc sandbox.Process, grace time.Duration, exitCh chan exitResult) {
-	_ = proc.Signal(syscall.SIGTERM)
+// terminate stops the process group: sig (SIGTERM, or SIGINT to steer),
+// then SIGKILL after grace unless the process exited first.
+func terminate(proc sandbox.Process, sig syscall.Signal, grace time.Duration, exitCh chan exitResult) {
+	_ = proc.Signal(sig)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {

@@ -143,12 +143,20 @@ type Turn struct {
 	// burn its retries; the turn then fails with a quota error.
 	StopOnQuotaRetry bool
 	// Live, when set, carries user messages to deliver into the running
-	// turn, in order (steering). The adapter must implement
-	// adapters.LiveInput; the turn then runs the CLI's live-input command.
-	// Messages sent before the turn can take them wait; each delivered one
-	// becomes an input event. Messages still undelivered when the turn ends
-	// are reported in Result.Warnings. Closing the channel is optional.
+	// turn, in order (steering). An adapter that implements
+	// adapters.LiveInput runs its CLI's live-input command and the messages
+	// join the running turn. Any other adapter whose CLI can continue a
+	// conversation is steered by interrupt-and-resume: a message stops the
+	// CLI (SIGINT to its process group, then the usual grace) once it has
+	// named its conversation, and the turn continues that conversation in
+	// the same lease with the message as the next prompt — one result to
+	// the caller, usage summed, events in order. Messages sent before the
+	// turn can take them wait; each delivered one becomes an input event.
+	// Messages still undelivered when the turn ends are reported in
+	// Result.Warnings. Closing the channel is optional.
 	Live <-chan string
+	// steer is the interrupt-and-resume state of a steered turn.
+	steer *steer
 	// Schema, when set, asks for a typed response: a final answer that is
 	// one JSON value matching this JSON Schema (compile it with
 	// typed.Compile). A CLI with native structured output gets the schema

@@ -25,14 +25,14 @@ func (t Turn) Validate() error {
 		return outposterr.Wrap(outposterr.Configuration, err, "%s", name)
 	}
 	caps := a.Capabilities()
-	live, steerable := a.(adapters.LiveInput)
+	live, liveInput := a.(adapters.LiveInput)
 	switch {
 	case t.Input.Fork && !caps.Forkable:
 		return outposterr.New(outposterr.Configuration, "%s does not support fork", name)
 	case t.Input.Continue != "" && !caps.Resumable:
 		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
-	case t.Live != nil && !steerable:
-		return outposterr.New(outposterr.Configuration, "%s does not take live input into a running turn", name)
+	case t.Live != nil && !liveInput && !caps.Resumable:
+		return outposterr.New(outposterr.Configuration, "%s takes no live input into a running turn and cannot continue a conversation", name)
 	case t.Live != nil && t.Schema != nil:
 		return outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name)
 	case t.Seed != nil && (t.Sandbox != nil || t.Spec.Workspace != "" || t.Seed.Tar == nil):
@@ -65,7 +65,7 @@ func (t Turn) Validate() error {
 		check.Scratch = "/" + scratchPrefix + "check"
 	}
 	var err error
-	if t.Live != nil {
+	if t.Live != nil && liveInput {
 		_, _, err = live.LiveRequest(check)
 	} else {
 		_, err = a.Request(check)
