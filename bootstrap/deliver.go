@@ -21,7 +21,8 @@ import (
 // under the lease's home, which is memory-backed on some engines — a pod's
 // home counts against its memory limit, so a disk path such as
 // /tmp/outpost-cli is better there). A lease whose copy fails is released
-// and the error is a bootstrap error.
+// and the error is a bootstrap error. A lease whose image bakes the CLI in
+// at its mount path (WriteBakeContext) is checked and gets no copy.
 func (b *Bootstrapper) CopyInProvider(p sandbox.Provider, e *Entry, basePath, dir string) sandbox.Provider {
 	return &copyInProvider{inner: p, b: b, e: e, base: basePath, dir: dir}
 }
@@ -44,14 +45,19 @@ func (p *copyInProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	dir := p.dir
-	if dir != "" {
-		dir = path.Join(dir, p.e.Name, p.e.Version)
-		err = mkdirIn(ctx, sb, dir)
-	}
-	var bin string
-	if err == nil {
-		bin, err = p.b.Install(ctx, sb, p.e, dir)
+	// An image that bakes the CLI in (WriteBakeContext) holds it where a
+	// mount would put it: checked, it needs no copy.
+	bin := p.e.SandboxBin()
+	if _, berr := checkVersion(ctx, sb, p.e.Name, bin, p.e.Version, p.e.VersionLine); berr != nil {
+		err = ctx.Err()
+		dir := p.dir
+		if dir != "" && err == nil {
+			dir = path.Join(dir, p.e.Name, p.e.Version)
+			err = mkdirIn(ctx, sb, dir)
+		}
+		if err == nil {
+			bin, err = p.b.installIn(ctx, sb, p.e, dir, false)
+		}
 	}
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)

@@ -54,6 +54,12 @@ func (e *Entry) Mount() sandbox.Mount {
 // (modes kept) and then checked. An explicit dir must already exist; the
 // default one is created.
 func (b *Bootstrapper) Install(ctx context.Context, sb sandbox.Sandbox, e *Entry, dir string) (string, error) {
+	return b.installIn(ctx, sb, e, dir, true)
+}
+
+// installIn is Install; probe says whether to look for the tree at dir
+// before copying it.
+func (b *Bootstrapper) installIn(ctx context.Context, sb sandbox.Sandbox, e *Entry, dir string, probe bool) (string, error) {
 	into, prefix := dir, ""
 	if dir == "" {
 		into = sb.Home()
@@ -64,10 +70,12 @@ func (b *Bootstrapper) Install(ctx context.Context, sb sandbox.Sandbox, e *Entry
 		return "", outposterr.New(outposterr.Configuration, "install %s: directory %q is not absolute and clean", e.Name, dir)
 	}
 	bin := path.Join(dir, e.Bin)
-	if _, err := checkVersion(ctx, sb, e.Name, bin, e.Version, e.VersionLine); err == nil {
-		return bin, nil
-	} else if ctx.Err() != nil {
-		return "", err
+	if probe {
+		if _, err := checkVersion(ctx, sb, e.Name, bin, e.Version, e.VersionLine); err == nil {
+			return bin, nil
+		} else if ctx.Err() != nil {
+			return "", err
+		}
 	}
 	pr, pw := io.Pipe()
 	var wg sync.WaitGroup

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/sandbox/host"
@@ -137,22 +139,62 @@ func shortName(l docker.Leftover) string {
 // NewCmdImage builds `outpost image`.
 func NewCmdImage(f *Factory) *cobra.Command {
 	img := &cobra.Command{Use: "image", Short: "Manage the sandbox image"}
-	var dir, tag string
+	var dir, tag, from string
+	var with []string
 	build := &cobra.Command{
-		Use:   "build [--dir .outpost] [--tag outpost/base:dev]",
-		Short: "Build the sandbox image from the project's recipe (.outpost/Dockerfile)",
+		Use:   "build [--dir .outpost] [--tag outpost/base:dev] | --with claude,codex,copilot [--from IMAGE] [--tag T]",
+		Short: "Build the sandbox image from the project's recipe (.outpost/Dockerfile), or one with the verified CLIs baked in",
 		Long: `build sends the recipe directory (default .outpost, honouring its .dockerignore)
 to the Docker engine and builds the sandbox image. The base debian:bookworm-slim must
 be present; scripts/docker-setup.sh creates it offline with debootstrap when no image
-registry is reachable.`,
+registry is reachable.
+
+With --with, it builds an image FROM --from (default the sandbox image) holding the
+named CLIs' verified cache entries (bootstrapped first when missing) at the path a
+lease looks for them, labelled ` + bootstrap.LabelBaked + `. A lease on such an image
+(--image) skips delivery: the CLI is found there, its version checked, nothing copied —
+what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			abs, err := filepath.Abs(dir)
-			if err != nil {
-				return outposterr.Wrap(outposterr.Configuration, err, "recipe directory")
-			}
-			if _, err := os.Stat(filepath.Join(abs, "Dockerfile")); err != nil {
-				return outposterr.Wrap(outposterr.Configuration, err, "no Dockerfile in %s", abs)
+			ctx := cmd.Context()
+			contextDir, dockerfile := "", "Dockerfile"
+			if len(with) > 0 {
+				if cmd.Flags().Changed("dir") {
+					return &flagError{fmt.Errorf("--with builds FROM --from, not from a recipe directory: give one of --dir and --with")}
+				}
+				if !cmd.Flags().Changed("tag") {
+					tag = docker.DefaultImage + "-clis"
+				}
+				tmp, err := os.MkdirTemp("", "outpost-bake-")
+				if err != nil {
+					return outposterr.Wrap(outposterr.Bootstrap, err, "build context")
+				}
+				defer os.RemoveAll(tmp)
+				b, err := newBootstrapper(ctx, f, BootstrapOptions{})
+				if err != nil {
+					return err
+				}
+				var entries []*bootstrap.Entry
+				for _, name := range with {
+					e, err := b.Ensure(ctx, strings.TrimSpace(name))
+					if err != nil {
+						return err
+					}
+					entries = append(entries, e)
+				}
+				if dockerfile, err = bootstrap.WriteBakeContext(tmp, from, entries...); err != nil {
+					return err
+				}
+				contextDir = tmp
+			} else {
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return outposterr.Wrap(outposterr.Configuration, err, "recipe directory")
+				}
+				if _, err := os.Stat(filepath.Join(abs, "Dockerfile")); err != nil {
+					return outposterr.Wrap(outposterr.Configuration, err, "no Dockerfile in %s", abs)
+				}
+				contextDir = abs
 			}
 			ep, err := dockerEndpoint(f)
 			if err != nil {
@@ -163,7 +205,7 @@ registry is reachable.`,
 				return err
 			}
 			defer cli.Close()
-			if err := docker.BuildImage(cmd.Context(), cli, abs, "Dockerfile", tag, f.IO.ErrOut); err != nil {
+			if err := docker.BuildImage(ctx, cli, contextDir, dockerfile, tag, f.IO.ErrOut); err != nil {
 				return err
 			}
 			fmt.Fprintln(f.IO.Out, tag)
@@ -171,7 +213,9 @@ registry is reachable.`,
 		},
 	}
 	build.Flags().StringVar(&dir, "dir", ".outpost", "recipe directory holding the Dockerfile")
-	build.Flags().StringVar(&tag, "tag", docker.DefaultImage, "image tag")
+	build.Flags().StringVar(&tag, "tag", docker.DefaultImage, "image tag (with --with: "+docker.DefaultImage+"-clis)")
+	build.Flags().StringSliceVar(&with, "with", nil, "bake these pinned CLIs (verified cache entries) into an image FROM --from: claude,codex,copilot")
+	build.Flags().StringVar(&from, "from", docker.DefaultImage, "with --with: the image to start from")
 	img.AddCommand(build)
 	return img
 }
