@@ -33,7 +33,8 @@ func (g *runnerGateway) close() {
 // the runner's gateway: bridge adapts the lease spec and returns the
 // gateway's URL as the lease sees it.
 type gatewayBridger interface {
-	bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (url string)
+	// bridge returns ok false when this lease cannot reach the gateway.
+	bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (url string, ok bool)
 }
 
 // upstreams is the gateway's allowlist: the model APIs the built-in
@@ -92,21 +93,25 @@ func (r *Runner) bridge(ht *harness.Turn) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.engine.(gatewayBridger)
-	if !ok {
-		if r.opts.Credentials == CredentialsGateway {
-			return outposterr.New(outposterr.Configuration, "the %s sandbox cannot reach the model gateway; use credentials inside", r.kind.Name)
-		}
-		r.logger.Debug("credential installed inside the lease: the sandbox cannot reach the gateway", "sandbox", r.kind.Name)
-		return nil
-	}
-	if r.gw == nil {
+	if ok && r.gw == nil {
 		g, err := startGateway(r.upstreams(), r)
 		if err != nil {
 			return err
 		}
 		r.gw = g
 	}
-	url := b.bridge(&ht.Spec, r.gw, r.opts.Sandbox.Network)
+	var url string
+	if ok {
+		url, ok = b.bridge(&ht.Spec, r.gw, r.opts.Sandbox.Network)
+	}
+	if !ok {
+		if r.opts.Credentials == CredentialsGateway {
+			return outposterr.New(outposterr.Configuration,
+				"the %s sandbox's leases cannot reach the model gateway here (a pod reaches it with --network host); use --credentials inside", r.kind.Name)
+		}
+		r.logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.kind.Name)
+		return nil
+	}
 	ht.Gateway = &harness.Bridge{Gateway: r.gw.gw, URL: url}
 	return nil
 }
@@ -136,13 +141,26 @@ func startGateway(ups []string, r *Runner) (*runnerGateway, error) {
 // bridge: a container lease reaches the gateway's socket through a
 // forwarder on its own loopback, and needs no network unless the user asked
 // for one.
-func (e *dockerEngine) bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) string {
+func (e *dockerEngine) bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (string, bool) {
 	spec.Forwards = append(spec.Forwards, sandbox.Forward{Socket: g.socket, Port: gateway.DefaultLeasePort})
 	if userNetwork == "" {
 		spec.Network = "none"
 	}
-	return gateway.LeaseURL(gateway.DefaultLeasePort)
+	return gateway.LeaseURL(gateway.DefaultLeasePort), true
 }
 
 // bridge: the host sandbox reaches the gateway on loopback TCP.
-func (e *hostEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) string { return g.tcpURL }
+func (e *hostEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) (string, bool) {
+	return g.tcpURL, true
+}
+
+// bridge: a pod on the host's network (--network host, hostNetwork) shares
+// this machine's loopback when the cluster's node is this machine, and
+// reaches the gateway's loopback listener there; other pods cannot reach
+// it, and their credentials go inside.
+func (e *kubeEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) (string, bool) {
+	if e.o.Network != "host" || !e.p.NodeIsLocal() {
+		return "", false
+	}
+	return g.tcpURL, true
+}

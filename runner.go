@@ -76,9 +76,11 @@ type Options struct {
 	// Docker lease then needs no network at all (the gateway is reached over
 	// a unix socket relayed on the lease's own loopback); CredentialsInside
 	// installs it in the lease. Forms a CLI must refresh itself (login
-	// files) always go inside; so do credentials of sandboxes that cannot
-	// reach the gateway (kubernetes, unless CredentialsGateway is asked for:
-	// then it is an error).
+	// files) always go inside; so do credentials of leases that cannot
+	// reach the gateway (a Kubernetes pod not on the network of this
+	// machine — --network host on a cluster whose API server is on the
+	// loopback is — unless CredentialsGateway is asked for: then it is an
+	// error).
 	Credentials CredentialMode
 
 	// Effort and Schema are the defaults of turns that set none.

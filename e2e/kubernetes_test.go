@@ -20,8 +20,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-dev/outpost"
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
@@ -218,4 +220,66 @@ func mustRead(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestKubernetesGateway: an API key stays in the runner's model gateway for
+// a pod on the host's network (a one-node cluster on this machine). The
+// real Claude Code in the pod reaches the scripted server only through the
+// gateway, which puts the real key on every request; the key is in no pod
+// spec and no Secret while the turn runs.
+func TestKubernetesGateway(t *testing.T) {
+	testenv.Short(t)
+	kc := testenv.Kubeconfig(t)
+	testenv.CLI(t, "claude")
+	cs := kubeClient(t, kc)
+	ctx := context.Background()
+	const marker = "sk-ant-api03-MARK-k8s-gateway-51b2"
+	srv, err := outposttest.NewServer()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	vars := map[string]string{"ANTHROPIC_API_KEY": marker, "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+	ws := workspace(t)
+	r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+		Getenv:  func(k string) string { return vars[k] },
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host"}})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+
+	var sampled bool
+	var leaks []string
+	res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgw", OnEvent: func(ev adapters.Event) {
+		if sampled {
+			return
+		}
+		sampled = true
+		sel := kubernetes.LabelOwnerPID + "=" + strconv.Itoa(os.Getpid())
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		require.NoError(t, err)
+		secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		require.NoError(t, err)
+		require.NotEmpty(t, pods.Items, "the turn's pod is listed")
+		b, _ := json.Marshal(pods.Items)
+		if strings.Contains(string(b), marker) {
+			leaks = append(leaks, "pod spec")
+		}
+		for _, s := range secrets.Items {
+			for k, v := range s.Data {
+				if strings.Contains(string(v), marker) {
+					leaks = append(leaks, "secret "+s.Name+" "+k)
+				}
+			}
+		}
+	}})
+	require.NoError(t, err, "%+v", res)
+	assert.Contains(t, res.Text, "MARK-kgw")
+	assert.True(t, sampled)
+	assert.Empty(t, leaks, "the key reached the pod")
+	reqs := srv.ModelRequests()
+	require.NotEmpty(t, reqs)
+	for _, q := range reqs {
+		assert.Equal(t, outposttest.KeyFingerprint(marker), q.KeyFingerprint, "%s %s carried the real key", q.Method, q.Path)
+	}
+	assert.True(t, res.Usage.Complete)
+	assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
 }

@@ -158,7 +158,7 @@ func gatewayDoctor() check {
 		return fail(err)
 	}
 	return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
-		"(--credentials gateway); login files (--auth account) and kubernetes leases get theirs inside"}
+		"(--credentials gateway), and pods on this machine's network; login files (--auth account) and other pods get theirs inside"}
 }
 
 // sandboxDoctors check each sandbox kind's engine, by kind name.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -381,4 +382,16 @@ func TestHiddenDirectories(t *testing.T) {
 		tar.Header{Name: "./.outpost/drivers/evil.json", Typeflag: tar.TypeReg, Mode: 0o644, Uname: `{"id":"evil"}`})))
 	assert.NoFileExists(t, filepath.Join(ws, ".outpost", "drivers", "evil.json"), "nothing planted through the sync")
 	assert.FileExists(t, filepath.Join(ws, ".outpost", ".env"), "and nothing removed there either")
+}
+
+// TestNodeIsLocal: a cluster is on this machine when its API server is on
+// the loopback.
+func TestNodeIsLocal(t *testing.T) {
+	for host, want := range map[string]bool{
+		"https://127.0.0.1:6443": true, "https://localhost:6443": true, "https://[::1]:6443": true,
+		"https://10.0.0.1:6443": false, "https://k8s.example.internal": false, "": false, "::bad": false,
+	} {
+		p := &Provider{cfg: &rest.Config{Host: host}}
+		assert.Equal(t, want, p.NodeIsLocal(), host)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -296,6 +298,22 @@ func (p *Provider) Clientset() k8s.Interface { return p.cs }
 
 // Server is the API server's address.
 func (p *Provider) Server() string { return p.cfg.Host }
+
+// NodeIsLocal reports whether the cluster runs on this machine: its API
+// server is on the loopback (a one-node cluster such as
+// scripts/kube-setup.sh's), so a pod on the host's network shares this
+// machine's loopback.
+func (p *Provider) NodeIsLocal() bool {
+	u, err := url.Parse(p.cfg.Host)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
 
 // Close stops the background work of the live leases (pod watches and
 // heartbeats) without releasing them, for a caller that gives up on a
