@@ -26,4 +26,10 @@
 // it (forwarded variables, the Docker engine address, npm's registry
 // setting, the state directory) is read through Options.Getenv, which the
 // outpost command sets to os.Getenv.
+//
+// Departure from DESIGN.md: the model gateway runs in the runner's process
+// for every sandbox kind. A Kubernetes pod reaches it on the loopback when
+// it shares this machine's network (--network host on a one-node cluster)
+// rather than through a sidecar in the pod; other pods get the credential
+// inside. Why, and what a sidecar would take: docs/departures.md.
 package outpost
