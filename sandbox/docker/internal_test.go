@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 func TestCheckEntry(t *testing.T) {
@@ -44,11 +45,11 @@ func TestCheckEntry(t *testing.T) {
 		{"device", tar.Header{Name: "d", Typeflag: tar.TypeChar}, false},
 		{"fifo", tar.Header{Name: "f", Typeflag: tar.TypeFifo}, false},
 	} {
-		err := checkEntry(&tc.h)
+		err := leasekit.CheckEntry(&tc.h)
 		if tc.ok {
 			assert.NoError(t, err, tc.name)
 		} else {
-			assert.ErrorIs(t, err, errUnsafeArchive, tc.name)
+			assert.ErrorIs(t, err, leasekit.ErrUnsafeArchive, tc.name)
 		}
 	}
 }
@@ -60,7 +61,7 @@ func TestSafeTarDropsOwnersAndStopsAtUnsafe(t *testing.T) {
 	_, _ = tw.Write([]byte("hi"))
 	require.NoError(t, tw.Close())
 	var out bytes.Buffer
-	require.NoError(t, safeTar(&out, &in))
+	require.NoError(t, leasekit.SafeTar(&out, &in))
 	h, err := tar.NewReader(&out).Next()
 	require.NoError(t, err)
 	assert.Equal(t, "ok", h.Name)
@@ -71,11 +72,11 @@ func TestSafeTarDropsOwnersAndStopsAtUnsafe(t *testing.T) {
 	tw = tar.NewWriter(&in)
 	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "../evil", Typeflag: tar.TypeReg}))
 	require.NoError(t, tw.Close())
-	err = safeTar(io.Discard, &in)
-	assert.ErrorIs(t, err, errUnsafeArchive)
+	err = leasekit.SafeTar(io.Discard, &in)
+	assert.ErrorIs(t, err, leasekit.ErrUnsafeArchive)
 	assert.True(t, outposterr.Is(err, outposterr.Configuration))
 
-	err = safeTar(io.Discard, bytes.NewReader([]byte("not a tar archive at all, just text that is long enough to be a header block maybe")))
+	err = leasekit.SafeTar(io.Discard, bytes.NewReader([]byte("not a tar archive at all, just text that is long enough to be a header block maybe")))
 	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
 }
 
@@ -87,7 +88,7 @@ func FuzzSafeTar(f *testing.F) {
 	f.Add(seed.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var out bytes.Buffer
-		if err := safeTar(&out, bytes.NewReader(b)); err != nil {
+		if err := leasekit.SafeTar(&out, bytes.NewReader(b)); err != nil {
 			return
 		}
 		// Whatever passed must pass again and contain only safe entries.
@@ -97,7 +98,7 @@ func FuzzSafeTar(f *testing.F) {
 			if err != nil {
 				break
 			}
-			require.NoError(t, checkEntry(h))
+			require.NoError(t, leasekit.CheckEntry(h))
 		}
 	})
 }
@@ -262,11 +263,11 @@ func TestUsableBy(t *testing.T) {
 }
 
 func TestSignalNames(t *testing.T) {
-	assert.Equal(t, "SIGKILL", linuxSignalName(9))
-	assert.Equal(t, "SIGTERM", linuxSignalName(15))
-	assert.Empty(t, linuxSignalName(0))
-	assert.Empty(t, linuxSignalName(64))
-	assert.Equal(t, "SIGTERM", hostSignalName(syscall.SIGTERM))
+	assert.Equal(t, "SIGKILL", leasekit.LinuxSignalName(9))
+	assert.Equal(t, "SIGTERM", leasekit.LinuxSignalName(15))
+	assert.Empty(t, leasekit.LinuxSignalName(0))
+	assert.Empty(t, leasekit.LinuxSignalName(64))
+	assert.Equal(t, "SIGTERM", leasekit.HostSignalName(syscall.SIGTERM))
 }
 
 func TestEngineKindAndLocality(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // lease is one container; it implements [sandbox.Sandbox].
@@ -93,7 +94,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		_, _ = io.Copy(&stderr, p.Stderr())
 	}()
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
-	if ferr := safeTar(pw, r); ferr != nil {
+	if ferr := leasekit.SafeTar(pw, r); ferr != nil {
 		// Kill tar before it sees the end of its input and finishes a
 		// partial extraction.
 		kerr := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // wrapperScript starts every command: sh -c wrapperScript outpost-exec PIDBASE ARGV...
@@ -381,7 +382,7 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, likely)
 	}
 	if code > 128 && code <= 128+31 {
-		if name := linuxSignalName(code - 128); name != "" {
+		if name := leasekit.LinuxSignalName(code - 128); name != "" {
 			st.Code, st.Signal = -1, name
 		}
 	}
@@ -433,7 +434,7 @@ func (p *process) Signal(sig syscall.Signal) error {
 // signal runs signalScript for sig. Not-found and conflict (container gone or
 // stopped) mean there is nothing left to signal.
 func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bool) error {
-	name := hostSignalName(sig)
+	name := leasekit.HostSignalName(sig)
 	if name == "" {
 		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
 	}

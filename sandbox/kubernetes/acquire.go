@@ -160,7 +160,7 @@ func (p *Provider) labels(callerLabels map[string]string, leaseID string) (label
 		setLabel(labels, annotations, labelKey(k), v)
 	}
 	host := labelValue(p.owner.Host)
-	labels[LabelOwnerPID] = p.owner.PIDString()
+	labels[LabelOwnerPID] = strconv.Itoa(p.owner.PID)
 	labels[LabelOwnerHost] = host
 	if host != p.owner.Host {
 		annotations[AnnotationOwnerHost] = p.owner.Host

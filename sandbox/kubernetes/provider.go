@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
-	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // Defaults of [Options].
@@ -158,7 +158,7 @@ type Provider struct {
 	ns    string
 	opts  Options
 	log   *slog.Logger
-	owner leasekit.Owner
+	owner procowner.Owner
 	klog  logr.Logger // client-go's logger (see logging.go)
 
 	mu     sync.Mutex
@@ -214,7 +214,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "kubernetes client")
 	}
-	p := &Provider{cfg: cfg, cs: cs, ns: ns, opts: opts, log: log, owner: leasekit.Self(), klog: clientLogger(log),
+	p := &Provider{cfg: cfg, cs: cs, ns: ns, opts: opts, log: log, owner: procowner.Self(), klog: clientLogger(log),
 		leases: map[*lease]struct{}{}}
 	pctx, cancel := context.WithTimeout(p.withLogger(ctx), opts.PingTimeout)
 	defer cancel()

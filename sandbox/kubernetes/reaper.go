@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // The reaper exists because a lease is removed by its owner's Release, and an
@@ -86,7 +86,7 @@ func Reap(ctx context.Context, cs k8s.Interface, opts ReapOptions) ([]Leftover, 
 		opts.Now = time.Now
 	}
 	if opts.Alive == nil {
-		opts.Alive = leasekit.OwnerAlive
+		opts.Alive = procowner.Alive
 	}
 	if opts.FallbackNamespace == "" {
 		opts.FallbackNamespace = DefaultNamespace
