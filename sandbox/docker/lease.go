@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -87,7 +86,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		return fmt.Errorf("copy into %s: %w", dir, err)
 	}
 	defer p.Close()
-	stderr := tailBuffer{max: 4096}
+	stderr := leasekit.TailBuffer{Max: 4096}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -128,62 +127,8 @@ func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy out %s: %w", p, err)
 	}
-	rc := &copyOutReader{p: proc, path: p, br: bufio.NewReaderSize(proc.Stdout(), 64<<10), stderr: &tailBuffer{max: 4096}, errDone: make(chan struct{})}
-	go func() {
-		defer close(rc.errDone)
-		_, _ = io.Copy(rc.stderr, proc.Stderr())
-	}()
-	// Wait for the first byte or the end, so a missing path is reported here.
-	if _, err := rc.br.Peek(1); err != nil {
-		err := rc.finish()
-		_ = proc.Close()
-		if err == nil {
-			err = outposterr.New(outposterr.Sandbox, "copy out %s: empty archive", p)
-		}
-		return nil, err
-	}
-	return rc, nil
+	return leasekit.CopyOut(proc, p)
 }
-
-// copyOutReader streams a CopyOut archive and reports tar's failure at EOF.
-type copyOutReader struct {
-	p       *process
-	path    string
-	br      *bufio.Reader
-	stderr  *tailBuffer
-	errDone chan struct{}
-	once    sync.Once
-	err     error
-}
-
-func (r *copyOutReader) Read(b []byte) (int, error) {
-	n, err := r.br.Read(b)
-	if errors.Is(err, io.EOF) {
-		if ferr := r.finish(); ferr != nil {
-			return n, ferr
-		}
-	}
-	return n, err
-}
-
-// finish waits for tar and turns a failure into an error.
-func (r *copyOutReader) finish() error {
-	r.once.Do(func() {
-		st, err := r.p.Wait()
-		<-r.errDone
-		switch {
-		case err != nil:
-			r.err = fmt.Errorf("copy out %s: %w", r.path, err)
-		case st.Code == 3:
-			r.err = fmt.Errorf("copy out %s: %w", r.path, fs.ErrNotExist)
-		case !st.Success():
-			r.err = outposterr.New(outposterr.Sandbox, "copy out %s: tar %s: %s", r.path, st, bytes.TrimSpace(r.stderr.Bytes()))
-		}
-	})
-	return r.err
-}
-
-func (r *copyOutReader) Close() error { return r.p.Close() }
 
 // Release implements [sandbox.Sandbox]: it force-removes the container and
 // the temporary workspace the lease created. It runs under
@@ -232,27 +177,4 @@ func (l *lease) removeWorkspace() error {
 	}
 	l.ownsWorkspace = false
 	return nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) Bytes() []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]byte(nil), t.b...)
 }

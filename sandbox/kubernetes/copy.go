@@ -1,16 +1,13 @@
 package kubernetes
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/outpost-dev/outpost/outposterr"
@@ -108,60 +105,5 @@ func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy out %s: %w", p, err)
 	}
-	rc := &copyOutReader{p: proc, path: p, br: bufio.NewReaderSize(proc.Stdout(), 64<<10),
-		stderr: &leasekit.TailBuffer{Max: 4096}, errDone: make(chan struct{})}
-	go func() {
-		defer close(rc.errDone)
-		_, _ = io.Copy(rc.stderr, proc.Stderr())
-	}()
-	// Wait for the first byte or the end, so a missing path is reported here.
-	if _, err := rc.br.Peek(1); err != nil {
-		err := rc.finish()
-		_ = proc.Close()
-		if err == nil {
-			err = outposterr.New(outposterr.Sandbox, "copy out %s: empty archive", p)
-		}
-		return nil, err
-	}
-	return rc, nil
+	return leasekit.CopyOut(proc, p)
 }
-
-// copyOutReader streams a CopyOut archive and reports tar's failure at EOF.
-type copyOutReader struct {
-	p       *process
-	path    string
-	br      *bufio.Reader
-	stderr  *leasekit.TailBuffer
-	errDone chan struct{}
-	once    sync.Once
-	err     error
-}
-
-func (r *copyOutReader) Read(b []byte) (int, error) {
-	n, err := r.br.Read(b)
-	if errors.Is(err, io.EOF) {
-		if ferr := r.finish(); ferr != nil {
-			return n, ferr
-		}
-	}
-	return n, err
-}
-
-// finish waits for tar and turns a failure into an error.
-func (r *copyOutReader) finish() error {
-	r.once.Do(func() {
-		st, err := r.p.Wait()
-		<-r.errDone
-		switch {
-		case err != nil:
-			r.err = fmt.Errorf("copy out %s: %w", r.path, err)
-		case st.Code == 3:
-			r.err = fmt.Errorf("copy out %s: %w", r.path, fs.ErrNotExist)
-		case !st.Success():
-			r.err = outposterr.New(outposterr.Sandbox, "copy out %s: tar %s: %s", r.path, st, bytes.TrimSpace(r.stderr.Bytes()))
-		}
-	})
-	return r.err
-}
-
-func (r *copyOutReader) Close() error { return r.p.Close() }
