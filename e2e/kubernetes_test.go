@@ -283,3 +283,38 @@ func TestKubernetesGateway(t *testing.T) {
 	assert.True(t, res.Usage.Complete)
 	assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
 }
+
+// BenchmarkKubernetesDelivery times a cold offline Copilot turn in a pod
+// whose CLI is copied in (the sandbox image) against one whose image bakes
+// it in (outpost image build --with copilot, imported into the cluster:
+// OUTPOST_KUBE_IMAGES="outpost/base:dev outpost/base:dev-clis"
+// scripts/kube-setup.sh). The baked case is skipped when the cluster's node
+// lacks the image.
+func BenchmarkKubernetesDelivery(b *testing.B) {
+	kc := testenv.Kubeconfig(b)
+	testenv.CLI(b, "copilot")
+	ctx := context.Background()
+	for _, c := range []struct{ name, image string }{{"copy", ""}, {"baked", "outpost/base:dev-clis"}} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.image != "" {
+				p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: kc})
+				require.NoError(b, err)
+				ok, err := p.ImageOnNode(ctx, c.image)
+				_ = p.Close()
+				if err != nil || !ok {
+					b.Skipf("the cluster's node has no %s (build it with outpost image build --with copilot and import it)", c.image)
+				}
+			}
+			ws := b.TempDir()
+			require.NoError(b, os.Chmod(ws, 0o777))
+			r, err := outpost.New(ctx, outpost.Options{Project: ws, Offline: true, NoStore: true, Getenv: os.Getenv,
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Image: c.image}})
+			require.NoError(b, err)
+			defer r.Close()
+			for b.Loop() {
+				res, err := r.Run(ctx, outpost.Turn{Agent: "copilot", Prompt: "say MARK-kd"})
+				require.NoError(b, err, "%+v", res)
+			}
+		})
+	}
+}
