@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/credentials"
-
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/usage"
 )

@@ -231,7 +231,7 @@ func (b *Bootstrapper) EnsureFor(ctx context.Context, name string, p Platform) (
 	if err != nil {
 		if ctx.Err() != nil {
 			// Keep the class of the cancellation (aborted or timeout).
-			return nil, fmt.Errorf("bootstrap %s %s: %w (%v)", r.Name, r.Version, ctx.Err(), err)
+			return nil, fmt.Errorf("bootstrap %s %s: %w (%v)", r.Name, r.Version, ctx.Err(), err) //nolint:errorlint // wrapping err too would let its class win over the cancellation's
 		}
 		return nil, &outposterr.Error{Class: outposterr.Bootstrap, Message: fmt.Sprintf("bootstrap %s %s", r.Name, r.Version),
 			Details: outposterr.Details{Agent: name}, Cause: err}

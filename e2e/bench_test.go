@@ -136,7 +136,7 @@ func BenchmarkParallel32(b *testing.B) {
 			cmd.Stdin = strings.NewReader(benchScript)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("%v: %s", err, out)
+				return fmt.Errorf("%w: %s", err, out)
 			}
 			return nil
 		})
@@ -152,7 +152,7 @@ func peakRSS() int64 {
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(l, "VmHWM:") {
 			var kb int64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d", &kb)
+			_, _ = fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d", &kb)
 			return kb << 10
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )

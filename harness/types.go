@@ -5,13 +5,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/internal/lines"
-	"github.com/outpost-dev/outpost/typed"
-
-	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/typed"
 	"github.com/outpost-dev/outpost/usage"
 )
 

@@ -178,7 +178,7 @@ func walk(err error, f func(error) bool) bool {
 		if f(e) {
 			return true
 		}
-		switch u := e.(type) {
+		switch u := e.(type) { //nolint:errorlint // this is the bounded chain walk: it unwraps each link itself
 		case interface{ Unwrap() []error }:
 			for _, c := range u.Unwrap() {
 				if rec(c, depth+1) {
@@ -197,7 +197,7 @@ func walk(err error, f func(error) bool) bool {
 func find(err error) *Error {
 	var out *Error
 	walk(err, func(e error) bool {
-		if oe, ok := e.(*Error); ok {
+		if oe, ok := e.(*Error); ok { //nolint:errorlint // walk unwraps the chain itself and looks at each link
 			out = oe
 			return true
 		}
@@ -234,7 +234,7 @@ func ClassOf(err error) Class {
 // Is reports whether any error in err's chain is an Outpost error of class c.
 func Is(err error, c Class) bool {
 	return walk(err, func(e error) bool {
-		oe, ok := e.(*Error)
+		oe, ok := e.(*Error) //nolint:errorlint // walk unwraps the chain itself and looks at each link
 		return ok && oe.Class == c
 	})
 }
@@ -246,7 +246,7 @@ func IsQuota(err error) bool { return Is(err, Quota) }
 func ResetAt(err error) (time.Time, bool) {
 	var t time.Time
 	walk(err, func(e error) bool {
-		if oe, ok := e.(*Error); ok && !oe.Details.ResetAt.IsZero() {
+		if oe, ok := e.(*Error); ok && !oe.Details.ResetAt.IsZero() { //nolint:errorlint // walk unwraps the chain itself and looks at each link
 			t = oe.Details.ResetAt
 			return true
 		}
@@ -288,7 +288,7 @@ func BudgetReason(err error) string {
 func firstDetail(err error, f func(Details) string) string {
 	var r string
 	walk(err, func(e error) bool {
-		if oe, ok := e.(*Error); ok {
+		if oe, ok := e.(*Error); ok { //nolint:errorlint // walk unwraps the chain itself and looks at each link
 			r = f(oe.Details)
 		}
 		return r != ""
@@ -300,7 +300,7 @@ func firstDetail(err error, f func(Details) string) string {
 // may help.
 func IsRetryable(err error) bool {
 	return walk(err, func(e error) bool {
-		oe, ok := e.(*Error)
+		oe, ok := e.(*Error) //nolint:errorlint // walk unwraps the chain itself and looks at each link
 		return ok && oe.Details.Retryable
 	})
 }
@@ -310,7 +310,7 @@ func IsRetryable(err error) bool {
 func DetailsOf(err error) Details {
 	var all []Details
 	walk(err, func(e error) bool {
-		if oe, ok := e.(*Error); ok {
+		if oe, ok := e.(*Error); ok { //nolint:errorlint // walk unwraps the chain itself and looks at each link
 			all = append(all, oe.Details)
 		}
 		return false

@@ -69,8 +69,8 @@ func decodeChat(body []byte) (chatRequest, []Message, error) {
 	}
 	var msgs []Message
 	for _, m := range req.Messages {
-		switch {
-		case m.Role == "tool":
+		switch m.Role {
+		case "tool":
 			msgs = append(msgs, Message{Role: "user", Content: []Content{{Type: "tool_result",
 				ToolUseID: m.ToolCallID, Text: responsesText(m.Content)}}})
 		default:

@@ -19,10 +19,10 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/outpost-dev/outpost/adapters"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/outpost-dev/outpost/adapters"
 )
 
 // printer words validation errors in English.

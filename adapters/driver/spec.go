@@ -380,7 +380,7 @@ func (s *Spec) compileFailures() error {
 		for i, p := range pats {
 			re, err := regexp.Compile(p)
 			if err != nil {
-				return nil, fmt.Errorf("failures.%s[%d]: %v", field, i, err)
+				return nil, fmt.Errorf("failures.%s[%d]: %w", field, i, err)
 			}
 			if field != "quota" && slices.Contains(re.SubexpNames(), "reset") {
 				return nil, fmt.Errorf("failures.%s[%d]: a reset group belongs to quota patterns", field, i)
@@ -416,7 +416,7 @@ func (s *Spec) checkWorkdir(root string) error {
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return fmt.Errorf("project root %s: %v", root, err)
+		return fmt.Errorf("project root %s: %w", root, err)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(s.Workdir)))
 	if err != nil {

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/outpost-dev/outpost/internal/lines"
 )
 
 func TestLiveLines(t *testing.T) {

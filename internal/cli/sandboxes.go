@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/docker"
-
-	"github.com/outpost-dev/outpost"
 )
 
 // kindOrDefault is the sandbox kind --sandbox names ("": the default).

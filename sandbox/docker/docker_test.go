@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -609,7 +610,7 @@ func TestReleaseIdempotentAndCancelled(t *testing.T) {
 	require.NoError(t, sb.Release(ctx))
 	require.NoError(t, sb.Release(context.Background()))
 	_, err = cli.ContainerInspect(context.Background(), sb.ID())
-	assert.True(t, client.IsErrNotFound(err), "container still there: %v", err)
+	assert.True(t, cerrdefs.IsNotFound(err), "container still there: %v", err)
 	assert.NoDirExists(t, ws, "temporary workspace not removed")
 
 	st, err := pr.Wait()
@@ -732,7 +733,7 @@ func TestReaper(t *testing.T) {
 		}
 	}
 	_, err = cli.ContainerInspect(ctx, dead)
-	assert.True(t, client.IsErrNotFound(err))
+	assert.True(t, cerrdefs.IsNotFound(err))
 	_, err = cli.ContainerInspect(ctx, live)
 	assert.NoError(t, err, "a live owner's container was reaped")
 

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/outposterr"
-
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/host"
 	"github.com/outpost-dev/outpost/sandbox/sandboxtest"
