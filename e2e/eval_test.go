@@ -424,7 +424,7 @@ func TestEvalResumeRetry(t *testing.T) {
 		return exit.ExitCode(), string(out)
 	}
 	// No parking: the quota failure is the job's result.
-	code, out := run("--max-parks", "-1")
+	code, out := run("--max-parks", "0")
 	assert.Equal(t, int(outpostcli.ExitQuota), code, out)
 	code, out = run("--resume")
 	assert.Equal(t, int(outpostcli.ExitQuota), code, out)
