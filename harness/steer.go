@@ -53,7 +53,8 @@ func runSteered(ctx context.Context, t Turn, started time.Time) (*Result, error)
 		}
 		res.Started = started
 		res.Duration = t.Now().Sub(started)
-		msgs := st.pending
+		// Messages sent while the attempt wound down wait in the channel.
+		msgs := append(st.pending, ready(st.src)...)
 		st.pending = nil
 		if len(msgs) == 0 {
 			return res, err
@@ -87,6 +88,22 @@ func runSteered(ctx context.Context, t Turn, started time.Time) (*Result, error)
 		in.Continue, in.Fork, in.Prompt = res.Conversation, false, strings.Join(msgs, "\n\n")
 		t.Reseed = false
 		prev = res
+	}
+}
+
+// ready takes the messages src holds without waiting.
+func ready(src <-chan string) []string {
+	var out []string
+	for {
+		select {
+		case m, ok := <-src:
+			if !ok {
+				return out
+			}
+			out = append(out, m)
+		default:
+			return out
+		}
 	}
 }
 
