@@ -103,7 +103,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	}
 	pw.Close()
 	st, err := p.Wait()
-	<-done
+	leasekit.AwaitOutput(done)
 	if err != nil {
 		return fmt.Errorf("copy into %s: %w", dir, err)
 	}

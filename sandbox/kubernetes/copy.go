@@ -73,7 +73,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		kerr := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
 		pw.CloseWithError(ferr)
 		st, _ := p.Wait()
-		<-done
+		leasekit.AwaitOutput(done)
 		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
 			ferr = fmt.Errorf("%w (tar %s: %s)", ferr, st, msg)
 		}
@@ -81,7 +81,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	}
 	pw.Close()
 	st, err := p.Wait()
-	<-done
+	leasekit.AwaitOutput(done)
 	if err != nil {
 		return fmt.Errorf("copy into %s: %w", dir, err)
 	}

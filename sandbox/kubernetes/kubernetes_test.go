@@ -1,6 +1,7 @@
 package kubernetes_test
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -533,3 +534,40 @@ func TestCleanupOnSignal(t *testing.T) {
 	assert.Empty(t, p.Live())
 	assert.Empty(t, podsOfRun(t, p, runID))
 }
+
+// slowTar is a tar stream of one large file whose bytes trickle in.
+type slowTar struct{ r io.Reader }
+
+func (s slowTar) Read(b []byte) (int, error) {
+	time.Sleep(20 * time.Millisecond)
+	return s.r.Read(b[:min(len(b), 4096)])
+}
+
+// TestCopyInCancelled: a copy into a pod whose context is cancelled midway
+// returns promptly with an error, and the lease still releases.
+func TestCopyInCancelled(t *testing.T) {
+	p := newProvider(t, kubernetes.Options{})
+	sb, err := p.Acquire(context.Background(), sandbox.Spec{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Release(context.Background()) })
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		_ = tw.WriteHeader(&tar.Header{Name: "big", Mode: 0o644, Size: 64 << 20, Typeflag: tar.TypeReg})
+		_, err := io.Copy(tw, io.LimitReader(zeros{}, 64<<20))
+		_ = tw.Close()
+		pw.CloseWithError(err)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(2*time.Second, cancel)
+	start := time.Now()
+	err = sb.CopyIn(ctx, "/tmp/cancelled", slowTar{pr})
+	took := time.Since(start)
+	require.Error(t, err)
+	assert.Less(t, took, 30*time.Second, "CopyIn returned %v after the cancel", took)
+	require.NoError(t, sb.Release(context.Background()))
+}
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) { clear(b); return len(b), nil }

@@ -73,7 +73,7 @@ func (l *lease) copyWorkspaceIn(ctx context.Context) error {
 	}()
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	st, err := p.Wait()
-	<-done
+	leasekit.AwaitOutput(done)
 	if err != nil {
 		return fmt.Errorf("copy workspace in: %w", err)
 	}
@@ -184,7 +184,7 @@ func (l *lease) syncWorkspace(ctx context.Context) error {
 		_ = p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
 	}
 	st, err := p.Wait()
-	<-errDone
+	leasekit.AwaitOutput(errDone)
 	switch {
 	case applyErr != nil:
 		return applyErr

@@ -65,7 +65,7 @@ func (r *copyOutReader) Read(b []byte) (int, error) {
 func (r *copyOutReader) finish() error {
 	r.once.Do(func() {
 		st, err := r.p.Wait()
-		<-r.errDone
+		AwaitOutput(r.errDone)
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("copy out %s: %w", r.path, err)

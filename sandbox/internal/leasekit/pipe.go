@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sync"
+	"time"
 )
 
 // PipeBuffer is how much unread output a [Pipe] holds before its writer
@@ -104,4 +105,21 @@ func (t *TailBuffer) Bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]byte(nil), t.b...)
+}
+
+// OutputGrace bounds the wait for a process's output to finish after the
+// process itself has ended.
+const OutputGrace = 5 * time.Second
+
+// AwaitOutput waits until done is closed (a goroutine copying a finished
+// process's stderr reached its end), at most OutputGrace: a stream that a
+// cancelled exec left open must not hang the caller, who only wants the
+// message it holds.
+func AwaitOutput(done <-chan struct{}) {
+	t := time.NewTimer(OutputGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
