@@ -147,22 +147,22 @@ func TestKubernetesCommand(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".outpost", "drivers"), 0o755))
 	// A driver whose binary the image has: no CLI to copy into 32 pods.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".outpost", "drivers", "echo.json"), []byte(`{"id":"echo","binary":"sh",
-		"args":["-c","read -r p; case $p in hang*) sleep 600;; esac; echo answer: $p; echo secret=$OUTPOST_E2E_SECRET >&2"],
-		"stdin":"${input.prompt}","env":{"OUTPOST_E2E_SECRET":"${secrets.OUTPOST_E2E_SECRET}"},"secrets":["OUTPOST_E2E_SECRET"],
+		"args":["-c","read -r p; case $p in hang*) sleep 600;; esac; echo answer: $p; echo secret=$E2E_KUBE_SECRET >&2"],
+		"stdin":"${input.prompt}","env":{"E2E_KUBE_SECRET":"${secrets.E2E_KUBE_SECRET}"},"secrets":["E2E_KUBE_SECRET"],
 		"output":{"mode":"text"}}`), 0o644))
 	run := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "OUTPOST_STATE_DIR="+t.TempDir(), "OUTPOST_E2E_SECRET=MARK-k8s-secret")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "OUTPOST_STATE_DIR="+t.TempDir(), "E2E_KUBE_SECRET=MARK-k8s-secret")
 		return cmd
 	}
 
-	out, err := run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "OUTPOST_E2E_SECRET", "--no-store", "--json", "hello MARK-kcli").CombinedOutput()
+	out, err := run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "E2E_KUBE_SECRET", "--no-store", "--json", "hello MARK-kcli").CombinedOutput()
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "answer: hello MARK-kcli")
 
 	// SIGINT mid-turn: exit 130, the pod and its Secret gone.
-	cmd := run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "OUTPOST_E2E_SECRET", "--no-store", "hang MARK-kint")
+	cmd := run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "E2E_KUBE_SECRET", "--no-store", "hang MARK-kint")
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return len(kubeLeft(t, cs, cmd.Process.Pid)) > 0 }, time.Minute, 200*time.Millisecond)
 	time.Sleep(2 * time.Second)
@@ -174,7 +174,7 @@ func TestKubernetesCommand(t *testing.T) {
 	assert.Empty(t, kubeLeft(t, cs, cmd.Process.Pid), "SIGINT leaves no pod and no Secret")
 
 	// kill -9: the pod and Secret stay until gc, which removes them.
-	cmd = run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "OUTPOST_E2E_SECRET", "--no-store", "hang MARK-kkill")
+	cmd = run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "E2E_KUBE_SECRET", "--no-store", "hang MARK-kkill")
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return len(kubeLeft(t, cs, cmd.Process.Pid)) >= 2 }, time.Minute, 200*time.Millisecond)
 	require.NoError(t, cmd.Process.Kill())
@@ -197,7 +197,7 @@ func TestKubernetesCommand(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "jobs.jsonl"), []byte(jobs.String()), 0o644))
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	bcmd := run("batch", "jobs.jsonl", "--results", results, "--sandbox", "kubernetes", "--concurrency", "16",
-		"--env", "OUTPOST_E2E_SECRET", "--no-store")
+		"--env", "E2E_KUBE_SECRET", "--no-store")
 	out, err = bcmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	seen := map[string]int{}
