@@ -18,9 +18,14 @@ import (
 // floodBytes is how much answer text the flood driver prints: 0.8 GiB.
 const floodBytes = 858993459
 
-// maxFloodRSS is the bound on outpost's peak resident memory while a CLI
-// floods it (issue: memory must not follow what a CLI prints).
-const maxFloodRSS = 64 << 20
+// maxFloodGrowth bounds how much more resident memory outpost uses while a
+// CLI floods it than for a one-line answer (issue: memory must not follow
+// what a CLI prints); maxFloodRSS bounds the whole (the hostile-input
+// target).
+const (
+	maxFloodGrowth = 40 << 20
+	maxFloodRSS    = 128 << 20
+)
 
 var maxRSSRE = regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
 
@@ -48,8 +53,9 @@ func commandPeakRSS(t *testing.T, dir string, args ...string) (int64, string) {
 }
 
 // TestFloodKeepsMemoryBounded: a CLI printing 0.8 GiB of answer text
-// through one turn leaves outpost's peak RSS under 64 MiB (the answer is
-// bounded and marked truncated). The figure is in BENCHMARKS.md.
+// through one turn costs outpost at most maxFloodGrowth more peak RSS than a
+// one-line answer, and stays under maxFloodRSS (the answer is bounded and
+// marked truncated). The figures are in BENCHMARKS.md.
 func TestFloodKeepsMemoryBounded(t *testing.T) {
 	testenv.Short(t)
 	bin := buildOutpost(t)
@@ -58,7 +64,12 @@ func TestFloodKeepsMemoryBounded(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "flood.json"), []byte(`{"id":"flood","binary":"sh",
 		"args":["-c","yes 'MARK-flood the quick brown fox jumps over the lazy dog' | head -c `+strconv.Itoa(floodBytes)+`"],
 		"output":{"mode":"text"}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "one.json"), []byte(`{"id":"one","binary":"sh",
+		"args":["-c","echo MARK-one line"],"output":{"mode":"text"}}`), 0o644))
+	base, _ := commandPeakRSS(t, ws, bin, "run", "--agent", "one", "--sandbox", "host", "--no-store", "--json", "one")
 	rss, _ := commandPeakRSS(t, ws, bin, "run", "--agent", "flood", "--sandbox", "host", "--no-store", "--json", "flood")
-	t.Logf("peak RSS of outpost run with %d MiB of answer text: %.1f MiB", floodBytes>>20, float64(rss)/(1<<20))
+	t.Logf("peak RSS of outpost run: %.1f MiB with one line of answer, %.1f MiB with %d MiB of answer text",
+		float64(base)/(1<<20), float64(rss)/(1<<20), floodBytes>>20)
+	assert.LessOrEqual(t, rss-base, int64(maxFloodGrowth), "the flood's share of memory")
 	assert.LessOrEqual(t, rss, int64(maxFloodRSS))
 }
