@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBatchOutAndReport: a batch of 13 jobs across the real Claude Code,
+// Codex and Copilot CLIs in Docker (ok, tool, quota then ok after a park,
+// an outage retried to ok, and a turn that times out) recorded with --out;
+// the directory holds a trajectory for every attempt, and outpost report
+// renders it in all five formats: the JUnit parses with one testcase per
+// job and the timeout as its failure, the markdown has its totals row, the
+// GitHub format annotates the failure, the HTML is one self-contained file.
+func TestBatchOutAndReport(t *testing.T) {
+	evalDocker(t)
+	outpost := buildOutpost(t)
+	ws := workspace(t)
+	var jobs strings.Builder
+	n := 0
+	add := func(id, agent, prompt, extra string) {
+		fmt.Fprintf(&jobs, `{"id":%q,"agent":%q,"prompt":%q,"workspace":%q%s}`+"\n", id, agent, prompt, ws, extra)
+		n++
+	}
+	for _, a := range []string{"claude", "codex", "copilot"} {
+		add(a+"-ok", a, "say MARK-ok-"+a, "")
+		add(a+"-tool", a, "[[outpost:scenario=tool]] MARK-tool-"+a, "")
+		add(a+"-quota", a, "[[outpost:scenario=quota;times=1]] MARK-quota-"+a, "")
+		add(a+"-outage", a, "[[outpost:scenario=overloaded;times=1]] MARK-outage-"+a, "")
+	}
+	add("claude-timeout", "claude", "[[outpost:scenario=hang]] MARK-timeout", `,"timeout":"15s"`)
+	dir := t.TempDir()
+	jobsFile := filepath.Join(dir, "jobs.jsonl")
+	require.NoError(t, os.WriteFile(jobsFile, []byte(jobs.String()), 0o600))
+	out := filepath.Join(dir, "run")
+	cmd := exec.Command(outpost, "batch", jobsFile, "--results", filepath.Join(dir, "results.jsonl"), "--offline",
+		"--store", filepath.Join(dir, "store"), "--concurrency", "4", "--stub-quota-reset", "3s", "--max-park", "30s",
+		"--max-retries", "1", "--out", out)
+	cmd.Dir = dir
+	b, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, string(b))
+	assert.Equal(t, 6, exit.ExitCode(), "the one failure is a timeout: %s", b)
+
+	recs := readRecords(t, filepath.Join(out, "results.jsonl"))
+	require.Len(t, recs, n)
+	attempts := 0
+	for _, r := range recs {
+		if r.Job == "claude-timeout" {
+			assert.Equal(t, "timeout", string(r.Outcome.Class))
+		} else {
+			assert.True(t, r.Outcome.OK, "%s: %+v", r.Job, r.Outcome)
+		}
+		attempts += r.Turns
+	}
+	events, err := filepath.Glob(filepath.Join(out, "jobs", "*", "*", "events.jsonl"))
+	require.NoError(t, err)
+	assert.Len(t, events, attempts, "a trajectory for every attempt")
+	for _, e := range events {
+		fi, err := os.Stat(e)
+		require.NoError(t, err)
+		assert.Positive(t, fi.Size(), e)
+	}
+
+	report := func(format string) string {
+		f := filepath.Join(dir, "report."+format)
+		b, err := exec.Command(outpost, "report", out, "--format", format, "-o", f).CombinedOutput()
+		require.NoError(t, err, string(b))
+		text, err := os.ReadFile(f)
+		require.NoError(t, err)
+		return string(text)
+	}
+	assert.Contains(t, report("table"), "claude-timeout")
+	assert.Contains(t, report("markdown"), "| **total** |")
+	var suites struct {
+		Tests  int `xml:"tests,attr"`
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Type    string `xml:"type,attr"`
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(report("junit")), &suites))
+	assert.Equal(t, n, suites.Tests)
+	var failed []string
+	cases := 0
+	for _, s := range suites.Suites {
+		for _, c := range s.Cases {
+			cases++
+			if c.Failure != nil {
+				failed = append(failed, c.Name+" "+c.Failure.Type+" "+c.Failure.Message)
+			}
+		}
+	}
+	assert.Equal(t, n, cases)
+	require.Len(t, failed, 1)
+	assert.Contains(t, failed[0], "claude-timeout")
+	assert.Contains(t, failed[0], "timeout")
+	assert.Contains(t, report("github"), "::error")
+	html := report("html")
+	assert.Contains(t, html, "MARK-tool-codex", "a job's conversation is in the page")
+	assert.NotContains(t, html, "<script src=", "self-contained")
+	raw, err := json.Marshal(recs)
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "sk-ant-", "no credential in the results")
+}
