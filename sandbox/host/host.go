@@ -14,6 +14,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // DefaultReleaseTimeout bounds the cleanup done by Release.
@@ -81,13 +82,7 @@ func (p *Provider) ReleaseAll(ctx context.Context) error {
 		ls = append(ls, l)
 	}
 	p.mu.Unlock()
-	errs := make([]error, len(ls))
-	var wg sync.WaitGroup
-	for i, l := range ls {
-		wg.Go(func() { errs[i] = l.Release(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return leasekit.ReleaseAll(ctx, ls)
 }
 
 // Live returns the ids of the leases acquired and not yet released.

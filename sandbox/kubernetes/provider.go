@@ -27,6 +27,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // Defaults of [Options].
@@ -367,13 +368,7 @@ func (p *Provider) ReleaseAll(ctx context.Context) error {
 		ls = append(ls, l)
 	}
 	p.mu.Unlock()
-	errs := make([]error, len(ls))
-	var wg sync.WaitGroup
-	for i, l := range ls {
-		wg.Go(func() { errs[i] = l.Release(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return leasekit.ReleaseAll(ctx, ls)
 }
 
 // apiError classifies a failed API call: unreachable servers and server-side

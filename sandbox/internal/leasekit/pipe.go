@@ -2,6 +2,8 @@ package leasekit
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -122,4 +124,16 @@ func AwaitOutput(done <-chan struct{}) {
 	case <-done:
 	case <-t.C:
 	}
+}
+
+// ReleaseAll releases every lease of ls concurrently and joins the errors:
+// what a provider's ReleaseAll does with the leases it still holds.
+func ReleaseAll[L interface{ Release(context.Context) error }](ctx context.Context, ls []L) error {
+	errs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
