@@ -582,6 +582,9 @@ func (w *stdinWriter) Close() error {
 	return nil
 }
 
+// quickOutputMax bounds what quick keeps of a command's stdout.
+const quickOutputMax = 1 << 20
+
 // quick runs a short command (no wrapper, no input) as the lease user under
 // the op timeout and returns its stdout; a non-zero exit is an error
 // carrying its stderr.
@@ -589,8 +592,10 @@ func (l *lease) quick(ctx context.Context, argv []string) ([]byte, error) {
 	ctx, cancel := l.p.opCtx(ctx)
 	defer cancel()
 	ex := l.executor(argv, false)
-	var stdout, stderr bytes.Buffer
-	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	// Locked buffers: on a cancelled context StreamWithContext returns
+	// while the client's copy goroutines may still write.
+	stdout, stderr := &leasekit.TailBuffer{Max: quickOutputMax}, &leasekit.TailBuffer{Max: 4096}
+	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		var ce utilexec.ExitError
 		if errors.As(err, &ce) {
@@ -619,6 +624,9 @@ type markerFilter struct {
 	held    []byte // bytes that may be the start of a marker
 	started bool
 	done    bool
+	// mu orders Write and Flush: the exec client's copy goroutine may
+	// still write after StreamWithContext returned on a cancelled stream.
+	mu sync.Mutex
 }
 
 // maxMarkerTail bounds the part of a marker after the prefix
@@ -630,6 +638,8 @@ func newMarkerFilter(w io.Writer, nonce string, onStart func(), onExit func(exit
 }
 
 func (f *markerFilter) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.done {
 		return f.w.Write(b)
 	}
@@ -709,6 +719,8 @@ func (f *markerFilter) take(payload string) bool {
 
 // Flush writes what was held back; call it when the stream ended.
 func (f *markerFilter) Flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if len(f.held) > 0 {
 		_, _ = f.w.Write(f.held)
 		f.held = nil

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 func TestMarkerFilter(t *testing.T) {
@@ -84,6 +86,28 @@ func TestMarkerFilterLeavesOtherDataAlone(t *testing.T) {
 		assert.Equal(t, s, out.String(), "%q", s)
 		assert.False(t, called, "%q", s)
 	}
+}
+
+// TestMarkerFilterLateWrite writes to the filter while the stream's end
+// flushes it, as the exec client's copy goroutine can after a cancelled
+// StreamWithContext returned: under -race an unsynchronized filter fails.
+func TestMarkerFilterLateWrite(t *testing.T) {
+	out := &leasekit.TailBuffer{Max: 1 << 16}
+	f := newMarkerFilter(out, "0123abcd", func() {}, func(exitMarker) {})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				_, _ = f.Write([]byte("late \x1eoutpost:0123"))
+			}
+		})
+	}
+	for range 100 {
+		f.Flush()
+	}
+	wg.Wait()
+	f.Flush()
+	assert.Equal(t, 400*len("late \x1eoutpost:0123"), len(out.Bytes()), "every byte passes, none twice")
 }
 
 // TestHeaderRoundTrip feeds the wrapper's header reader (the first lines of
