@@ -24,7 +24,7 @@ const floodBytes = 858993459
 // target).
 const (
 	maxFloodGrowth = 40 << 20
-	maxFloodRSS    = 128 << 20
+	maxFloodRSS    = 64 << 20
 )
 
 var maxRSSRE = regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)

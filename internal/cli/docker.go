@@ -92,7 +92,7 @@ func gcKubernetes(ctx context.Context, f *Factory, o SandboxOptions, dryRun bool
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	left, err := kubernetes.Reap(ctx, p.Clientset(), kubernetes.ReapOptions{DryRun: dryRun, Grace: grace})
+	left, err := p.Reap(ctx, kubernetes.ReapOptions{DryRun: dryRun, Grace: grace})
 	for _, l := range left {
 		state := "removed"
 		if !l.Removed {

@@ -117,7 +117,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			sec.Data[k] = []byte(v)
 		}
 		cctx, cancel := p.opCtx(bctx)
-		_, err := p.cs.CoreV1().Secrets(p.ns).Create(cctx, sec, metav1.CreateOptions{})
+		err := p.cs.createSecret(cctx, p.ns, sec)
 		cancel()
 		if err != nil {
 			return nil, apiError(err, "create secret %s", l.secret)
@@ -125,7 +125,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		p.track(l)
 	}
 	cctx, cancel := p.opCtx(bctx)
-	created, err := p.cs.CoreV1().Pods(p.ns).Create(cctx, pod, metav1.CreateOptions{})
+	created, err := p.cs.createPod(cctx, p.ns, pod)
 	cancel()
 	if err != nil {
 		return nil, errors.Join(apiError(err, "create pod %s", l.name), l.Release(ctx))
@@ -300,7 +300,7 @@ func (l *lease) adoptSecret(ctx context.Context, podUID types.UID) {
 	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q}]}}`, l.name, podUID)
 	cctx, cancel := l.p.opCtx(ctx)
 	defer cancel()
-	if _, err := l.p.cs.CoreV1().Secrets(l.p.ns).Patch(cctx, l.secret, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if err := l.p.cs.mergePatch(cctx, "secrets", l.p.ns, l.secret, []byte(patch)); err != nil {
 		l.p.log.Debug("set secret owner", "secret", l.secret, "err", err)
 	}
 }

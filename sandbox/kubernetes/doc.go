@@ -117,7 +117,7 @@
 //
 // # Cleanup
 //
-// [Reap] (outpost gc) removes labelled pods and Secrets whose owning process
+// [Provider.Reap] (outpost gc) removes labelled pods and Secrets whose owning process
 // is gone, and those of owners on other hosts whose heartbeat is older than
 // [ReapOptions].Grace, in every namespace the client may list. A Provider
 // tracks its live leases: [Provider.ReleaseAll] removes them all,

@@ -58,7 +58,7 @@ func Example() {
 
 // Reap removes the pods and Secrets that dead outpost processes left behind
 // (outpost gc).
-func ExampleReap() {
+func ExampleProvider_Reap() {
 	ctx := context.Background()
 	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: "/var/lib/outpost-kube/admin.kubeconfig"})
 	if err != nil {
@@ -66,7 +66,7 @@ func ExampleReap() {
 		return
 	}
 	defer p.Close()
-	left, err := kubernetes.Reap(ctx, p.Clientset(), kubernetes.ReapOptions{DryRun: true, Grace: 30 * time.Minute})
+	left, err := p.Reap(ctx, kubernetes.ReapOptions{DryRun: true, Grace: 30 * time.Minute})
 	for _, l := range left {
 		fmt.Println(l.Kind, l.Namespace+"/"+l.Name, l.Reason)
 	}

@@ -19,8 +19,6 @@ import (
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
@@ -197,16 +195,14 @@ func shellQuote(v string) string {
 // SPDY one (made only then) when the API server cannot upgrade to
 // WebSockets.
 func (l *lease) executor(argv []string, stdin bool) remotecommand.Executor {
-	req := l.p.cs.CoreV1().RESTClient().Post().
-		Resource("pods").Namespace(l.p.ns).Name(l.name).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: containerName,
-			Command:   argv,
-			Stdin:     stdin,
-			Stdout:    true,
-			Stderr:    true,
-		}, scheme.ParameterCodec)
-	return &fallbackExecutor{cfg: l.p.cfg, url: req.URL()}
+	u := l.p.cs.execURL(l.p.ns, l.name, &corev1.PodExecOptions{
+		Container: containerName,
+		Command:   argv,
+		Stdin:     stdin,
+		Stdout:    true,
+		Stderr:    true,
+	})
+	return &fallbackExecutor{cfg: l.p.cfg, url: u}
 }
 
 type fallbackExecutor struct {
@@ -420,7 +416,7 @@ func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
 	}
 	// Ask about the pod: deleted under us, or the API server gone?
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	pod, gerr := l.p.cs.CoreV1().Pods(l.p.ns).Get(gctx, l.name, metav1.GetOptions{})
+	pod, gerr := l.p.cs.getPod(gctx, l.p.ns, l.name)
 	cancel()
 	switch {
 	case apierrors.IsNotFound(gerr):

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -154,10 +155,21 @@ func getPod(t testing.TB, cs k8s.Interface, ns, name string) *corev1.Pod {
 	return pod
 }
 
+// clientset is a full API client on the test cluster, to look at what a
+// provider made from outside it.
+func clientset(t testing.TB) k8s.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", testOptions(t).Kubeconfig)
+	require.NoError(t, err)
+	cs, err := k8s.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
+}
+
 // podsOfRun lists the pods labelled with run id.
 func podsOfRun(t testing.TB, p *kubernetes.Provider, runID string) []corev1.Pod {
 	t.Helper()
-	l, err := p.Clientset().CoreV1().Pods(p.Namespace()).List(context.Background(),
+	l, err := clientset(t).CoreV1().Pods(p.Namespace()).List(context.Background(),
 		metav1.ListOptions{LabelSelector: kubernetes.LabelRun + "=" + runID})
 	require.NoError(t, err)
 	return l.Items

@@ -36,7 +36,7 @@ func TestHardening(t *testing.T) {
 	p := newProvider(t, kubernetes.Options{RunID: runID})
 	sb := acquire(t, p, sandbox.Spec{Env: map[string]string{"OUTPOST_X": "y"}, CPUs: 0.5, MemoryBytes: 256 << 20,
 		Labels: map[string]string{"session": "s1"}})
-	pod := getPod(t, p.Clientset(), p.Namespace(), sb.ID())
+	pod := getPod(t, clientset(t), p.Namespace(), sb.ID())
 	require.NotNil(t, pod)
 
 	spec := pod.Spec
@@ -87,7 +87,7 @@ stat -c %a "$HOME"`))
 	// The heartbeat moves.
 	first := pod.Annotations[kubernetes.AnnotationHeartbeat]
 	require.Eventually(t, func() bool {
-		pod := getPod(t, p.Clientset(), p.Namespace(), sb.ID())
+		pod := getPod(t, clientset(t), p.Namespace(), sb.ID())
 		return pod != nil && pod.Annotations[kubernetes.AnnotationHeartbeat] != first
 	}, 20*time.Second, 200*time.Millisecond, "heartbeat annotation refreshed")
 
@@ -107,7 +107,7 @@ func TestSecretsStayOutOfThePodSpec(t *testing.T) {
 	specSecret := "outpost-spec-marker-" + uuid.NewString()
 	cmdSecret := "outpost-cmd-marker-" + uuid.NewString()
 	sb := acquire(t, p, sandbox.Spec{Env: map[string]string{"OUTPOST_API_KEY": specSecret}})
-	cs := p.Clientset()
+	cs := clientset(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -170,7 +170,7 @@ func TestPodDeletedMidExec(t *testing.T) {
 				zero := int64(0)
 				opts.GracePeriodSeconds = &zero
 			}
-			require.NoError(t, p.Clientset().CoreV1().Pods(p.Namespace()).Delete(context.Background(), sb.ID(), opts))
+			require.NoError(t, clientset(t).CoreV1().Pods(p.Namespace()).Delete(context.Background(), sb.ID(), opts))
 			start := time.Now()
 			st, err := waitGuard(t, proc, 30*time.Second)
 			t.Logf("Wait returned %v after %v: %v", st, time.Since(start), err)
@@ -259,8 +259,8 @@ func TestAPIServerUnreachable(t *testing.T) {
 	name := sb.ID()
 	t.Cleanup(func() {
 		zero := int64(0)
-		_ = base.Clientset().CoreV1().Pods(base.Namespace()).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		_ = base.Clientset().CoreV1().Secrets(base.Namespace()).Delete(context.Background(), name+"-env", metav1.DeleteOptions{})
+		_ = clientset(t).CoreV1().Pods(base.Namespace()).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		_ = clientset(t).CoreV1().Secrets(base.Namespace()).Delete(context.Background(), name+"-env", metav1.DeleteOptions{})
 	})
 	proc, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"sleep", "1000"}})
 	require.NoError(t, err)
@@ -300,7 +300,7 @@ func TestStartFailures(t *testing.T) {
 	require.Error(t, err)
 
 	assert.Empty(t, podsOfRun(t, p, runID), "failed starts leave no pod")
-	secrets, err := p.Clientset().CoreV1().Secrets(p.Namespace()).List(context.Background(),
+	secrets, err := clientset(t).CoreV1().Secrets(p.Namespace()).List(context.Background(),
 		metav1.ListOptions{LabelSelector: kubernetes.LabelRun + "=" + runID})
 	require.NoError(t, err)
 	assert.Empty(t, secrets.Items, "failed starts leave no Secret")
@@ -322,7 +322,7 @@ func TestHostNetworkReachesLoopback(t *testing.T) {
 	}()
 	p := newProvider(t, kubernetes.Options{})
 	sb := acquire(t, p, sandbox.Spec{Network: "host"})
-	assert.True(t, getPod(t, p.Clientset(), p.Namespace(), sb.ID()).Spec.HostNetwork)
+	assert.True(t, getPod(t, clientset(t), p.Namespace(), sb.ID()).Spec.HostNetwork)
 	r := run(context.Background(), t, sb, sandbox.Command{Args: []string{"socat", "-u", "TCP:" + ln.Addr().String(), "-"}})
 	require.NoError(t, r.err)
 	assert.Equal(t, "hello from the host\n", r.stdout, r.stderr)
@@ -454,7 +454,7 @@ func TestReaperRemovesLeasesOfAKilledOwner(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 
-	cs := p.Clientset()
+	cs := clientset(t)
 	mine := func(ls []kubernetes.Leftover) (names []string) {
 		for _, l := range ls {
 			if l.Labels[kubernetes.LabelRun] == runID {
@@ -467,14 +467,14 @@ func TestReaperRemovesLeasesOfAKilledOwner(t *testing.T) {
 		return names
 	}
 	want := []string{"pod " + pod, "secret " + pod + "-env"}
-	ls, err := kubernetes.Reap(context.Background(), cs, kubernetes.ReapOptions{DryRun: true})
+	ls, err := p.Reap(context.Background(), kubernetes.ReapOptions{DryRun: true})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, mine(ls))
 	require.NotNil(t, getPod(t, cs, p.Namespace(), pod), "a dry run removes nothing")
 
 	// This test's own live leases are not touched.
 	live := acquire(t, p, sandbox.Spec{Env: map[string]string{"K": "v"}})
-	ls, err = kubernetes.Reap(context.Background(), cs, kubernetes.ReapOptions{})
+	ls, err = p.Reap(context.Background(), kubernetes.ReapOptions{})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, mine(ls))
 	for _, l := range ls {

@@ -35,7 +35,7 @@ const (
 // Annotations Outpost puts on its pods.
 const (
 	// AnnotationHeartbeat is refreshed (RFC 3339, UTC) every
-	// Options.HeartbeatInterval while the owner holds the lease; [Reap] uses
+	// Options.HeartbeatInterval while the owner holds the lease; [Provider.Reap] uses
 	// it for leases whose owner runs on another host.
 	AnnotationHeartbeat = "outpost.dev/heartbeat"
 	// AnnotationOwnerHost is the owner's full host name when it does not fit

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/outpost-dev/outpost/outposterr"
@@ -102,14 +101,13 @@ func (l *lease) startWatch(created *corev1.Pod) {
 
 func (l *lease) watchLoop(rv string) {
 	defer close(l.watchDone)
-	pods := l.p.cs.CoreV1().Pods(l.p.ns)
 	sel := fields.OneTermEqualSelector("metadata.name", l.name).String()
 	backoff := 200 * time.Millisecond
 	for l.ctx.Err() == nil {
 		if rv == "" {
 			// Start over from the current state.
 			gctx, cancel := l.p.opCtx(l.ctx)
-			pod, err := pods.Get(gctx, l.name, metav1.GetOptions{})
+			pod, err := l.p.cs.getPod(gctx, l.p.ns, l.name)
 			cancel()
 			switch {
 			case apierrors.IsNotFound(err):
@@ -126,7 +124,7 @@ func (l *lease) watchLoop(rv string) {
 			l.update(pod)
 			rv = pod.ResourceVersion
 		}
-		w, err := pods.Watch(l.ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		w, err := l.p.cs.watchPods(l.ctx, l.p.ns, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
 			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 				rv = ""
@@ -362,7 +360,7 @@ func (l *lease) startHeartbeat() {
 			case now := <-t.C:
 				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationHeartbeat, now.UTC().Format(time.RFC3339))
 				ctx, cancel := l.p.opCtx(l.ctx)
-				_, err := l.p.cs.CoreV1().Pods(l.p.ns).Patch(ctx, l.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				err := l.p.cs.mergePatch(ctx, "pods", l.p.ns, l.name, []byte(patch))
 				cancel()
 				if err != nil {
 					l.p.log.Debug("heartbeat", "pod", l.name, "err", err)
@@ -389,7 +387,7 @@ func (l *lease) Release(ctx context.Context) error {
 	var errs []error
 	now := int64(0)
 	bg := metav1.DeletePropagationBackground
-	err := l.p.cs.CoreV1().Pods(l.p.ns).Delete(ctx, l.name, metav1.DeleteOptions{GracePeriodSeconds: &now, PropagationPolicy: &bg})
+	err := l.p.cs.delete(ctx, "pods", l.p.ns, l.name, metav1.DeleteOptions{GracePeriodSeconds: &now, PropagationPolicy: &bg})
 	switch {
 	case err == nil:
 		l.p.log.Debug("pod deleted", "pod", l.name)
@@ -399,7 +397,7 @@ func (l *lease) Release(ctx context.Context) error {
 		errs = append(errs, apiError(err, "delete pod %s", l.name))
 	}
 	if l.secret != "" {
-		err := l.p.cs.CoreV1().Secrets(l.p.ns).Delete(ctx, l.secret, metav1.DeleteOptions{})
+		err := l.p.cs.delete(ctx, "secrets", l.p.ns, l.secret, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, apiError(err, "delete secret %s", l.secret))
 		}

@@ -19,8 +19,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -155,7 +153,7 @@ type Options struct {
 // Provider hands out Kubernetes pod leases. It is safe for concurrent use.
 type Provider struct {
 	cfg   *rest.Config
-	cs    k8s.Interface
+	cs    *client
 	ns    string
 	opts  Options
 	log   *slog.Logger
@@ -211,7 +209,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, err
 	}
 	cfg.WarningHandler = warningLogger{log}
-	cs, err := k8s.NewForConfig(cfg)
+	cs, err := newClient(cfg)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "kubernetes client")
 	}
@@ -219,7 +217,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		leases: map[*lease]struct{}{}}
 	pctx, cancel := context.WithTimeout(p.withLogger(ctx), opts.PingTimeout)
 	defer cancel()
-	if _, err := cs.CoreV1().RESTClient().Get().AbsPath("/version").Do(pctx).Raw(); err != nil {
+	if err := cs.version(pctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("reach kubernetes API server: %w", ctx.Err())
 		}
@@ -293,9 +291,6 @@ func (p *Provider) Name() string { return "kubernetes" }
 
 // Namespace is where the provider creates its pods and Secrets.
 func (p *Provider) Namespace() string { return p.ns }
-
-// Clientset returns the API client, for [Reap].
-func (p *Provider) Clientset() k8s.Interface { return p.cs }
 
 // Server is the API server's address.
 func (p *Provider) Server() string { return p.cfg.Host }
@@ -408,10 +403,10 @@ func isUnreachable(err error) bool {
 // Can reports whether the provider's credentials may do verb on resource
 // (and subresource, "" for none) in its namespace (a SelfSubjectAccessReview).
 func (p *Provider) Can(ctx context.Context, verb, resource, subresource string) (bool, error) {
-	r, err := p.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+	r, err := p.cs.accessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: p.ns, Verb: verb, Resource: resource, Subresource: subresource}},
-	}, metav1.CreateOptions{})
+	})
 	if err != nil {
 		return false, outposterr.Wrap(outposterr.Sandbox, err, "ask the API server what outpost may do")
 	}
@@ -422,7 +417,7 @@ func (p *Provider) Can(ctx context.Context, verb, resource, subresource string) 
 // (an image reference as pods name it; a registry-less name also matches
 // its docker.io/library and localhost forms).
 func (p *Provider) ImageOnNode(ctx context.Context, image string) (bool, error) {
-	nodes, err := p.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := p.cs.listNodes(ctx)
 	if err != nil {
 		return false, outposterr.Wrap(outposterr.Sandbox, err, "list nodes")
 	}

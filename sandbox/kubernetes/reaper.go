@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -25,11 +24,11 @@ import (
 // on, also when the owner ran on another machine.
 
 // DefaultReapGrace is how old the heartbeat of a pod owned by another host
-// (whose pid cannot be checked here) must be before [Reap] removes it: many
+// (whose pid cannot be checked here) must be before [Provider.Reap] removes it: many
 // missed heartbeats ([DefaultHeartbeatInterval]).
 const DefaultReapGrace = 15 * time.Minute
 
-// ReapOptions tune [Reap]. The zero value removes leftovers of dead owners on
+// ReapOptions tune [Provider.Reap]. The zero value removes leftovers of dead owners on
 // this host and foreign ones whose heartbeat is older than
 // [DefaultReapGrace], in every namespace the client may list.
 type ReapOptions struct {
@@ -55,7 +54,7 @@ type ReapOptions struct {
 	Alive func(pid int, start string) bool
 }
 
-// Leftover is a labelled resource found by [Reap].
+// Leftover is a labelled resource found by [Provider.Reap].
 type Leftover struct {
 	// Kind is "pod" or "secret".
 	Kind      string
@@ -75,7 +74,8 @@ type Leftover struct {
 // and deletes them unless opts.DryRun. Resources of live owners are left
 // alone. It returns every leftover found; deletion errors are joined, and a
 // resource already gone counts as removed.
-func Reap(ctx context.Context, cs k8s.Interface, opts ReapOptions) ([]Leftover, error) {
+func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
+	cs := p.cs
 	if opts.Grace == 0 {
 		opts.Grace = DefaultReapGrace
 	}
@@ -101,16 +101,16 @@ func Reap(ctx context.Context, cs k8s.Interface, opts ReapOptions) ([]Leftover, 
 		secrets []corev1.Secret
 	)
 	for _, ns := range namespaces {
-		pl, err := cs.CoreV1().Pods(ns).List(ctx, sel)
+		pl, err := cs.listPods(ctx, ns, sel)
 		if err != nil && ns == metav1.NamespaceAll && apierrors.IsForbidden(err) {
 			ns = opts.FallbackNamespace
-			pl, err = cs.CoreV1().Pods(ns).List(ctx, sel)
+			pl, err = cs.listPods(ctx, ns, sel)
 		}
 		if err != nil {
 			return nil, apiError(err, "list pods")
 		}
 		pods = append(pods, pl.Items...)
-		sl, err := cs.CoreV1().Secrets(ns).List(ctx, sel)
+		sl, err := cs.listSecrets(ctx, ns, sel)
 		if err != nil {
 			return nil, apiError(err, "list secrets")
 		}
@@ -122,21 +122,21 @@ func Reap(ctx context.Context, cs k8s.Interface, opts ReapOptions) ([]Leftover, 
 		errs []error
 	)
 	leasePod := map[string]bool{} // namespace/lease id -> the pod is left over
-	for _, p := range pods {
-		lo := Leftover{Kind: "pod", Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Created: p.CreationTimestamp.Time}
-		if t, err := time.Parse(time.RFC3339, p.Annotations[AnnotationHeartbeat]); err == nil {
+	for _, pod := range pods {
+		lo := Leftover{Kind: "pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Created: pod.CreationTimestamp.Time}
+		if t, err := time.Parse(time.RFC3339, pod.Annotations[AnnotationHeartbeat]); err == nil {
 			lo.Heartbeat = t
 		}
 		left := leftover(&lo, opts)
-		leasePod[p.Namespace+"/"+p.Labels[LabelLease]] = left
+		leasePod[pod.Namespace+"/"+pod.Labels[LabelLease]] = left
 		if !left {
 			continue
 		}
 		if !opts.DryRun {
 			now := int64(0)
-			err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &now})
+			err := cs.delete(ctx, "pods", pod.Namespace, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &now})
 			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, apiError(err, "delete pod %s/%s", p.Namespace, p.Name))
+				errs = append(errs, apiError(err, "delete pod %s/%s", pod.Namespace, pod.Name))
 			} else {
 				lo.Removed = true
 			}
@@ -155,7 +155,7 @@ func Reap(ctx context.Context, cs k8s.Interface, opts ReapOptions) ([]Leftover, 
 			continue
 		}
 		if !opts.DryRun {
-			err := cs.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			err := cs.delete(ctx, "secrets", s.Namespace, s.Name, metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, apiError(err, "delete secret %s/%s", s.Namespace, s.Name))
 			} else {
