@@ -34,6 +34,11 @@ exec sleep infinity`
 // Acquire creates a pod for spec and waits until it runs. See the package
 // documentation for what the pod looks like.
 func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	return p.acquire(ctx, spec, nil)
+}
+
+// acquire is Acquire, with a sidecar when sc is set.
+func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) (sandbox.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire kubernetes sandbox: %w", err)
 	}
@@ -96,11 +101,15 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	leaseID := strings.ReplaceAll(uuid.NewString(), "-", "")
 	l := newLease(p, leaseID, user, workspace)
 	l.hide = hide
+	l.sidecar = sc
 	labels, annotations := p.labels(spec.Labels, leaseID)
 	if len(spec.Env) > 0 {
 		l.secret = l.name + "-env"
 	}
-	pod := p.podFor(l, spec, image, useHost, uid, gid, labels, annotations)
+	pod, err := p.podFor(l, spec, image, useHost, uid, gid, labels, annotations)
+	if err != nil {
+		return nil, err
+	}
 
 	// Create calls are never abandoned half-way (a request cut off by
 	// cancellation can still complete in the API server and leak the
@@ -149,6 +158,11 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			return nil, errors.Join(err, l.Release(ctx))
 		}
 	}
+	if sc != nil {
+		if err := l.startSidecar(ctx); err != nil {
+			return nil, errors.Join(err, l.Release(ctx))
+		}
+	}
 	l.startHeartbeat()
 	return l, nil
 }
@@ -192,7 +206,7 @@ func ownerAnnotations(a map[string]string) map[string]string {
 
 // podFor builds the hardened pod of a lease.
 func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost bool, uid, gid int64,
-	labels, annotations map[string]string) *corev1.Pod {
+	labels, annotations map[string]string) (*corev1.Pod, error) {
 	annotations[AnnotationHeartbeat] = time.Now().UTC().Format(time.RFC3339)
 	res := corev1.ResourceList{}
 	if cpus := cmp.Or(spec.CPUs, p.opts.CPUs); cpus > 0 {
@@ -274,7 +288,16 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 	for _, s := range p.opts.ImagePullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
-	return pod
+	if l.sidecar != nil {
+		sc, err := sidecarContainerFor(l.sidecar, image, p.opts.PullPolicy, seccomp)
+		if err != nil {
+			return nil, err
+		}
+		pod.Spec.Containers = append(pod.Spec.Containers, sc)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "sidecar",
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	return pod, nil
 }
 
 // defaultEnv is the container's plain environment: HOME, TZ and

@@ -195,8 +195,13 @@ func shellQuote(v string) string {
 // SPDY one (made only then) when the API server cannot upgrade to
 // WebSockets.
 func (l *lease) executor(argv []string, stdin bool) remotecommand.Executor {
+	return l.executorIn(containerName, argv, stdin)
+}
+
+// executorIn is executor for a container of the pod.
+func (l *lease) executorIn(container string, argv []string, stdin bool) remotecommand.Executor {
 	u := l.p.cs.execURL(l.p.ns, l.name, &corev1.PodExecOptions{
-		Container: containerName,
+		Container: container,
 		Command:   argv,
 		Stdin:     stdin,
 		Stdout:    true,

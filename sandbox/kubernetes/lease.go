@@ -35,6 +35,10 @@ type lease struct {
 	// hide are workspace-relative directories (Spec.Hide) never copied in
 	// and never written back: the pod neither sees nor plants them.
 	hide []string
+	// sidecar is the pod's sidecar program (nil: none) and sidecarConn its
+	// streams once it runs.
+	sidecar     *Sidecar
+	sidecarConn *SidecarConn
 
 	ctx    context.Context // lives until Release: the watch and the heartbeat
 	cancel context.CancelFunc
@@ -242,28 +246,26 @@ func (l *lease) goneError() error {
 	}
 }
 
-// running reports whether the lease container runs.
+// running reports whether every container of the pod (the lease's, and
+// the sidecar's when there is one) runs.
 func running(pod *corev1.Pod) bool {
-	if pod == nil || pod.Status.Phase != corev1.PodRunning {
+	if pod == nil || pod.Status.Phase != corev1.PodRunning || len(pod.Status.ContainerStatuses) < len(pod.Spec.Containers) {
 		return false
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == containerName {
-			return cs.State.Running != nil
+		if cs.State.Running == nil {
+			return false
 		}
 	}
-	return false
+	return len(pod.Status.ContainerStatuses) > 0
 }
 
 // startFailure returns the reason a pending pod will not start by itself,
 // or "" while it may still start.
 func startFailure(pod *corev1.Pod) string {
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != containerName {
-			continue
-		}
 		if t := cs.State.Terminated; t != nil {
-			return fmt.Sprintf("container exited (%s, exit %d): %s", t.Reason, t.ExitCode, strings.TrimSpace(t.Message))
+			return fmt.Sprintf("container %s exited (%s, exit %d): %s", cs.Name, t.Reason, t.ExitCode, strings.TrimSpace(t.Message))
 		}
 		w := cs.State.Waiting
 		if w == nil {
@@ -382,6 +384,9 @@ func (l *lease) Release(ctx context.Context) error {
 		return nil
 	}
 	l.releasing.Store(true)
+	if l.sidecarConn != nil {
+		_ = l.sidecarConn.Stdin.Close() // the sidecar program's end of input
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.opts.ReleaseTimeout)
 	defer cancel()
 	var errs []error

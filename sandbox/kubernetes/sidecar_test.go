@@ -1,0 +1,157 @@
+package kubernetes_test
+
+import (
+	"bufio"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
+)
+
+// sidecarScript is the sidecar program of these tests: it serves a line on
+// the pod's loopback, reads a secret from its standard input into its own
+// memory and volume, and answers each later line.
+const sidecarScript = `#!/bin/sh
+port=$1
+socat TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork SYSTEM:'echo from-the-sidecar' &
+echo ready
+read -r secret
+printf '%s\n' "$secret" >/outpost-sidecar/held
+echo held
+while read -r line; do echo "got:$line"; done
+echo bye
+`
+
+func acquireWithSidecar(t *testing.T, p *kubernetes.Provider, spec sandbox.Spec, sc kubernetes.Sidecar) sandbox.Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := p.AcquireWithSidecar(ctx, spec, sc)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, sb.Release(ctx))
+	})
+	return sb
+}
+
+// TestSidecar runs a program beside a lease: it shares the pod's loopback
+// with the lease, talks to the caller over its standard streams, and what
+// it holds — a secret read from its input, kept in its memory and its own
+// volume — is out of the lease's reach: not in any process environment or
+// command line the lease can read, not under /proc/PID/root of the
+// sidecar's processes, not on a volume the lease mounts, not in the pod
+// spec. Release ends its output.
+func TestSidecar(t *testing.T) {
+	p := newProvider(t, kubernetes.Options{})
+	bin := filepath.Join(t.TempDir(), "sidecar")
+	require.NoError(t, os.WriteFile(bin, []byte(sidecarScript), 0o755))
+	port := 20000 + rand.IntN(20000)
+	secret := "outpost-sidecar-marker-" + strconv.Itoa(rand.Int())
+	sb := acquireWithSidecar(t, p, sandbox.Spec{}, kubernetes.Sidecar{Binary: bin, Args: []string{strconv.Itoa(port)}})
+
+	conn, ok := kubernetes.SidecarStreams(sb)
+	require.True(t, ok)
+	lines := bufio.NewScanner(conn.Stdout)
+	next := func() string {
+		t.Helper()
+		got := make(chan string, 1)
+		go func() {
+			if lines.Scan() {
+				got <- lines.Text()
+			}
+			close(got)
+		}()
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(time.Minute):
+			t.Fatal("no line from the sidecar")
+			return ""
+		}
+	}
+	require.Equal(t, "ready", next(), conn.Stderr())
+	_, err := conn.Stdin.Write([]byte(secret + "\n"))
+	require.NoError(t, err)
+	require.Equal(t, "held", next(), conn.Stderr())
+	_, err = conn.Stdin.Write([]byte("ping\n"))
+	require.NoError(t, err)
+	require.Equal(t, "got:ping", next())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The lease reaches the sidecar on its own loopback.
+	r := run(ctx, t, sb, sh(`for i in 1 2 3 4 5 6 7 8 9 10; do timeout 5 socat -u TCP:127.0.0.1:$1 - && exit 0; sleep 0.5; done; exit 1`, strconv.Itoa(port)))
+	require.Zero(t, r.status.Code, r.stderr)
+	assert.Equal(t, "from-the-sidecar\n", r.stdout)
+
+	// What the lease can read: the environments and command lines of every
+	// process it sees, their roots, and every writable place of its own.
+	// The secret is not given to this command: everything it prints is
+	// searched for it here.
+	r = run(ctx, t, sb, sh(`for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat "$f" 2>/dev/null; echo; done
+cat /proc/[0-9]*/root/outpost-sidecar/held 2>/dev/null
+ls /outpost-sidecar 2>&1
+find /home /workspace /tmp /var/tmp /dev/shm /run -type f -size -4M -exec cat {} + 2>/dev/null
+true`))
+	require.NoError(t, r.err)
+	assert.Contains(t, r.stdout, "/outpost-sidecar/program", "the lease sees the sidecar's processes (shared process namespace)")
+	assert.NotContains(t, r.stdout, secret, "the sidecar's secret reached the lease")
+	assert.Contains(t, r.stdout, "No such file", "the sidecar's volume is not in the lease")
+
+	pod := getPod(t, clientset(t), p.Namespace(), sb.ID())
+	require.NotNil(t, pod)
+	require.Len(t, pod.Spec.Containers, 2)
+	side := pod.Spec.Containers[1]
+	assert.Equal(t, int64(65532), *side.SecurityContext.RunAsUser)
+	assert.True(t, *side.SecurityContext.ReadOnlyRootFilesystem)
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		assert.NotEqual(t, "sidecar", m.Name, "the lease does not mount the sidecar's volume")
+	}
+
+	require.NoError(t, sb.Release(ctx))
+	done := make(chan struct{})
+	go func() {
+		for lines.Scan() {
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the sidecar's output did not end with the lease")
+	}
+}
+
+// TestSidecarRefused: a sidecar with the lease's uid, as root, or with a
+// program that does not exist is a configuration error before any pod is
+// made.
+func TestSidecarRefused(t *testing.T) {
+	runID := "sidecar-refused-" + strconv.Itoa(rand.IntN(1<<30))
+	p := newProvider(t, kubernetes.Options{RunID: runID})
+	bin := filepath.Join(t.TempDir(), "sidecar")
+	require.NoError(t, os.WriteFile(bin, []byte(sidecarScript), 0o755))
+	ctx := context.Background()
+	for name, sc := range map[string]kubernetes.Sidecar{
+		"lease uid": {Binary: bin, User: kubernetes.DefaultUser},
+		"root":      {Binary: bin, User: "0:0"},
+		"missing":   {Binary: bin + "-missing"},
+		"directory": {Binary: filepath.Dir(bin)},
+	} {
+		_, err := p.AcquireWithSidecar(ctx, sandbox.Spec{}, sc)
+		require.Error(t, err, name)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%s: %v", name, err)
+	}
+	assert.Empty(t, podsOfRun(t, p, runID), "no pod was made")
+}
