@@ -27,9 +27,10 @@
 // setting, the state directory) is read through Options.Getenv, which the
 // outpost command sets to os.Getenv.
 //
-// Departure from DESIGN.md: the model gateway runs in the runner's process
-// for every sandbox kind. A Kubernetes pod reaches it on the loopback when
-// it shares this machine's network (--network host on a one-node cluster)
-// rather than through a sidecar in the pod; other pods get the credential
-// inside. Why, and what a sidecar would take: docs/departures.md.
+// The model gateway runs in the runner's process for Docker, Podman and
+// host leases, and in a sidecar container of each Kubernetes pod when
+// SandboxOptions.GatewayBinary names an outpost executable to run there
+// (the outpost command passes itself); without one, a pod on this
+// machine's network uses the runner's gateway and other pods get the
+// credential inside.
 package outpost

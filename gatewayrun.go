@@ -1,8 +1,13 @@
 package outpost
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/claude"
@@ -12,6 +17,7 @@ import (
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
 // runnerGateway is the model gateway of a runner, started with its first
@@ -35,6 +41,13 @@ func (g *runnerGateway) close() {
 type gatewayBridger interface {
 	// bridge returns ok false when this lease cannot reach the gateway.
 	bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (url string, ok bool)
+}
+
+// sidecarBridger is implemented by sandbox engines that can run the model
+// gateway beside each lease: sidecarBridge points ht at a gateway started
+// with its lease and reports whether it did.
+type sidecarBridger interface {
+	sidecarBridge(ht *harness.Turn, upstreams []string) bool
 }
 
 // upstreams is the gateway's allowlist: the model APIs the built-in
@@ -90,6 +103,10 @@ func (r *Runner) bridge(ht *harness.Turn) error {
 		}
 		return nil
 	}
+	if sb, ok := r.engine.(sidecarBridger); ok && sb.sidecarBridge(ht, r.upstreams()) {
+		r.logger.Debug("credential bridged through a gateway sidecar in the lease's pod", "agent", ht.Adapter.Name())
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.engine.(gatewayBridger)
@@ -107,7 +124,7 @@ func (r *Runner) bridge(ht *harness.Turn) error {
 	if !ok {
 		if r.opts.Credentials == CredentialsGateway {
 			return outposterr.New(outposterr.Configuration,
-				"the %s sandbox's leases cannot reach the model gateway here (a pod reaches it with --network host); use --credentials inside", r.kind.Name)
+				"the %s sandbox's leases cannot reach the model gateway here (a pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.kind.Name)
 		}
 		r.logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.kind.Name)
 		return nil
@@ -152,6 +169,90 @@ func (e *dockerEngine) bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork 
 // bridge: the host sandbox reaches the gateway on loopback TCP.
 func (e *hostEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) (string, bool) {
 	return g.tcpURL, true
+}
+
+// sidecarBridge: with an outpost executable to run there, every pod gets a
+// gateway sidecar, reached on the pod's loopback; its grant is opened over
+// the sidecar's standard input once the pod runs.
+func (e *kubeEngine) sidecarBridge(ht *harness.Turn, ups []string) bool {
+	if e.o.GatewayBinary == "" {
+		return false
+	}
+	args := []string{"gateway", "sidecar", "--listen", "127.0.0.1:0"}
+	for _, u := range ups {
+		args = append(args, "--upstream", u)
+	}
+	var tp *kubeTurnProvider
+	for p := ht.Provider; p != nil && tp == nil; {
+		if k, ok := p.(*kubeTurnProvider); ok {
+			tp = k
+			break
+		}
+		u, ok := p.(interface{ Unwrap() sandbox.Provider })
+		if !ok {
+			break
+		}
+		p = u.Unwrap()
+	}
+	if tp == nil {
+		return false
+	}
+	tp.sc = &kubernetes.Sidecar{Binary: e.o.GatewayBinary, Args: args}
+	ht.Gateway = &harness.Bridge{Remote: tp.remote}
+	return true
+}
+
+// kubeTurnProvider is a turn's view of the Kubernetes provider: it
+// acquires the turn's pod, with the gateway sidecar when the turn's
+// credential goes through one, and keeps the control client of that pod's
+// gateway.
+type kubeTurnProvider struct {
+	p  *kubernetes.Provider
+	sc *kubernetes.Sidecar
+
+	mu     sync.Mutex
+	lease  string
+	client *gateway.Remote
+	url    string
+}
+
+func (s *kubeTurnProvider) Name() string { return s.p.Name() }
+
+func (s *kubeTurnProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if s.sc == nil {
+		return s.p.Acquire(ctx, spec)
+	}
+	return s.p.AcquireWithSidecar(ctx, spec, *s.sc)
+}
+
+// sidecarReady bounds the wait for the gateway sidecar's announcement.
+const sidecarReady = 30 * time.Second
+
+// remote returns the control client of sb's gateway sidecar, started once
+// per lease.
+func (s *kubeTurnProvider) remote(ctx context.Context, sb sandbox.Sandbox) (*gateway.Remote, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil && s.lease == sb.ID() {
+		return s.client, s.url, nil
+	}
+	conn, ok := kubernetes.SidecarStreams(sb)
+	if !ok {
+		return nil, "", outposterr.New(outposterr.Sandbox, "lease %s has no gateway sidecar", sb.ID())
+	}
+	c := gateway.NewRemote(conn.Stdout, conn.Stdin)
+	rctx, cancel := context.WithTimeout(ctx, sidecarReady)
+	defer cancel()
+	urls, err := c.Ready(rctx)
+	if err == nil && len(urls) == 0 {
+		err = errors.New("it serves no address")
+	}
+	if err != nil {
+		return nil, "", outposterr.Wrap(outposterr.Sandbox, err, "the gateway sidecar of pod %s did not start (%s)",
+			sb.ID(), strings.TrimSpace(conn.Stderr()))
+	}
+	s.lease, s.client, s.url = sb.ID(), c, urls[0]
+	return c, s.url, nil
 }
 
 // bridge: a pod on the host's network (--network host, hostNetwork) shares

@@ -72,15 +72,16 @@ type Options struct {
 
 	// Credentials says where a credential that can stay outside the
 	// sandbox goes: CredentialsGateway (the default) keeps it in a model
-	// gateway run by the runner and gives the lease a placeholder, and a
-	// Docker lease then needs no network at all (the gateway is reached over
-	// a unix socket relayed on the lease's own loopback); CredentialsInside
+	// gateway and gives the lease a placeholder. The runner runs that
+	// gateway itself for Docker, Podman and host leases (a Docker lease then
+	// needs no network at all: the gateway is reached over a unix socket
+	// relayed on the lease's own loopback); a Kubernetes pod runs it in a
+	// sidecar container when Sandbox.GatewayBinary is set, else reaches the
+	// runner's when it shares this machine's network. CredentialsInside
 	// installs it in the lease. Forms a CLI must refresh itself (login
 	// files) always go inside; so do credentials of leases that cannot
-	// reach the gateway (a Kubernetes pod not on the network of this
-	// machine — --network host on a cluster whose API server is on the
-	// loopback is — unless CredentialsGateway is asked for: then it is an
-	// error).
+	// reach a gateway, unless CredentialsGateway is asked for: then it is an
+	// error.
 	Credentials CredentialMode
 
 	// Effort and Schema are the defaults of turns that set none.

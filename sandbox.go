@@ -82,6 +82,14 @@ type SandboxOptions struct {
 	// (empty: the current one) and the namespace of the pods (empty: the
 	// context's, else "default").
 	Kubeconfig, KubeContext, Namespace string
+	// GatewayBinary is a Linux build of the outpost command (the nodes'
+	// architecture; static, or linked against the lease image's C library)
+	// that runs the model gateway in a sidecar container of each pod
+	// (kubernetes kind): the credential then stays out of the lease on any
+	// cluster. The outpost command passes itself. Empty: pods on this
+	// machine's network use the runner's own gateway, others get the
+	// credential inside.
+	GatewayBinary string
 }
 
 // SandboxEngine is an opened sandbox kind: it hands out the provider and
@@ -340,7 +348,7 @@ func (e *kubeEngine) Delivery() Delivery { return DeliverCopy }
 func (e *kubeEngine) CLIDir() string { return kubeCLIDir }
 
 func (e *kubeEngine) Lease(_ *Installed, workspace string) (sandbox.Provider, sandbox.Spec, error) {
-	return e.p, sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
+	return &kubeTurnProvider{p: e.p}, sandbox.Spec{Workspace: workspace, Network: e.o.Network, Image: e.o.Image,
 		Env: map[string]string{"PATH": basePath}, Hide: hiddenDirs(e.o.Project, workspace)}, nil
 }
 

@@ -40,6 +40,9 @@ type copyInProvider struct {
 
 func (p *copyInProvider) Name() string { return p.inner.Name() }
 
+// Unwrap returns the provider whose leases get the CLI.
+func (p *copyInProvider) Unwrap() sandbox.Provider { return p.inner }
+
 func (p *copyInProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	sb, err := p.inner.Acquire(ctx, spec)
 	if err != nil {
@@ -88,6 +91,9 @@ func (l *pathLease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Proc
 	}
 	return l.Sandbox.Exec(ctx, cmd)
 }
+
+// Unwrap returns the lease the CLI was copied into.
+func (l *pathLease) Unwrap() sandbox.Sandbox { return l.Sandbox }
 
 // Unisolated passes the wrapped lease's answer on.
 func (l *pathLease) Unisolated() bool {

@@ -222,66 +222,83 @@ func mustRead(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestKubernetesGateway: an API key stays in the runner's model gateway for
-// a pod on the host's network (a one-node cluster on this machine). The
-// real Claude Code in the pod reaches the scripted server only through the
-// gateway, which puts the real key on every request; the key is in no pod
-// spec and no Secret while the turn runs.
+// TestKubernetesGateway: an API key stays out of the pod, in the model
+// gateway, whichever runs it: the runner's own gateway for a pod on the
+// host's network (a one-node cluster on this machine), or a gateway
+// sidecar in the pod (the outpost executable copied into a second
+// container, its grant sent over its standard input; what a pod on any
+// cluster uses). The real Claude Code in the pod reaches the scripted
+// server only through the gateway, which puts the real key on every
+// request; the key is in no pod spec and no Secret while the turn runs, and
+// the gateway's usage completes the result.
 func TestKubernetesGateway(t *testing.T) {
 	testenv.Short(t)
 	kc := testenv.Kubeconfig(t)
 	testenv.CLI(t, "claude")
 	cs := kubeClient(t, kc)
-	ctx := context.Background()
-	const marker = "sk-ant-api03-MARK-k8s-gateway-51b2"
-	srv, err := outposttest.NewServer()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Close() })
-	vars := map[string]string{"ANTHROPIC_API_KEY": marker, "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
-	ws := workspace(t)
-	r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
-		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
-		Getenv:  func(k string) string { return vars[k] },
-		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host"}})
-	require.NoError(t, err)
-	t.Cleanup(r.Close)
+	self := buildOutpost(t)
+	for _, c := range []struct {
+		name, binary string
+		containers   int
+	}{{"runner", "", 1}, {"sidecar", self, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			marker := "sk-ant-api03-MARK-k8s-gateway-51b2-" + c.name
+			srv, err := outposttest.NewServer()
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = srv.Close() })
+			vars := map[string]string{"ANTHROPIC_API_KEY": marker, "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+			ws := workspace(t)
+			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+				Getenv:  func(k string) string { return vars[k] },
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: c.binary}})
+			require.NoError(t, err)
+			t.Cleanup(r.Close)
 
-	var sampled bool
-	var leaks []string
-	res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgw", OnEvent: func(ev adapters.Event) {
-		if sampled {
-			return
-		}
-		sampled = true
-		sel := kubernetes.LabelOwnerPID + "=" + strconv.Itoa(os.Getpid())
-		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
-		require.NoError(t, err)
-		secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel})
-		require.NoError(t, err)
-		require.NotEmpty(t, pods.Items, "the turn's pod is listed")
-		b, _ := json.Marshal(pods.Items)
-		if strings.Contains(string(b), marker) {
-			leaks = append(leaks, "pod spec")
-		}
-		for _, s := range secrets.Items {
-			for k, v := range s.Data {
-				if strings.Contains(string(v), marker) {
-					leaks = append(leaks, "secret "+s.Name+" "+k)
+			var sampled bool
+			var leaks []string
+			containers := 0
+			res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgw", OnEvent: func(ev adapters.Event) {
+				if sampled {
+					return
 				}
+				sampled = true
+				sel := kubernetes.LabelOwnerPID + "=" + strconv.Itoa(os.Getpid())
+				pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+				require.NoError(t, err)
+				secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+				require.NoError(t, err)
+				require.Len(t, pods.Items, 1, "the turn's pod is listed")
+				containers = len(pods.Items[0].Spec.Containers)
+				b, _ := json.Marshal(pods.Items)
+				if strings.Contains(string(b), marker) {
+					leaks = append(leaks, "pod spec")
+				}
+				for _, s := range secrets.Items {
+					for k, v := range s.Data {
+						if strings.Contains(string(v), marker) {
+							leaks = append(leaks, "secret "+s.Name+" "+k)
+						}
+					}
+				}
+			}})
+			require.NoError(t, err, "%+v", res)
+			assert.Contains(t, res.Text, "MARK-kgw")
+			assert.True(t, sampled)
+			assert.Equal(t, c.containers, containers, "containers of the pod")
+			assert.Empty(t, leaks, "the key reached the pod")
+			reqs := srv.ModelRequests()
+			require.NotEmpty(t, reqs)
+			for _, q := range reqs {
+				assert.Equal(t, outposttest.KeyFingerprint(marker), q.KeyFingerprint, "%s %s carried the real key", q.Method, q.Path)
 			}
-		}
-	}})
-	require.NoError(t, err, "%+v", res)
-	assert.Contains(t, res.Text, "MARK-kgw")
-	assert.True(t, sampled)
-	assert.Empty(t, leaks, "the key reached the pod")
-	reqs := srv.ModelRequests()
-	require.NotEmpty(t, reqs)
-	for _, q := range reqs {
-		assert.Equal(t, outposttest.KeyFingerprint(marker), q.KeyFingerprint, "%s %s carried the real key", q.Method, q.Path)
+			assert.True(t, res.Usage.Complete)
+			out, _ := json.Marshal(res)
+			assert.NotContains(t, string(out), marker, "the result")
+			assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
+		})
 	}
-	assert.True(t, res.Usage.Complete)
-	assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
 }
 
 // BenchmarkKubernetesDelivery times a cold offline Copilot turn in a pod

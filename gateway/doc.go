@@ -34,6 +34,22 @@
 // lease (the CLI's environment cannot change between turns of a live
 // process) and takes each turn's part with [Snapshot.Since].
 //
+// # A gateway beside the lease
+//
+// A gateway that runs somewhere else — the sidecar container of a
+// Kubernetes pod, which shares the pod's loopback with the lease but none
+// of its files or processes — is driven over a pair of streams (the
+// sidecar program's standard input and output, carried by the API
+// server's exec). There the gateway listens with [Gateway.ListenTCP] on
+// 127.0.0.1 and serves [Gateway.ServeControl] on its streams; the runner
+// holds a [Remote] on the other end, waits for [Remote.Ready] (the base
+// URLs the gateway serves) and opens each turn's grant with
+// [Remote.Grant]. A [RemoteGrant] is used like a [Grant]; its snapshots
+// are read back over the same streams. The real credential crosses only
+// that channel — no pod spec, Secret or environment holds it — and the
+// channel's end (a released lease) revokes every grant opened through it.
+// `outpost gateway sidecar` is that program.
+//
 // # Credentials and placeholders
 //
 // A [Grant] binds a random placeholder (256 bits, prefixed

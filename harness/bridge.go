@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -23,6 +25,13 @@ import (
 type Bridge struct {
 	// Gateway is the running gateway (gateway.New, listening).
 	Gateway *gateway.Gateway
+	// Remote, when set, is used instead of Gateway and URL: the turn's
+	// grant is opened on a gateway that runs beside the lease (a Kubernetes
+	// pod's sidecar, see kubernetes.Provider.AcquireWithSidecar). It
+	// returns that gateway's control client and its base URL as the lease
+	// reaches it; it is called once the lease exists, for each attempt of
+	// the turn.
+	Remote func(ctx context.Context, sb sandbox.Sandbox) (*gateway.Remote, string, error)
 	// URL is the gateway's base URL as the lease reaches it: the lease's
 	// own loopback port of a sandbox.Forward (gateway.LeaseURL), or the
 	// gateway's TCP address for the host sandbox.
@@ -37,14 +46,21 @@ type Bridge struct {
 	Price  gateway.PriceFunc
 }
 
-// bridged is a turn's grant.
-type bridged struct {
-	grant *gateway.Grant
+// grantHandle is a grant on the runner's gateway or on a remote one.
+type grantHandle interface {
+	Placeholder() string
+	Revoke()
+	Snapshot() gateway.Snapshot
 }
 
-// grantFor opens the turn's grant for plan's bridge and points in at the
-// gateway; nil when the plan has nothing to bridge.
-func (b *Bridge) grantFor(label string, plan credentials.Plan, in *adapters.Input) (*bridged, error) {
+// bridged is a turn's grant.
+type bridged struct {
+	grant grantHandle
+}
+
+// grantFor opens the turn's grant for plan's bridge in lease sb and points
+// in at the gateway; nil when the plan has nothing to bridge.
+func (b *Bridge) grantFor(ctx context.Context, sb sandbox.Sandbox, label string, plan credentials.Plan, in *adapters.Input) (*bridged, error) {
 	if b == nil || plan.Bridge == nil {
 		return nil, nil
 	}
@@ -55,15 +71,33 @@ func (b *Bridge) grantFor(label string, plan credentials.Plan, in *adapters.Inpu
 	if b.Upstream != "" {
 		up = b.Upstream
 	}
-	g, err := b.Gateway.Grant(gateway.GrantSpec{Label: label, Upstream: up,
+	spec := gateway.GrantSpec{Label: label, Upstream: up,
 		Credential: gateway.Credential{Scheme: gateway.Scheme(plan.Bridge.Scheme), Secret: plan.Bridge.Secret},
-		Price:      b.Price, Budget: b.Budget})
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "gateway grant")
+		Price:      b.Price, Budget: b.Budget}
+	var (
+		g   grantHandle
+		url = b.URL
+	)
+	if b.Remote != nil {
+		rem, u, err := b.Remote(ctx, sb)
+		if err != nil {
+			return nil, err
+		}
+		rg, err := rem.Grant(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		g, url = rg, u
+	} else {
+		lg, err := b.Gateway.Grant(spec)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "gateway grant")
+		}
+		g = lg
 	}
-	in.Endpoint = &adapters.Endpoint{BaseURL: b.URL, APIKey: g.Placeholder()}
+	in.Endpoint = &adapters.Endpoint{BaseURL: url, APIKey: g.Placeholder()}
 	if plan.Bridge.OAuth {
-		in.Endpoint = &adapters.Endpoint{BaseURL: b.URL, OAuthToken: g.Placeholder()}
+		in.Endpoint = &adapters.Endpoint{BaseURL: url, OAuthToken: g.Placeholder()}
 	}
 	return &bridged{grant: g}, nil
 }

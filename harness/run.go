@@ -208,7 +208,7 @@ func (a *attempt) installCredentials(ctx context.Context) error {
 		return err
 	}
 	if a.t.Gateway != nil && plan.Bridge != nil {
-		br, err := a.t.Gateway.grantFor(a.res.Agent+" "+a.sb.ID(), plan, &a.in)
+		br, err := a.t.Gateway.grantFor(ctx, a.sb, a.res.Agent+" "+a.sb.ID(), plan, &a.in)
 		if err != nil {
 			return err
 		}

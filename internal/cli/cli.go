@@ -81,6 +81,9 @@ type Factory struct {
 	Agents func() *agents.Registry
 	// Sandboxes are the sandbox kinds --sandbox chooses from.
 	Sandboxes map[string]outpost.SandboxKind
+	// Self returns the path of this outpost executable, which runs the
+	// model gateway beside Kubernetes leases (nil: no gateway sidecar).
+	Self func() (string, error)
 }
 
 // NewFactory returns the production factory.
@@ -92,6 +95,7 @@ func NewFactory() *Factory {
 		Now:       time.Now,
 		Agents:    agents.Builtin,
 		Sandboxes: outpost.SandboxKinds(),
+		Self:      os.Executable,
 	}
 }
 
@@ -205,7 +209,7 @@ text, token usage and a classified outcome.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err} })
 	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil), NewCmdGC(f), NewCmdImage(f), NewCmdConversations(f), NewCmdBootstrap(f), NewCmdBatch(f), NewCmdDoctor(f), NewCmdInit(f),
 		newCmdContinue(f, false), newCmdContinue(f, true))
-	root.AddCommand(NewCmdReport(f, nil))
+	root.AddCommand(NewCmdReport(f, nil), newCmdGateway(f))
 	return root
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -87,7 +88,7 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 			out = append(out, check(ctx, f, image)...)
 		}
 	}
-	out = append(out, gatewayDoctor())
+	out = append(out, gatewayDoctor(f.Self != nil && runtime.GOOS == "linux"))
 	// Agents: pinned CLIs in the cache, their flags, their fixtures.
 	table, terr := loadAgents(f)
 	if terr != nil {
@@ -137,8 +138,8 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 
 // gatewayDoctor starts the model gateway as a run would (a unix socket for
 // container leases, loopback TCP for the host sandbox) and says where
-// credentials go.
-func gatewayDoctor() check {
+// credentials go; sidecar says whether pods get a gateway sidecar.
+func gatewayDoctor(sidecar bool) check {
 	const name = "model gateway"
 	fail := func(err error) check { return check{name: name, detail: err.Error()} }
 	gw, err := gateway.New(gateway.Options{Upstreams: []string{claude.DefaultBaseURL}})
@@ -156,6 +157,10 @@ func gatewayDoctor() check {
 	}
 	if _, err := gw.ListenTCP("127.0.0.1:0"); err != nil {
 		return fail(err)
+	}
+	if sidecar {
+		return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
+			"and kubernetes pods (a gateway sidecar) with --credentials gateway; login files (--auth account) go inside"}
 	}
 	return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
 		"(--credentials gateway), and pods on this machine's network; login files (--auth account) and other pods get theirs inside"}

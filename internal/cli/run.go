@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -267,6 +268,14 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	case "podman":
 		if o.Sandbox.Engine, err = podmanEndpoint(f); err != nil {
 			return nil, err
+		}
+	case "kubernetes":
+		// This executable runs the model gateway beside each pod, when
+		// the pod can run it (a Linux build).
+		if f.Self != nil && runtime.GOOS == "linux" {
+			if self, err := f.Self(); err == nil {
+				o.Sandbox.GatewayBinary = self
+			}
 		}
 	}
 	if opts.Output.Verbose {

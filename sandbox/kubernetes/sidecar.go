@@ -75,8 +75,16 @@ type SidecarConn struct {
 func (c *SidecarConn) Stderr() string { return string(c.stderr.Bytes()) }
 
 // SidecarStreams returns the sidecar streams of a lease acquired with
-// [Provider.AcquireWithSidecar]; ok is false for any other sandbox.
+// [Provider.AcquireWithSidecar], also through wrappers that have an
+// Unwrap() sandbox.Sandbox method; ok is false for any other sandbox.
 func SidecarStreams(sb sandbox.Sandbox) (conn *SidecarConn, ok bool) {
+	for {
+		u, wraps := sb.(interface{ Unwrap() sandbox.Sandbox })
+		if !wraps {
+			break
+		}
+		sb = u.Unwrap()
+	}
 	l, isLease := sb.(*lease)
 	if !isLease || l.sidecarConn == nil {
 		return nil, false
