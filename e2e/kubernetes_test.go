@@ -301,6 +301,39 @@ func TestKubernetesGateway(t *testing.T) {
 	}
 }
 
+// BenchmarkKubernetesGateway times a Claude Code turn with an API key in a
+// pod on the host's network through the runner's own gateway against one
+// through a gateway sidecar in the pod (the outpost executable copied into
+// a second container and started there): what the sidecar costs per pod.
+func BenchmarkKubernetesGateway(b *testing.B) {
+	kc := testenv.Kubeconfig(b)
+	testenv.CLI(b, "claude")
+	self := filepath.Join(b.TempDir(), "outpost")
+	out, err := exec.Command("go", "build", "-o", self, "../cmd/outpost").CombinedOutput()
+	require.NoError(b, err, string(out))
+	ctx := context.Background()
+	srv, err := outposttest.NewServer()
+	require.NoError(b, err)
+	defer srv.Close()
+	vars := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-bench", "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+	for _, c := range []struct{ name, binary string }{{"runner", ""}, {"sidecar", self}} {
+		b.Run(c.name, func(b *testing.B) {
+			ws := b.TempDir()
+			require.NoError(b, os.Chmod(ws, 0o777))
+			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+				Getenv:  func(k string) string { return vars[k] },
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: c.binary}})
+			require.NoError(b, err)
+			defer r.Close()
+			for b.Loop() {
+				res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgb"})
+				require.NoError(b, err, "%+v", res)
+			}
+		})
+	}
+}
+
 // BenchmarkKubernetesDelivery times a cold offline Copilot turn in a pod
 // whose CLI is copied in (the sandbox image) against one whose image bakes
 // it in (outpost image build --with copilot, imported into the cluster:

@@ -40,7 +40,7 @@ func remoteGateway(t *testing.T, upstream string) (*gateway.Remote, *logBuffer, 
 		served <- gw.ServeControl(context.Background(), reqR, out)
 		repW.Close()
 	}()
-	t.Cleanup(func() { reqW.Close(); <-served })
+	t.Cleanup(func() { reqW.Close(); assert.NoError(t, <-served) })
 	return gateway.NewRemote(repR, reqW), logs, out, served
 }
 

@@ -58,6 +58,19 @@
 // input and turns into exported variables, so they are in no argv, no pod
 // spec and no Secret. Credential files go through CopyIn into the home.
 //
+// # Sidecars
+//
+// [Provider.AcquireWithSidecar] adds a second container to the pod that
+// runs a program of the caller's beside the lease ([Sidecar]): it shares
+// the pod's network, so the lease reaches it on 127.0.0.1, and nothing
+// else — its own volume, another user ([DefaultSidecarUser]; the pod's
+// process namespace is shared, and only another uid keeps the lease out of
+// the sidecar's /proc entries), a read-only root, no capabilities. The
+// program is copied in once the pod runs and started through exec; its
+// standard streams stay connected to the caller ([SidecarStreams]) until
+// Release. Outpost runs its model gateway there, and hands it each turn's
+// credential over its standard input.
+//
 // # Processes
 //
 // [sandbox.Sandbox.Exec] runs a fixed sh wrapper through the pods/exec
