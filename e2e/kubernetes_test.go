@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,9 +16,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
@@ -38,6 +42,26 @@ func kubeClient(t *testing.T, kubeconfig string) k8s.Interface {
 	cs, err := k8s.NewForConfig(cfg)
 	require.NoError(t, err)
 	return cs
+}
+
+// kubeExec runs script in a container of a pod of the test cluster and
+// returns what it printed on standard output.
+func kubeExec(t *testing.T, kubeconfig, ns, pod, container, script string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	cs, err := k8s.NewForConfig(cfg)
+	require.NoError(t, err)
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: []string{"sh", "-c", script},
+			Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}), stderr.String())
+	return stdout.String()
 }
 
 // kubeLeft lists the pods and Secrets labelled with owner pid pid.
@@ -270,7 +294,21 @@ func TestKubernetesGateway(t *testing.T) {
 				secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel})
 				require.NoError(t, err)
 				require.Len(t, pods.Items, 1, "the turn's pod is listed")
-				containers = len(pods.Items[0].Spec.Containers)
+				pod := pods.Items[0]
+				containers = len(pod.Spec.Containers)
+				// Everything the lease can read while the CLI works:
+				// every environment and command line it sees, the
+				// roots of the pod's other processes, its own files.
+				seen := kubeExec(t, kc, pod.Namespace, pod.Name, "lease", `cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null
+cat /proc/[0-9]*/root/outpost-sidecar/* 2>/dev/null | head -c 1000000
+find /home /workspace /tmp -type f -size -4M -exec cat {} + 2>/dev/null
+true`)
+				if !strings.Contains(seen, "claude") {
+					leaks = append(leaks, "the sample saw no CLI process: "+seen[:min(len(seen), 200)])
+				}
+				if strings.Contains(seen, marker) {
+					leaks = append(leaks, "inside the lease")
+				}
 				b, _ := json.Marshal(pods.Items)
 				if strings.Contains(string(b), marker) {
 					leaks = append(leaks, "pod spec")

@@ -230,15 +230,7 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 		WorkingDir:      Root,
 		Env:             defaultEnv(spec.Env),
 		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                &uid,
-			RunAsGroup:               &gid,
-			RunAsNonRoot:             new(true),
-			AllowPrivilegeEscalation: new(false),
-			Privileged:               new(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           seccomp,
-		},
+		SecurityContext: containerSecurity(uid, gid, seccomp),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "home", MountPath: "/home"},
 			{Name: "workspace", MountPath: Root},
@@ -298,6 +290,20 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	return pod, nil
+}
+
+// containerSecurity is the security context of a pod's containers: a
+// non-root user, no privilege escalation, no capabilities.
+func containerSecurity(uid, gid int64, seccomp *corev1.SeccompProfile) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser:                &uid,
+		RunAsGroup:               &gid,
+		RunAsNonRoot:             new(true),
+		AllowPrivilegeEscalation: new(false),
+		Privileged:               new(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           seccomp,
+	}
 }
 
 // defaultEnv is the container's plain environment: HOME, TZ and

@@ -86,9 +86,15 @@ func cmpOr[T comparable](a, b T) T {
 // acquire leases a pod and releases it when the test ends.
 func acquire(t testing.TB, p sandbox.Provider, spec sandbox.Spec) sandbox.Sandbox {
 	t.Helper()
+	return acquireWith(t, func(ctx context.Context) (sandbox.Sandbox, error) { return p.Acquire(ctx, spec) })
+}
+
+// acquireWith leases a pod with acquire and releases it when the test ends.
+func acquireWith(t testing.TB, acquire func(context.Context) (sandbox.Sandbox, error)) sandbox.Sandbox {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sb, err := p.Acquire(ctx, spec)
+	sb, err := acquire(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -141,24 +141,17 @@ func sidecarContainerFor(sc *Sidecar, image string, pull corev1.PullPolicy, secc
 		return corev1.Container{}, err
 	}
 	mem := corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(sc.MemoryBytes, resource.BinarySI)}
+	sec := containerSecurity(uid, gid, seccomp)
+	sec.ReadOnlyRootFilesystem = new(true)
 	return corev1.Container{
-		Name:            sidecarContainer,
-		Image:           image,
-		ImagePullPolicy: pull,
-		Command:         []string{"sleep", "infinity"},
-		WorkingDir:      sidecarDir,
-		Env:             []corev1.EnvVar{{Name: "HOME", Value: sidecarDir}, {Name: "TZ", Value: "UTC"}},
-		Resources:       corev1.ResourceRequirements{Limits: mem},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                &uid,
-			RunAsGroup:               &gid,
-			RunAsNonRoot:             new(true),
-			AllowPrivilegeEscalation: new(false),
-			Privileged:               new(false),
-			ReadOnlyRootFilesystem:   new(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           seccomp,
-		},
+		Name:                     sidecarContainer,
+		Image:                    image,
+		ImagePullPolicy:          pull,
+		Command:                  []string{"sleep", "infinity"},
+		WorkingDir:               sidecarDir,
+		Env:                      []corev1.EnvVar{{Name: "HOME", Value: sidecarDir}, {Name: "TZ", Value: "UTC"}},
+		Resources:                corev1.ResourceRequirements{Limits: mem},
+		SecurityContext:          sec,
 		VolumeMounts:             []corev1.VolumeMount{{Name: "sidecar", MountPath: sidecarDir}},
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 	}, nil

@@ -34,16 +34,7 @@ echo bye
 
 func acquireWithSidecar(t *testing.T, p *kubernetes.Provider, spec sandbox.Spec, sc kubernetes.Sidecar) sandbox.Sandbox {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sb, err := p.AcquireWithSidecar(ctx, spec, sc)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		assert.NoError(t, sb.Release(ctx))
-	})
-	return sb
+	return acquireWith(t, func(ctx context.Context) (sandbox.Sandbox, error) { return p.AcquireWithSidecar(ctx, spec, sc) })
 }
 
 // TestSidecar runs a program beside a lease: it shares the pod's loopback
