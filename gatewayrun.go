@@ -182,24 +182,28 @@ func (e *kubeEngine) sidecarBridge(ht *harness.Turn, ups []string) bool {
 	for _, u := range ups {
 		args = append(args, "--upstream", u)
 	}
-	var tp *kubeTurnProvider
-	for p := ht.Provider; p != nil && tp == nil; {
-		if k, ok := p.(*kubeTurnProvider); ok {
-			tp = k
-			break
-		}
-		u, ok := p.(interface{ Unwrap() sandbox.Provider })
-		if !ok {
-			break
-		}
-		p = u.Unwrap()
-	}
-	if tp == nil {
+	tp, ok := unwrapKubeTurn(ht.Provider)
+	if !ok {
 		return false
 	}
 	tp.sc = &kubernetes.Sidecar{Binary: e.o.GatewayBinary, Args: args}
 	ht.Gateway = &harness.Bridge{Remote: tp.remote}
 	return true
+}
+
+// unwrapKubeTurn finds the kubeTurnProvider under p's wrappers (the CLI
+// copy-in wraps it).
+func unwrapKubeTurn(p sandbox.Provider) (*kubeTurnProvider, bool) {
+	for {
+		if k, ok := p.(*kubeTurnProvider); ok {
+			return k, true
+		}
+		u, ok := p.(interface{ Unwrap() sandbox.Provider })
+		if !ok {
+			return nil, false
+		}
+		p = u.Unwrap()
+	}
 }
 
 // kubeTurnProvider is a turn's view of the Kubernetes provider: it
@@ -211,9 +215,10 @@ type kubeTurnProvider struct {
 	sc *kubernetes.Sidecar
 
 	mu     sync.Mutex
-	lease  string
+	lease  string // the lease the fields below are about
 	client *gateway.Remote
 	url    string
+	err    error // the sidecar did not start
 }
 
 func (s *kubeTurnProvider) Name() string { return s.p.Name() }
@@ -233,8 +238,8 @@ const sidecarReady = 30 * time.Second
 func (s *kubeTurnProvider) remote(ctx context.Context, sb sandbox.Sandbox) (*gateway.Remote, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.client != nil && s.lease == sb.ID() {
-		return s.client, s.url, nil
+	if s.lease == sb.ID() {
+		return s.client, s.url, s.err
 	}
 	conn, ok := kubernetes.SidecarStreams(sb)
 	if !ok {
@@ -247,11 +252,15 @@ func (s *kubeTurnProvider) remote(ctx context.Context, sb sandbox.Sandbox) (*gat
 	if err == nil && len(urls) == 0 {
 		err = errors.New("it serves no address")
 	}
+	s.lease = sb.ID()
 	if err != nil {
-		return nil, "", outposterr.Wrap(outposterr.Sandbox, err, "the gateway sidecar of pod %s did not start (%s)",
+		// Remembered: the streams have one reader, and a later attempt
+		// of the turn fails the same way.
+		s.err = outposterr.Wrap(outposterr.Sandbox, err, "the gateway sidecar of pod %s did not start (%s)",
 			sb.ID(), strings.TrimSpace(conn.Stderr()))
+		return nil, "", s.err
 	}
-	s.lease, s.client, s.url = sb.ID(), c, urls[0]
+	s.client, s.url = c, urls[0]
 	return c, s.url, nil
 }
 

@@ -339,6 +339,37 @@ true`)
 	}
 }
 
+// TestKubernetesGatewaySidecarFails: a gateway sidecar that cannot start
+// (here a program that is not outpost) fails the turn as a sandbox error
+// that quotes what the program said, and leaves no pod behind.
+func TestKubernetesGatewaySidecarFails(t *testing.T) {
+	testenv.Short(t)
+	kc := testenv.Kubeconfig(t)
+	testenv.CLI(t, "claude")
+	cs := kubeClient(t, kc)
+	bad := filepath.Join(t.TempDir(), "not-outpost")
+	require.NoError(t, os.WriteFile(bad, []byte("#!/bin/sh\necho 'MARK-sidecar cannot run here' >&2\nexit 3\n"), 0o755))
+	ctx := context.Background()
+	srv, err := outposttest.NewServer()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	vars := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-MARK-bad-sidecar", "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+	r, err := outpost.New(ctx, outpost.Options{Project: workspace(t), NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+		Getenv:  func(k string) string { return vars[k] },
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: bad}})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	_, err = r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-never"})
+	require.Error(t, err)
+	assert.True(t, outposterr.Is(err, outposterr.Sandbox), "%v", err)
+	assert.Contains(t, err.Error(), "gateway sidecar")
+	assert.Contains(t, err.Error(), "MARK-sidecar cannot run here")
+	assert.NotContains(t, err.Error(), "sk-ant-api03-MARK-bad-sidecar")
+	assert.Empty(t, srv.ModelRequests(), "no request left the pod")
+	assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
+}
+
 // BenchmarkKubernetesGateway times a Claude Code turn with an API key in a
 // pod on the host's network through the runner's own gateway against one
 // through a gateway sidecar in the pod (the outpost executable copied into
