@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -102,7 +103,7 @@ func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc
 	if err != nil {
 		return nil, err
 	}
-	luid, _, err := parseUser(firstNonEmpty(spec.User, p.opts.User))
+	luid, _, err := parseUser(cmp.Or(spec.User, p.opts.User))
 	if err != nil {
 		return nil, err
 	}
@@ -124,13 +125,6 @@ func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc
 		return nil, outposterr.New(outposterr.Configuration, "sidecar program %s is not a regular file", sc.Binary)
 	}
 	return p.acquire(ctx, spec, &sc)
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // sidecarContainerFor is the pod's sidecar container: the lease's image,
