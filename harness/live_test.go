@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -162,6 +164,10 @@ func (a *noLiveInput) Request(in adapters.Input) (sandbox.Command, error) {
 // interrupts the running CLI once it named its conversation and continues
 // that conversation with the message as the prompt: one result, usage
 // summed, events in order with the input where it went in.
+//
+// The message is sent once the first attempt reported its usage: a CLI
+// interrupted before it prints its usage has reported none, and the sum
+// would then rightly hold the second attempt's alone.
 func TestSteerInterruptsAndResumes(t *testing.T) {
 	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
 emit {"type":"text","text":"working"}
@@ -179,7 +185,7 @@ emit {"type":"finished","ok":true}`
 	var seqs []int64
 	turn.OnEvent = func(ev adapters.Event) {
 		seqs = append(seqs, ev.Seq)
-		if ev.Kind == adapters.KindText && ev.Text == "working" {
+		if ev.Kind == adapters.KindUsage && ev.Usage != nil && ev.Usage.Input == 5 {
 			live <- msg
 		}
 	}
@@ -209,6 +215,43 @@ emit {"type":"finished","ok":true}`
 	assert.Equal(t, msg, ran[1].Prompt)
 	require.NotEmpty(t, res.Warnings)
 	assert.Contains(t, res.Warnings[0], "it was interrupted and the conversation continued with the message")
+}
+
+// TestSteerKeepsOutputInFlight: what the CLI printed before it was
+// interrupted counts even when the harness took the message before it read
+// those lines: the interrupted attempt's output is read to its end, so no
+// usage is lost to a steer.
+func TestSteerKeepsOutputInFlight(t *testing.T) {
+	printed := filepath.Join(t.TempDir(), "printed")
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+emit {"type":"usage","scope":"turn","input":5,"output":2}
+ws-put `+printed+` usage
+hang`)
+	turn.Adapter = &noLiveInput{Adapter: turn.Adapter}
+	msg := `emit {"type":"conversation","id":"c1"}
+emit {"type":"usage","scope":"turn","input":7,"output":3}
+emit {"type":"result","text":"steered"}
+emit {"type":"finished","ok":true}`
+	live := make(chan string, 1)
+	turn.Live = live
+	var once sync.Once
+	turn.OnEvent = func(ev adapters.Event) {
+		if ev.Kind != adapters.KindConversation {
+			return
+		}
+		once.Do(func() {
+			// The harness waits here, so the usage line the CLI prints
+			// meanwhile is still unread when the message arrives.
+			assert.Eventually(t, func() bool { _, err := os.Stat(printed); return err == nil },
+				time.Minute, 5*time.Millisecond, "the CLI printed its usage")
+			live <- msg
+		})
+	}
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err, "warnings %v stderr %s", res.Warnings, res.StderrTail)
+	assert.Equal(t, "steered", res.Text)
+	assert.Equal(t, int64(12), res.Usage.Input, "the interrupted attempt's usage was read after the interrupt")
+	assert.Equal(t, int64(5), res.Usage.Output)
 }
 
 // TestSteerWithoutConversationIsReported: a message for a CLI that never
