@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,37 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
+
+// limitReached makes a failed turn whose sandbox refused its CLI a fork at
+// the process limit a process failure that names the limit: the deadline
+// it ran into, or the final event it never printed, was the limit's doing,
+// and running the same turn again in the same sandbox would hit it again.
+// Only failures the CLI's own conduct explains are asked about (process
+// and timeout failures without a limit or budget already named); the
+// sandbox is asked after the process ended, before it is released.
+func limitReached(ctx context.Context, name string, proc sandbox.Process, err error) error {
+	lr, ok := proc.(sandbox.LimitReporter)
+	if !ok || err == nil || outposterr.IsBudget(err) || outposterr.IsLimit(err) {
+		return err
+	}
+	if c := outposterr.ClassOf(err); c != outposterr.Process && c != outposterr.Timeout {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for _, l := range lr.LimitsReached(pctx) {
+		if l != sandbox.LimitPids {
+			continue
+		}
+		// The failure it explains stays as text only: its class and its
+		// retryable flag (a timeout's) would no longer be true.
+		d := outposterr.DetailsOf(err)
+		d.Limit, d.Retryable, d.Unavailable, d.ResetAt = sandbox.LimitPids, false, "", time.Time{}
+		return &outposterr.Error{Class: outposterr.Process, Details: d, Cause: errors.New(strings.TrimPrefix(err.Error(), name+": ")),
+			Message: name + ": the sandbox's limit on processes was reached (a fork was refused)"}
+	}
+	return err
+}
 
 // stopReason says why the harness, not the CLI, ended a turn.
 type stopReason int
@@ -100,6 +132,7 @@ func classify(c *collector, v verdict) error {
 	msg := c.failureText()
 	switch {
 	case v.exit.OOMKilled:
+		d.Limit = sandbox.LimitMemory
 		msg = "killed: out of memory" + suffix(msg)
 	case msg != "":
 	case c.finished != nil && !c.finished.OK:

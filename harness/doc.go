@@ -41,7 +41,9 @@
 //     quota events and the stderr of a failed turn — never assistant text.
 //     Only process failures become quota; outages stay process failures with
 //     Unavailable set; authentication failures set Auth; a stop at a cost or
-//     turn cap sets Budget.
+//     turn cap sets Budget. A failed turn whose sandbox killed the CLI out of
+//     memory, or refused it a fork at its process limit
+//     ([sandbox.LimitReporter]), is a process failure with Limit set.
 //  6. Usage: per-message reports de-duplicated, a turn total preferred,
 //     cumulative counters diffed against the total stored with the
 //     conversation, and the adapter's session reader run after exit.

@@ -19,7 +19,10 @@ type Outcome struct {
 	Auth        string `json:"auth,omitempty"`
 	// Budget names the caller's limit that stopped the turn ("cost",
 	// "turns"); the class is then process.
-	Budget       string `json:"budget,omitempty"`
+	Budget string `json:"budget,omitempty"`
+	// Limit names the sandbox's resource limit that stopped the CLI
+	// ("memory", "pids"); the class is then process.
+	Limit        string `json:"limit,omitempty"`
 	ResetAt      string `json:"reset_at"`
 	Conversation string `json:"conversation"`
 	Text         string `json:"text"`
@@ -48,6 +51,7 @@ func (r *Result) Outcome() Outcome {
 		o.Unavailable = outposterr.UnavailableReason(r.Err)
 		o.Auth = outposterr.AuthReason(r.Err)
 		o.Budget = outposterr.BudgetReason(r.Err)
+		o.Limit = outposterr.LimitReason(r.Err)
 		o.Error = r.Err.Error()
 		if t, ok := outposterr.ResetAt(r.Err); ok {
 			o.ResetAt = t.UTC().Format(time.RFC3339)

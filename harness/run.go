@@ -339,7 +339,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	if v.stop == stopSettled {
 		col.warn("CLI kept running after its final event; stopped after the settle window")
 	}
-	err = classify(col, v)
+	err = limitReached(ctx, name, proc, classify(col, v))
 	a.res.Err = err
 	if v.exited {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

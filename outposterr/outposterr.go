@@ -11,6 +11,7 @@
 //	IsUnavailable(err)  UnavailableReason(err) string
 //	IsAuth(err)         AuthReason(err) string
 //	IsBudget(err)       BudgetReason(err) string
+//	IsLimit(err)        LimitReason(err) string
 //	IsRetryable(err)
 //	Is(err, class)      ClassOf(err) Class   DetailsOf(err) Details
 //
@@ -25,7 +26,10 @@
 // A turn the harness stopped because it reached a limit the caller set (a
 // cost cap, a cap on assistant turns) is a process failure with
 // Details.Budget set ("cost", "turns"): not retryable, not an outage, and
-// not the CLI's fault; raise the limit to go on.
+// not the CLI's fault; raise the limit to go on. A turn whose sandbox's
+// resource limit stopped the CLI (an out-of-memory kill, a fork refused at
+// the process limit) is a process failure with Details.Limit set ("memory",
+// "pids"): not retryable without a larger sandbox.
 //
 // Exit codes are the outpost command's business, not this package's.
 package outposterr
@@ -87,6 +91,10 @@ type Details struct {
 	// (a cost cap, or a cost that could not be known under one) or "turns"
 	// (a cap on assistant turns).
 	Budget string `json:"budget,omitempty"`
+	// Limit is set on process failures where a resource limit of the
+	// sandbox stopped the CLI: "memory" (an out-of-memory kill) or "pids"
+	// (a fork refused at the limit on processes).
+	Limit string `json:"limit,omitempty"`
 	// ResetAt is when a quota resets, if the CLI said so.
 	ResetAt time.Time `json:"reset_at,omitzero"`
 	// Retryable says whether running the same turn again may succeed without
@@ -154,6 +162,9 @@ func merge(a, b Details) Details {
 	}
 	if b.Budget != "" {
 		a.Budget = b.Budget
+	}
+	if b.Limit != "" {
+		a.Limit = b.Limit
 	}
 	if !b.ResetAt.IsZero() {
 		a.ResetAt = b.ResetAt
@@ -281,6 +292,16 @@ func IsBudget(err error) bool { return BudgetReason(err) != "" }
 // "turns"), or "".
 func BudgetReason(err error) string {
 	return firstDetail(err, func(d Details) string { return d.Budget })
+}
+
+// IsLimit reports whether err's chain records a sandbox resource limit that
+// stopped the CLI.
+func IsLimit(err error) bool { return LimitReason(err) != "" }
+
+// LimitReason returns the sandbox resource limit recorded anywhere in err's
+// chain ("memory", "pids"), or "".
+func LimitReason(err error) string {
+	return firstDetail(err, func(d Details) string { return d.Limit })
 }
 
 // firstDetail returns the first non-empty value f reads from the Outpost

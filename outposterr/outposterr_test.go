@@ -52,6 +52,13 @@ func TestHelpersShareOneShape(t *testing.T) {
 	assert.Equal(t, "cost", DetailsOf(budget).Budget)
 	assert.False(t, IsRetryable(budget))
 	assert.False(t, IsBudget(auth))
+
+	limit := fmt.Errorf("job: %w", New(Process, "fork refused").With(Details{Limit: "pids"}))
+	assert.True(t, IsLimit(limit))
+	assert.Equal(t, "pids", LimitReason(limit))
+	assert.Equal(t, "pids", DetailsOf(limit).Limit)
+	assert.False(t, IsRetryable(limit))
+	assert.False(t, IsLimit(budget))
 }
 
 func TestForeignErrorsAreInternal(t *testing.T) {

@@ -92,6 +92,9 @@ func (j *Job) Detail() string {
 	if o.Auth != "" {
 		s += " (auth: " + o.Auth + ")"
 	}
+	if o.Limit != "" {
+		s += " (limit: " + o.Limit + ")"
+	}
 	if o.ResetAt != "" {
 		s += " (resets " + o.ResetAt + ")"
 	}

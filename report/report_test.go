@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/report"
 	"github.com/outpost-dev/outpost/runrec"
@@ -243,4 +244,19 @@ func FuzzLoadResults(f *testing.F) {
 			require.NoError(t, r.Render(&bytes.Buffer{}, format))
 		}
 	})
+}
+
+func TestDetailNamesWhatStoppedTheJob(t *testing.T) {
+	for _, c := range []struct {
+		o    harness.Outcome
+		want string
+	}{
+		{harness.Outcome{Class: "process", Limit: "pids"}, "process (limit: pids)"},
+		{harness.Outcome{Class: "process", Unavailable: "overloaded"}, "process (unavailable: overloaded)"},
+		{harness.Outcome{Class: "quota", ResetAt: "2026-12-02T11:00:00Z"}, "quota (resets 2026-12-02T11:00:00Z)"},
+		{harness.Outcome{OK: true}, ""},
+	} {
+		j := report.Job{Finished: true, Outcome: c.o}
+		assert.Equal(t, c.want, j.Detail())
+	}
 }

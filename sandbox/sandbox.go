@@ -228,6 +228,29 @@ func (s ExitStatus) String() string {
 // Success reports a zero exit.
 func (s ExitStatus) Success() bool { return s.Code == 0 && s.Signal == "" && !s.OOMKilled }
 
+// Resource limits a sandbox may report as reached.
+const (
+	// LimitPids: the sandbox's limit on processes and threads refused a fork.
+	LimitPids = "pids"
+	// LimitMemory: the sandbox's memory limit killed a process (an
+	// out-of-memory kill; see [ExitStatus.OOMKilled]).
+	LimitMemory = "memory"
+)
+
+// LimitReporter is implemented by processes whose sandbox can tell, after
+// the process ended, whether one of its resource limits refused it
+// something: a fork refused at the process limit leaves no trace in the
+// exit status (the shell or runtime that failed to fork may exit 0, or the
+// rest of the tree may run on until a deadline).
+type LimitReporter interface {
+	// LimitsReached names the limits the sandbox reached since it last
+	// answered (or since it was made): [LimitPids]. Empty when none was or
+	// the sandbox cannot tell. It may run a short command in the sandbox,
+	// so it is asked about failed processes only, before the sandbox is
+	// released.
+	LimitsReached(ctx context.Context) []string
+}
+
 // Unisolated is implemented by sandboxes that run directly on the host
 // machine. Credentials reach such a sandbox as variables only: files and
 // login commands would touch the user's own machine.

@@ -410,7 +410,7 @@ func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 	same := true
 	for _, r := range failed[1:] {
 		o := r.Outcome
-		if o.Class != first.Class || o.Budget != first.Budget || o.Unavailable != first.Unavailable || o.Auth != first.Auth {
+		if o.Class != first.Class || o.Budget != first.Budget || o.Unavailable != first.Unavailable || o.Auth != first.Auth || o.Limit != first.Limit {
 			same = false
 		}
 	}
@@ -427,7 +427,7 @@ func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 	var d outposterr.Details
 	if c, ok := outposterr.ParseClass(first.Class); ok && same {
 		class = c
-		d = outposterr.Details{Budget: first.Budget, Unavailable: first.Unavailable, Auth: first.Auth}
+		d = outposterr.Details{Budget: first.Budget, Unavailable: first.Unavailable, Auth: first.Auth, Limit: first.Limit}
 	}
 	return &silentError{outposterr.New(class, "%d of %d jobs failed", len(failed), len(jobs)).With(d)}
 }
@@ -498,6 +498,7 @@ type resultOutcome struct {
 	Budget      string `json:"budget"`
 	Unavailable string `json:"unavailable"`
 	Auth        string `json:"auth"`
+	Limit       string `json:"limit"`
 	Model       string `json:"model"`
 }
 
@@ -656,6 +657,9 @@ func (p *batchProgress) record(r batch.Record) {
 		}
 		if r.Outcome.Budget != "" {
 			state += " (budget: " + r.Outcome.Budget + ")"
+		}
+		if r.Outcome.Limit != "" {
+			state += " (limit: " + r.Outcome.Limit + ")"
 		}
 	}
 	patch := ""

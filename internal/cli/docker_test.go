@@ -140,8 +140,9 @@ b 2>/dev/null
 
 // TestForkBombHitsPidsLimit: an agent that forks without bound in a lease
 // with the default limits stops at the pids limit; the host can still start
-// processes meanwhile, the turn is classified (a timeout: the bomb never
-// ends) and the lease is removed.
+// processes meanwhile, the turn is a process failure that names the limit
+// (whether the bomb collapses and its shell exits 0, or it churns on until
+// the deadline) and the lease is removed.
 func TestForkBombHitsPidsLimit(t *testing.T) {
 	testenv.Short(t)
 	requireDocker(t)
@@ -190,9 +191,11 @@ func TestForkBombHitsPidsLimit(t *testing.T) {
 	r := execute(t, "", nil, "run", "--agent", "bomb", "--no-store", "--workspace", ws, "--timeout", "15s", "--json", "go")
 	close(stop)
 	<-watched
-	t.Logf("lease pids peak %d of limit %d; outpost exit %d", peak, limit, r.code)
-	assert.Equal(t, int(ExitTimeout), r.code, r.stdout+r.stderr)
-	assert.Contains(t, r.stdout, `"class":"timeout"`)
+	t.Logf("lease pids peak %d of limit %d; outpost exit %d: %s", peak, limit, r.code, r.stdout)
+	assert.Equal(t, int(ExitProcess), r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, `"class":"process"`)
+	assert.Contains(t, r.stdout, `"limit":"pids"`)
+	assert.Contains(t, r.stdout, "limit on processes was reached")
 	assert.Equal(t, uint64(docker.DefaultPids), limit, "the default pids limit applies")
 	assert.Equal(t, limit, peak, "the bomb reached the limit and no further")
 	assert.True(t, hostForked, "the host started a process while the lease was at its limit")

@@ -207,6 +207,9 @@ func (r *renderer) outcome(res *harness.Result) {
 	if o.Auth != "" {
 		line += "  [auth: " + o.Auth + "]"
 	}
+	if o.Limit != "" {
+		line += "  [limit: " + o.Limit + "]"
+	}
 	if o.ResetAt != "" {
 		line += "  [resets " + o.ResetAt + "]"
 	}

@@ -572,6 +572,39 @@ func TestOOMKilled(t *testing.T) {
 	assert.Equal(t, sandbox.ExitStatus{Code: 1}, r.status)
 }
 
+// TestPidsLimitReached: a process refused a fork at the lease's pids limit
+// says so after it ended — read from the lease's count of refused forks, or
+// from the engine's stats while the leftovers still hold every slot — and a
+// process that stayed under the limit does not, also after one that did.
+func TestPidsLimitReached(t *testing.T) {
+	p := newProvider(t, docker.Options{})
+	ctx := context.Background()
+	limits := func(sb sandbox.Sandbox, script string) []string {
+		t.Helper()
+		proc, err := sb.Exec(ctx, sh(script))
+		require.NoError(t, err)
+		defer proc.Close()
+		go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
+		go func() { _, _ = io.Copy(io.Discard, proc.Stderr()) }()
+		_, err = proc.Wait()
+		require.NoError(t, err)
+		lr, ok := proc.(sandbox.LimitReporter)
+		require.True(t, ok, "a Docker process reports its lease's limits")
+		return lr.LimitsReached(ctx)
+	}
+	// 40 sleeps in a lease of 32 processes: the shell's fork is refused
+	// and it exits; its EXIT trap (a builtin) kills what it started.
+	const bomb = `i=0; while [ $i -lt 40 ]; do sleep 1000 & i=$((i+1)); done`
+	sb := acquire(t, p, sandbox.Spec{Pids: 32})
+	assert.Empty(t, limits(sb, `for i in 1 2 3; do sleep 0 & done; wait`), "under the limit")
+	assert.Equal(t, []string{sandbox.LimitPids}, limits(sb, `trap 'kill -s KILL 0' EXIT; `+bomb))
+	assert.Empty(t, limits(sb, `exit 1`), "a later failure in the same lease is not the limit's")
+
+	// The sleeps outlive the shell and hold the lease near its limit.
+	held := acquire(t, p, sandbox.Spec{Pids: 32})
+	assert.Equal(t, []string{sandbox.LimitPids}, limits(held, bomb))
+}
+
 func TestEngineUnreachable(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "no-docker.sock")
 	start := time.Now()

@@ -32,8 +32,13 @@ type lease struct {
 	workspace     string            // host directory mounted at Root
 	ownsWorkspace bool
 
-	oomMu   sync.Mutex
-	oomSeen int64 // Podman: the memory cgroup's oom_kill count last seen
+	oomMu   sync.Mutex // guards oomSeen and pidsSeen
+	oomSeen int64      // Podman: the memory cgroup's oom_kill count last seen
+	// pidsSeen: the pids cgroup's count of refused forks last seen;
+	// pidsStale: a reach of the limit was reported from the engine's stats
+	// without that count, so the next count read is a new baseline.
+	pidsSeen  int64
+	pidsStale bool
 
 	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
 	relMu     sync.Mutex

@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -628,6 +629,68 @@ func (l *lease) oomCounterRose(ctx context.Context) bool {
 		return true
 	}
 	return false
+}
+
+// pidsCountScript prints the container's pids cgroup count of forks refused
+// at its limit (cgroup v2 pids.events, or v1 pids/pids.events), or -1. It
+// uses shell builtins only: it runs while the lease may be at its limit.
+const pidsCountScript = `for f in /sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events; do
+if [ -r "$f" ]; then while read -r k v; do if [ "$k" = max ]; then echo "$v"; exit 0; fi; done <"$f"; fi
+done
+echo -1`
+
+var _ sandbox.LimitReporter = (*process)(nil)
+
+// LimitsReached implements [sandbox.LimitReporter]: [sandbox.LimitPids] when
+// the lease refused a fork at its pids limit since it last answered.
+func (p *process) LimitsReached(ctx context.Context) []string {
+	if p.l.pidsLimitReached(ctx) {
+		return []string{sandbox.LimitPids}
+	}
+	return nil
+}
+
+// pidsLimitReached reports whether the pids cgroup's count of refused forks
+// rose since the lease last looked (a fresh container's is 0). When not even
+// that reading can start — the lease is still at its limit, as a fork bomb
+// leaves it — the engine's stats tell instead.
+func (l *lease) pidsLimitReached(ctx context.Context) bool {
+	out, err := l.quick(ctx, []string{"sh", "-c", pidsCountScript, "outpost-pids"})
+	var n int64 = -1
+	if err == nil {
+		n, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	}
+	if err != nil || n < 0 {
+		l.p.log.Debug("pids counter", "container", shortID(l.id), "count", n, "err", err)
+		at := l.atPidsLimit(ctx)
+		l.oomMu.Lock()
+		l.pidsStale = l.pidsStale || at
+		l.oomMu.Unlock()
+		return at
+	}
+	l.oomMu.Lock()
+	defer l.oomMu.Unlock()
+	rose := n > l.pidsSeen && !l.pidsStale
+	l.pidsSeen, l.pidsStale = max(n, l.pidsSeen), false
+	return rose
+}
+
+// atPidsLimit reports whether the engine's stats show the container's
+// processes at its pids limit now.
+func (l *lease) atPidsLimit(ctx context.Context) bool {
+	ctx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	st, err := l.p.cli.ContainerStatsOneShot(ctx, l.id)
+	if err != nil {
+		l.p.log.Debug("pids stats", "container", shortID(l.id), "err", err)
+		return false
+	}
+	defer st.Body.Close()
+	var s container.StatsResponse
+	if err := json.NewDecoder(io.LimitReader(st.Body, 1<<20)).Decode(&s); err != nil {
+		return false
+	}
+	return s.PidsStats.Limit > 0 && s.PidsStats.Current >= s.PidsStats.Limit
 }
 
 func (l *lease) oomEvent(ctx context.Context, execID string, t time.Time) bool {
