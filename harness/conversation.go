@@ -10,6 +10,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
@@ -164,12 +165,17 @@ var errNoTranscript = errors.New("transcript unavailable")
 // adapter declares for it ([conversation.Allowed]), each at most
 // conversation.MaxEntryBytes, the whole at most
 // conversation.MaxArchiveBytes. A file skipped and a conversation not
-// stored are reported as warnings.
+// stored are reported as warnings. A capture stops when no byte came out
+// of the sandbox for captureStall: a large conversation on a slow or
+// loaded machine is not cut off by a fixed time, a stuck one is.
 func captureConversation(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, res *Result) {
 	st, ok := a.(adapters.Storage)
 	if store == nil || !ok || res.Conversation == "" || !conversation.ValidID(res.Conversation) {
 		return
 	}
+	ctx, moved, stop := stallContext(ctx, captureStall)
+	defer stop()
+	sb = progressSandbox{Sandbox: sb, moved: moved}
 	id := res.Conversation
 	transcript := appendTranscript(ctx, store, in, res)
 	allow := conversation.Allowlist(st, id, in.Workdir)
@@ -213,11 +219,52 @@ func captureConversation(ctx context.Context, a adapters.Adapter, store conversa
 		res.Warnings = append(res.Warnings, "conversation "+id+": "+s)
 	}
 	switch {
+	case serr != nil && errors.Is(context.Cause(ctx), errStalled):
+		res.Warnings = append(res.Warnings, fmt.Sprintf("conversation %s not stored: the copy out of the sandbox stalled (no byte for %s)", id, captureStall))
 	case errors.Is(perr, errNoTranscript) || errors.Is(serr, errNoTranscript):
 		res.Warnings = append(res.Warnings, "agent emitted conversation "+id+" but its transcript is unavailable")
 	case serr != nil:
 		res.Warnings = append(res.Warnings, "conversation "+id+" not stored: "+serr.Error())
 	}
+}
+
+// errStalled is the cause of a capture stopped for lack of progress.
+var errStalled = errors.New("stalled")
+
+// stallContext returns a context cancelled (cause errStalled) once moved
+// has not been called for idle, and a stop that releases it.
+func stallContext(parent context.Context, idle time.Duration) (context.Context, func(), context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := time.AfterFunc(idle, func() { cancel(errStalled) })
+	return ctx, func() { timer.Reset(idle) }, func() { timer.Stop(); cancel(nil) }
+}
+
+// progressSandbox reports every read of a stream copied out of the
+// sandbox as progress.
+type progressSandbox struct {
+	sandbox.Sandbox
+	moved func()
+}
+
+func (s progressSandbox) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
+	rc, err := s.Sandbox.CopyOut(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return progressReader{rc, s.moved}, nil
+}
+
+type progressReader struct {
+	io.ReadCloser
+	moved func()
+}
+
+func (r progressReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		r.moved()
+	}
+	return n, err
 }
 
 // copyOutFiles streams the regular files under the home-relative path rel

@@ -354,8 +354,9 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		a.res.Warnings = append(a.res.Warnings, "after the CLI's final event: "+col.over.text)
 	}
 	if a.t.Store != nil {
-		// Captured even after failures and cancellation, bounded.
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		// Captured even after failures and cancellation, bounded: by a
+		// stall (captureConversation) and by captureMax.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), captureMax)
 		captureConversation(cctx, a.t.Adapter, a.t.Store, a.sb, a.in, a.res)
 		ccancel()
 	}

@@ -35,7 +35,9 @@ func fakeTurn(t *testing.T, script string) Turn {
 		Input:      adapters.Input{Prompt: script},
 		Provider:   host.New(host.Options{Env: map[string]string{"PATH": os.Getenv("PATH")}, TempDir: t.TempDir()}),
 		KeepEvents: true,
-		Limits:     Limits{Deadline: 60 * time.Second, Settle: 300 * time.Millisecond, KillGrace: 300 * time.Millisecond},
+		// The default settle window: a fake that exits slowly after its
+		// final event on a loaded machine is not a lingering CLI.
+		Limits: Limits{Deadline: 60 * time.Second, Settle: DefaultSettle, KillGrace: 300 * time.Millisecond},
 	}
 }
 
@@ -107,9 +109,11 @@ func TestRunExitZeroWithoutFinished(t *testing.T) {
 }
 
 func TestRunSettleStopsLingeringCLI(t *testing.T) {
-	res, err := Run(context.Background(), fakeTurn(t, `emit {"type":"result","text":"done"}
+	turn := fakeTurn(t, `emit {"type":"result","text":"done"}
 emit {"type":"finished","ok":true}
-hang`))
+hang`)
+	turn.Limits.Settle = 300 * time.Millisecond
+	res, err := Run(context.Background(), turn)
 	require.NoError(t, err, "a CLI lingering after its final event keeps its result")
 	assert.Equal(t, "done", res.Text)
 	assert.NotEmpty(t, res.Warnings)

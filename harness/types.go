@@ -34,7 +34,14 @@ const (
 	MaxLineBytes = lines.MaxBytes
 	// cleanupTimeout bounds cleanup that runs after cancellation.
 	cleanupTimeout = 30 * time.Second
+	// captureMax bounds a conversation capture that keeps moving (a
+	// conversation is at most conversation.MaxArchiveBytes).
+	captureMax = 10 * time.Minute
 )
+
+// captureStall stops a conversation capture that moved no byte out of the
+// sandbox for this long (a variable for tests).
+var captureStall = cleanupTimeout
 
 // Limits bound a turn in time and memory. Zero fields take the defaults
 // above ([DefaultLimits]).
