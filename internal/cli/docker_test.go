@@ -138,6 +138,11 @@ b 2>/dev/null
 	return ws
 }
 
+// outpostExecTasks bounds the tasks one exec of Outpost's own adds to a
+// lease while it starts: the runtime's init process with its threads and
+// the shell it becomes (seen: 6).
+const outpostExecTasks = 16
+
 // TestForkBombHitsPidsLimit: an agent that forks without bound in a lease
 // with the default limits stops at the pids limit; the host can still start
 // processes meanwhile, the turn is a process failure that names the limit
@@ -197,7 +202,13 @@ func TestForkBombHitsPidsLimit(t *testing.T) {
 	assert.Contains(t, r.stdout, `"limit":"pids"`)
 	assert.Contains(t, r.stdout, "limit on processes was reached")
 	assert.Equal(t, uint64(docker.DefaultPids), limit, "the default pids limit applies")
-	assert.Equal(t, limit, peak, "the bomb reached the limit and no further")
+	// The bomb's forks stop at the limit. A command Outpost itself runs in
+	// the lease meanwhile (the signal that stops the turn, the reading of
+	// the limit's counter) is moved into its cgroup by the runtime, and the
+	// kernel applies the limit to forks, not to such moves: one such exec
+	// (the runtime's init and its threads, then a shell) can show on top.
+	assert.GreaterOrEqual(t, peak, limit, "the bomb reached the limit")
+	assert.LessOrEqual(t, peak, limit+outpostExecTasks, "and no further than Outpost's own exec adds")
 	assert.True(t, hostForked, "the host started a process while the lease was at its limit")
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: mine})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -105,8 +106,11 @@ func requirePodman(t *testing.T) *docker.Provider {
 
 func countManaged(t *testing.T, p *docker.Provider) int {
 	t.Helper()
+	// This process's leases only: other test binaries (go test runs
+	// packages in parallel) use the same service at the same time.
 	cs, err := p.Client().ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", docker.LabelManaged+"=true"))})
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelManaged+"=true"),
+			filters.Arg("label", docker.LabelOwnerPID+"="+strconv.Itoa(os.Getpid())))})
 	require.NoError(t, err)
 	return len(cs)
 }

@@ -650,15 +650,34 @@ func (p *process) LimitsReached(ctx context.Context) []string {
 	return nil
 }
 
+// pidsReadTries bounds the attempts to read the refused-fork count.
+const pidsReadTries = 5
+
 // pidsLimitReached reports whether the pids cgroup's count of refused forks
 // rose since the lease last looked (a fresh container's is 0). When not even
 // that reading can start — the lease is still at its limit, as a fork bomb
 // leaves it — the engine's stats tell instead.
 func (l *lease) pidsLimitReached(ctx context.Context) bool {
-	out, err := l.quick(ctx, []string{"sh", "-c", pidsCountScript, "outpost-pids"})
 	var n int64 = -1
-	if err == nil {
-		n, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	var err error
+	// Near its limit the runtime may fail to start the reading ("read
+	// init-p: connection reset by peer": its init's threads count against
+	// the limit); a few more tries get through once a slot frees.
+	for try, wait := 0, 50*time.Millisecond; try < pidsReadTries; try, wait = try+1, wait*2 {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+		var out []byte
+		if out, err = l.quick(ctx, []string{"sh", "-c", pidsCountScript, "outpost-pids"}); err == nil {
+			n, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	if err != nil || n < 0 {
 		l.p.log.Debug("pids counter", "container", shortID(l.id), "count", n, "err", err)
