@@ -2,8 +2,12 @@ package agents_test
 
 import (
 	"context"
+	"encoding/json"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +17,8 @@ import (
 	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // TestEveryBuiltinAgentIsComplete fails when an adapter is registered
@@ -74,4 +80,72 @@ func TestDriversRegisterIntoTheSameTable(t *testing.T) {
 	assert.Equal(t, "greeter", a.New().Name())
 	c, _ := r.Lookup("claude")
 	assert.Nil(t, c.Driver, "the built-in row is kept")
+}
+
+// TestModelsArePriced fails when a model a pinned CLI runs by default, a
+// model its recorded fixtures show it running, or a model the scripted
+// server announces has no complete list price: a cost cap on such a model
+// could not be enforced.
+func TestModelsArePriced(t *testing.T) {
+	want := map[string]string{}
+	for _, m := range outposttest.Models() {
+		want[m] = "announced by the scripted server"
+	}
+	for _, a := range agents.Builtin().All() {
+		if d, ok := a.New().(adapters.DefaultModeler); ok {
+			want[d.DefaultModel()] = a.Name + "'s default model"
+		}
+		require.NoError(t, fs.WalkDir(a.Fixtures, "testdata", func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || path.Base(p) != "expected.json" {
+				return err
+			}
+			b, err := fs.ReadFile(a.Fixtures, p)
+			if err != nil {
+				return err
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				return err
+			}
+			for _, m := range modelsIn(v) {
+				if m != "<synthetic>" {
+					want[m] = a.Name + " ran it in " + p
+				}
+			}
+			return nil
+		}))
+	}
+	require.Contains(t, want, "claude-opus-5-5", "Claude Code's recorded default")
+	for m, why := range want {
+		p, ok := usage.Lookup(m)
+		if !assert.True(t, ok, "%s (%s) has no price", m, why) {
+			continue
+		}
+		all := usage.Usage{Input: 1, Cached: 1, CacheCreated: 2, Output: 1}
+		if strings.HasPrefix(p.Model, "claude-") {
+			all.CacheCreated1h = 1 // Claude Code writes 1-hour cache entries too
+		}
+		_, ok = usage.Estimate(m, all)
+		assert.True(t, ok, "%s (%s) lacks a price for a token class", m, why)
+	}
+}
+
+// modelsIn returns the values of every "model" key in a decoded JSON value.
+func modelsIn(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok && k == "model" && s != "" {
+				out = append(out, s)
+				continue
+			}
+			out = append(out, modelsIn(e)...)
+		}
+	case []any:
+		for _, e := range x {
+			out = append(out, modelsIn(e)...)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -351,43 +352,74 @@ func TestEvalRootOwnedWorkspace(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the source directory is unchanged")
 }
 
-// TestEvalCostCap: a job over --max-cost-usd is stopped by the harness
-// and fails as process with budget "cost"; one over --max-turns fails with
-// budget "turns"; the batch exits 12 each time.
+// TestEvalCostCap: a Claude Code, a Codex and a Copilot job under a
+// generous --max-cost-usd run to ok (every token class they report has a
+// price, Claude Code's cache writes included); under a tiny cap the Claude
+// Code job (which reports usage as it goes) is stopped by the harness once
+// its spend passes the cap and fails as process with budget "cost"; one
+// over --max-turns fails with budget "turns"; the batch exits 12 each time.
 func TestEvalCostCap(t *testing.T) {
 	evalDocker(t)
 	outpost := buildOutpost(t)
 	root := t.TempDir()
 	tasks := makeTasks(t, root)
 	jobs := filepath.Join(root, "jobs.jsonl")
-	writeJobs(t, jobs, []evalJob{{ID: "capped", Agent: "claude", Prompt: tasks[0].Prompt,
-		Source: map[string]any{"repo": tasks[0].Dir, "commit": tasks[0].Commit}, Metadata: json.RawMessage(`{"instance_id":"c"}`)}})
-	results := filepath.Join(t.TempDir(), "results.jsonl")
+	var three []evalJob
+	for i, agent := range []string{"claude", "codex", "copilot"} {
+		three = append(three, evalJob{ID: agent, Agent: agent, Prompt: tasks[i].Prompt,
+			Source: map[string]any{"repo": tasks[i].Dir, "commit": tasks[i].Commit}})
+	}
+	writeJobs(t, jobs, three)
+	batch := func(args ...string) (int, []batch.Record, string) {
+		t.Helper()
+		results := filepath.Join(t.TempDir(), "results.jsonl")
+		cmd := exec.Command(outpost, append([]string{"batch", jobs, "--results", results, "--offline", "--no-store"}, args...)...)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else {
+			require.NoError(t, err, string(out))
+		}
+		recs := readRecords(t, results)
+		return code, recs, string(out)
+	}
+
+	code, recs, out := batch("--max-cost-usd", "5", "--max-batch-cost-usd", "20")
+	assert.Equal(t, 0, code, out)
+	require.Len(t, recs, len(three), out)
+	for _, r := range recs {
+		assert.True(t, r.Outcome.OK, "%s: %+v", r.Job, r.Outcome)
+		if r.Agent == "claude" {
+			assert.True(t, r.Outcome.Usage.CostKnown, "claude: Claude Code reports its cost")
+		}
+	}
+
 	// A Claude Code turn on the scripted server costs about $0.1 at list
 	// price: a cent stops it at its first model response.
-	cmd := exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-cost-usd", "0.01")
-	cmd.Dir = t.TempDir()
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, string(out))
-	assert.Equal(t, int(outpostcli.ExitBudget), exit.ExitCode(), string(out))
-	recs := readRecords(t, results)
-	require.Len(t, recs, 1)
+	writeJobs(t, jobs, three[:1])
+	code, recs, out = batch("--max-cost-usd", "0.01")
+	assert.Equal(t, int(outpostcli.ExitBudget), code, out)
+	require.Len(t, recs, 1, out)
 	o := recs[0].Outcome
 	assert.False(t, o.OK)
 	assert.Equal(t, "process", o.Class)
 	assert.Equal(t, "cost", o.Budget)
-	assert.Contains(t, o.Error, "cost cap of $0.0100")
+	assert.Contains(t, o.Error, "the cost cap of $0.0100 is spent", "stopped by its spend, not by a missing price")
+	assert.NotContains(t, o.Error, "cannot be enforced")
 	assert.Equal(t, 1, recs[0].Turns, "no further turn")
+	var exit *exec.ExitError
 
 	// --max-turns 1: Claude Code stops itself after the tool turn
 	// (--max-turns) and the turn fails with budget "turns".
-	results = filepath.Join(t.TempDir(), "results.jsonl")
-	cmd = exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-turns", "1")
+	results := filepath.Join(t.TempDir(), "results.jsonl")
+	cmd := exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-turns", "1")
 	cmd.Dir = t.TempDir()
-	out, err = cmd.CombinedOutput()
-	require.ErrorAs(t, err, &exit, string(out))
-	assert.Equal(t, int(outpostcli.ExitBudget), exit.ExitCode(), string(out))
+	b, err := cmd.CombinedOutput()
+	require.ErrorAs(t, err, &exit, string(b))
+	assert.Equal(t, int(outpostcli.ExitBudget), exit.ExitCode(), string(b))
 	recs = readRecords(t, results)
 	require.Len(t, recs, 1)
 	o = recs[0].Outcome

@@ -292,6 +292,10 @@ type antUsage struct {
 	CacheCreation *int64 `json:"cache_creation_input_tokens"`
 	CacheRead     *int64 `json:"cache_read_input_tokens"`
 	Output        *int64 `json:"output_tokens"`
+	// Lifetimes splits the cache writes; the 1-hour share is billed higher.
+	Lifetimes *struct {
+		OneHour *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
 }
 
 // merge returns a with the fields present in b replacing a's.
@@ -308,14 +312,21 @@ func (a antUsage) merge(b antUsage) antUsage {
 	if b.Output != nil {
 		a.Output = b.Output
 	}
+	if b.Lifetimes != nil && b.Lifetimes.OneHour != nil {
+		a.Lifetimes = b.Lifetimes
+	}
 	return a
 }
 
 // normalize maps Anthropic counters onto usage.Usage: input_tokens is
 // already the uncached part.
 func (a antUsage) normalize() usage.Usage {
-	return usage.Usage{Input: nonNeg(a.Input), Cached: nonNeg(a.CacheRead),
+	u := usage.Usage{Input: nonNeg(a.Input), Cached: nonNeg(a.CacheRead),
 		CacheCreated: nonNeg(a.CacheCreation), Output: nonNeg(a.Output)}
+	if a.Lifetimes != nil {
+		u.CacheCreated1h = min(nonNeg(a.Lifetimes.OneHour), u.CacheCreated)
+	}
+	return u
 }
 
 // oaiUsage is an OpenAI usage object, in either API's names: Responses

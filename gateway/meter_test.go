@@ -17,7 +17,7 @@ import (
 // server's), including the fields the scripted server leaves out.
 const (
 	anthropicStream = "event: message_start\n" +
-		`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-opus-4-6","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1}}}` + "\n\n" +
+		`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-opus-4-6","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1,"cache_creation":{"ephemeral_5m_input_tokens":60,"ephemeral_1h_input_tokens":40}}}}` + "\n\n" +
 		"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
 		"event: content_block_delta\n" +
 		`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"the word \"usage\": {x}"}}` + "\n\n" +
@@ -42,7 +42,7 @@ var streams = []struct {
 	model string
 	want  usage.Usage
 }{
-	{APIAnthropic, anthropicStream, "claude-opus-4-6", usage.Usage{Input: 25, CacheCreated: 100, Cached: 2000, Output: 15, Complete: true}},
+	{APIAnthropic, anthropicStream, "claude-opus-4-6", usage.Usage{Input: 25, CacheCreated: 100, CacheCreated1h: 40, Cached: 2000, Output: 15, Complete: true}},
 	{APIChat, chatStream, "gpt-4o-mini", usage.Usage{Input: 26, Cached: 64, Output: 12, Reasoning: 4, Complete: true}},
 	{APIResponses, responsesStream, "gpt-5.5-2026", usage.Usage{Input: 26, Cached: 10, Output: 87, Reasoning: 50, Complete: true}},
 }
@@ -97,7 +97,8 @@ func TestSSEParserNewerAnthropicDelta(t *testing.T) {
 	p := &sseParser{api: APIAnthropic}
 	p.feed([]byte(body))
 	m := p.end(true)
-	assert.Equal(t, usage.Usage{Input: 30, CacheCreated: 100, Cached: 2000, Output: 15, Complete: true}, m.usage)
+	assert.Equal(t, usage.Usage{Input: 30, CacheCreated: 100, CacheCreated1h: 40, Cached: 2000, Output: 15, Complete: true}, m.usage,
+		"the 1-hour share of message_start stands when the delta does not repeat it")
 }
 
 // TestSSEParserBoundsLines: a line longer than the bound is skipped whole

@@ -465,8 +465,16 @@ func (s *Server) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]int{"input_tokens": max(len(body)/4, 1)})
 }
 
-// models is what GET /v1/models lists.
-var models = []string{"claude-opus-5-5", "claude-sonnet-5", "claude-haiku-4-5"}
+// models is what GET /v1/models lists: Claude Code's defaults and two
+// others, each with a list price (see [Models]).
+var models = []string{"claude-opus-5-5", "claude-sonnet-5-5", "claude-sonnet-5", "claude-haiku-4-5"}
+
+// Models lists the model ids the server announces on its model-listing
+// endpoints (Anthropic's and Chat Completions'). Outpost prices each of
+// them at its vendor's list price, so a cost cap holds offline too.
+func Models() []string {
+	return append(append([]string(nil), models...), chatModelIDs...)
+}
 
 func modelJSON(id string) map[string]any {
 	return map[string]any{"type": "model", "id": id, "display_name": id, "created_at": "2026-01-01T00:00:00Z"}

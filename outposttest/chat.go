@@ -113,7 +113,7 @@ func (s *Server) chatModels(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
-var chatModelIDs = []string{"gpt-4.1", "gpt-5.4", "outposttest-model"}
+var chatModelIDs = []string{"gpt-4.1", "gpt-6.1-sol"}
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	bad := func(m string) {

@@ -9,17 +9,19 @@ import (
 const PricesVersion = "2026-12-01"
 
 // Price is a model's standard API list price in US dollars per million
-// tokens. Figures the source does not state unambiguously are nil: a turn
-// that used such a counter keeps an unknown cost.
+// tokens. Figures the source does not state are nil: a turn that used such a
+// counter keeps an unknown cost.
 type Price struct {
 	// Model is the model id as its vendor's API names it.
 	Model string
 	// Input is uncached input; Cached is input read from the prompt cache;
-	// CacheWrite is input written to the prompt cache (nil when the vendor
-	// bills writes at several rates, e.g. by cache lifetime, and a CLI's
-	// report does not say which); Output includes reasoning.
+	// Output includes reasoning.
 	Input, Cached, Output float64
-	CacheWrite            *float64
+	// CacheWrite is input written to the prompt cache (Anthropic: with the
+	// default five-minute lifetime); CacheWrite1h is input written with a
+	// one-hour lifetime (Anthropic only; nil where the vendor has no such
+	// tier).
+	CacheWrite, CacheWrite1h *float64
 	// Source is the page the figures come from; AsOf the date they were
 	// confirmed there.
 	Source string
@@ -32,7 +34,8 @@ func ptr(f float64) *float64 { return &f }
 
 const (
 	openAILongContext = "standard rates up to 272K input tokens per request; a longer request is billed higher, so such turns are underestimated"
-	anthropicWrites   = "cache writes are billed by cache lifetime (5 min or 1 h), which usage reports do not say: a turn with cache writes keeps an unknown cost"
+	anthropicWrites   = "cache writes: 5-minute writes 1.25x and 1-hour writes 2x the base input price; a CLI that does not report the 1-hour share has all its writes priced as 5-minute writes"
+	anthropicPricing  = "https://platform.claude.com/docs/en/about-claude/pricing"
 )
 
 // prices is the table. Only the models the pinned CLIs run by default, or
@@ -52,14 +55,21 @@ var prices = []Price{
 	// Copilot's included model; OpenAI bills no cache writes for it.
 	{Model: "gpt-4.1", Input: 2.00, Cached: 0.50, CacheWrite: ptr(0), Output: 8.00,
 		Source: "https://developers.openai.com/api/docs/pricing", AsOf: "2026-06-21"},
-	// Claude models, for a CLI that runs one and reports no cost (Copilot
-	// names them with dots: claude-sonnet-5.5).
-	{Model: "claude-sonnet-5-5", Input: 2.00, Cached: 0.10, Output: 10.00,
-		Source: "https://platform.claude.com/docs/en/about-claude/pricing", AsOf: "2026-12-01", Note: anthropicWrites},
-	{Model: "claude-sonnet-5", Input: 2.00, Cached: 0.20, Output: 10.00,
-		Source: "https://platform.claude.com/docs/en/about-claude/pricing", AsOf: "2026-12-01", Note: anthropicWrites},
-	{Model: "claude-opus-5-5", Input: 4.00, Cached: 0.20, Output: 20.00,
-		Source: "https://platform.claude.com/docs/en/about-claude/pricing", AsOf: "2026-12-01", Note: anthropicWrites},
+	// Claude models: Claude Code's default (claude-sonnet-5-5), the models
+	// the scripted server announces, and those a CLI may run and report no
+	// cost for (Copilot names them with dots: claude-sonnet-5.5). Cache
+	// writes: 5 minutes 1.25x, 1 hour 2x the base input price.
+	{Model: "claude-sonnet-5-5", Input: 2.00, Cached: 0.10, CacheWrite: ptr(2.50), CacheWrite1h: ptr(4.00), Output: 10.00,
+		Source: anthropicPricing, AsOf: "2026-12-01", Note: anthropicWrites},
+	{Model: "claude-sonnet-5", Input: 2.00, Cached: 0.20, CacheWrite: ptr(2.50), CacheWrite1h: ptr(4.00), Output: 10.00,
+		Source: anthropicPricing, AsOf: "2026-12-01", Note: anthropicWrites},
+	{Model: "claude-opus-5-5", Input: 4.00, Cached: 0.20, CacheWrite: ptr(5.00), CacheWrite1h: ptr(8.00), Output: 20.00,
+		Source: anthropicPricing, AsOf: "2026-12-01", Note: anthropicWrites},
+	// Copilot CLI's Claude model (recorded as claude-sonnet-4.5).
+	{Model: "claude-sonnet-4-5", Input: 3.00, Cached: 0.30, CacheWrite: ptr(3.75), CacheWrite1h: ptr(6.00), Output: 15.00,
+		Source: anthropicPricing, AsOf: "2026-12-01", Note: anthropicWrites},
+	{Model: "claude-haiku-4-5", Input: 1.00, Cached: 0.10, CacheWrite: ptr(1.25), CacheWrite1h: ptr(2.00), Output: 5.00,
+		Source: anthropicPricing, AsOf: "2026-12-01", Note: anthropicWrites},
 }
 
 // Prices returns a copy of the price table.
@@ -115,16 +125,24 @@ func Estimate(model string, u Usage) (cost float64, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	write := 0.0
-	if u.CacheCreated > 0 {
+	long := min(max(u.CacheCreated1h, 0), u.CacheCreated)
+	short := u.CacheCreated - long
+	write, write1h := 0.0, 0.0
+	if short > 0 {
 		if p.CacheWrite == nil {
 			return 0, false
 		}
 		write = *p.CacheWrite
 	}
+	if long > 0 {
+		if p.CacheWrite1h == nil {
+			return 0, false
+		}
+		write1h = *p.CacheWrite1h
+	}
 	const perToken = 1e-6
 	cost = (float64(u.Input)*p.Input + float64(u.Cached)*p.Cached +
-		float64(u.CacheCreated)*write + float64(u.Output)*p.Output) * perToken
+		float64(short)*write + float64(long)*write1h + float64(u.Output)*p.Output) * perToken
 	return cost, true
 }
 

@@ -22,6 +22,11 @@ type Usage struct {
 	Cached int64 `json:"cached"`
 	// CacheCreated counts input tokens written to the prompt cache.
 	CacheCreated int64 `json:"cache_created"`
+	// CacheCreated1h is the part of CacheCreated written with a one-hour
+	// lifetime, which Anthropic bills higher than the default five minutes;
+	// zero when the CLI does not say (all writes then count as five-minute
+	// writes).
+	CacheCreated1h int64 `json:"cache_created_1h,omitempty"`
 	// Output counts output tokens, reasoning included.
 	Output int64 `json:"output"`
 	// Reasoning counts the reasoning part of Output when the CLI reports it.
@@ -69,14 +74,15 @@ func costSource(a, b string) string {
 // first term, not from Usage{}.
 func (u Usage) Add(v Usage) Usage {
 	s := Usage{
-		Input:        u.Input + v.Input,
-		Cached:       u.Cached + v.Cached,
-		CacheCreated: u.CacheCreated + v.CacheCreated,
-		Output:       u.Output + v.Output,
-		Reasoning:    u.Reasoning + v.Reasoning,
-		CostUSD:      u.CostUSD + v.CostUSD,
-		Complete:     u.Complete && v.Complete,
-		CostKnown:    u.CostKnown && v.CostKnown,
+		Input:          u.Input + v.Input,
+		Cached:         u.Cached + v.Cached,
+		CacheCreated:   u.CacheCreated + v.CacheCreated,
+		CacheCreated1h: u.CacheCreated1h + v.CacheCreated1h,
+		Output:         u.Output + v.Output,
+		Reasoning:      u.Reasoning + v.Reasoning,
+		CostUSD:        u.CostUSD + v.CostUSD,
+		Complete:       u.Complete && v.Complete,
+		CostKnown:      u.CostKnown && v.CostKnown,
 	}
 	if s.CostKnown {
 		s.CostSource = costSource(u.CostSource, v.CostSource)
@@ -98,7 +104,8 @@ func (u Usage) Sub(v Usage) Usage {
 	}
 	d := Usage{
 		Input: c(u.Input, v.Input), Cached: c(u.Cached, v.Cached),
-		CacheCreated: c(u.CacheCreated, v.CacheCreated), Output: c(u.Output, v.Output),
+		CacheCreated: c(u.CacheCreated, v.CacheCreated), CacheCreated1h: c(u.CacheCreated1h, v.CacheCreated1h),
+		Output:    c(u.Output, v.Output),
 		Reasoning: c(u.Reasoning, v.Reasoning), CostUSD: cost, Complete: u.Complete && v.Complete,
 		CostKnown: u.CostKnown && v.CostKnown,
 	}

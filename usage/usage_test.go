@@ -113,10 +113,18 @@ func TestEstimate(t *testing.T) {
 	_, ok = Lookup("outpost-unknown-model")
 	assert.False(t, ok)
 
-	_, ok = Estimate("claude-sonnet-5-5", Usage{Input: 10, CacheCreated: 10})
-	assert.False(t, ok, "cache writes at an unstated lifetime: unknown, not guessed")
-	_, ok = Estimate("claude-sonnet-5-5", Usage{Input: 10, Cached: 10, Output: 1})
-	assert.True(t, ok)
+	// Anthropic's cache writes: 5-minute 1.25x, 1-hour 2x the base input.
+	cost, ok = Estimate("claude-sonnet-5-5", Usage{CacheCreated: 3_000_000, CacheCreated1h: 1_000_000})
+	require.True(t, ok, "Claude Code always writes the prompt cache: its turns are priced")
+	assert.InDelta(t, 2*2.50+4.00, cost, 1e-9)
+	cost, ok = Estimate("claude-sonnet-5-5", Usage{Input: 1_000_000, Cached: 1_000_000, CacheCreated: 1_000_000, Output: 1_000_000})
+	require.True(t, ok)
+	assert.InDelta(t, 2.00+0.10+2.50+10.00, cost, 1e-9, "writes of no stated lifetime are 5-minute writes")
+	_, ok = Estimate("gpt-6.1-sol", Usage{CacheCreated: 10, CacheCreated1h: 10})
+	assert.False(t, ok, "a one-hour write where the vendor states no such price: unknown, not guessed")
+	cost, ok = Estimate("claude-opus-5-5", Usage{CacheCreated: 5, CacheCreated1h: 9})
+	require.True(t, ok, "a 1-hour share over the total is clamped to it")
+	assert.InDelta(t, 5*8.00e-6, cost, 1e-12)
 
 	priced := Priced("gpt-6.1-sol", Usage{Output: 1_000_000, Complete: true})
 	assert.True(t, priced.CostKnown)
@@ -139,5 +147,11 @@ func TestPriceTable(t *testing.T) {
 		assert.Positive(t, p.Input, p.Model)
 		assert.Positive(t, p.Output, p.Model)
 		assert.Less(t, p.Cached, p.Input, p.Model)
+		if assert.NotNil(t, p.CacheWrite, "%s: cache-write price", p.Model) && strings.HasPrefix(p.Model, "claude-") {
+			assert.InDelta(t, 1.25*p.Input, *p.CacheWrite, 1e-9, "%s: 5-minute writes are 1.25x input", p.Model)
+			if assert.NotNil(t, p.CacheWrite1h, "%s: 1-hour cache-write price", p.Model) {
+				assert.InDelta(t, 2*p.Input, *p.CacheWrite1h, 1e-9, "%s: 1-hour writes are 2x input", p.Model)
+			}
+		}
 	}
 }

@@ -133,6 +133,11 @@ type apiUsage struct {
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 	OutputTokens             *int64 `json:"output_tokens"`
+	// CacheCreation splits the cache writes by lifetime (billed
+	// differently); its 1-hour share is kept.
+	CacheCreation *struct {
+		OneHour *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
 }
 
 type modelUsage struct {
@@ -140,6 +145,7 @@ type modelUsage struct {
 	OutputTokens             int64   `json:"outputTokens"`
 	CacheReadInputTokens     int64   `json:"cacheReadInputTokens"`
 	CacheCreationInputTokens int64   `json:"cacheCreationInputTokens"`
+	CacheCreation1h          int64   `json:"cacheCreationEphemeral1hInputTokens"`
 	CostUSD                  float64 `json:"costUSD"`
 }
 
@@ -311,9 +317,13 @@ func (u *apiUsage) usage() usage.Usage {
 		}
 		return *p
 	}
-	return usage.Usage{Input: v(u.InputTokens), Cached: v(u.CacheReadInputTokens),
+	out := usage.Usage{Input: v(u.InputTokens), Cached: v(u.CacheReadInputTokens),
 		CacheCreated: v(u.CacheCreationInputTokens), Output: v(u.OutputTokens),
 		Complete: u.InputTokens != nil && u.OutputTokens != nil}
+	if u.CacheCreation != nil {
+		out.CacheCreated1h = min(v(u.CacheCreation.OneHour), out.CacheCreated)
+	}
+	return out
 }
 
 func (d *Decoder) remember(id, name string) {
@@ -546,6 +556,7 @@ func sumModels(m map[string]modelUsage) usage.Usage {
 		u.Output += v.OutputTokens
 		u.Cached += v.CacheReadInputTokens
 		u.CacheCreated += v.CacheCreationInputTokens
+		u.CacheCreated1h += min(max(v.CacheCreation1h, 0), max(v.CacheCreationInputTokens, 0))
 		u.CostUSD += v.CostUSD
 	}
 	return u

@@ -233,7 +233,8 @@ func TestDecodeAssistantBlocks(t *testing.T) {
 		`{"type":"text","text":"hello"},` +
 		`{"type":"redacted_thinking","data":"xx"},` +
 		`{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/a"}}],` +
-		`"usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":7}},` +
+		`"usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":7,` +
+		`"cache_creation":{"ephemeral_1h_input_tokens":1,"ephemeral_5m_input_tokens":1}}},` +
 		`"parent_tool_use_id":"toolu_parent","session_id":"s"}`
 	evs := decode(t, claude.NewDecoder(), line)
 	require.Len(t, evs, 4)
@@ -243,7 +244,7 @@ func TestDecodeAssistantBlocks(t *testing.T) {
 	assert.Equal(t, &adapters.ToolCall{CallID: "toolu_1", Name: "Read", Input: json.RawMessage(`{"file_path":"/a"}`)}, evs[2].Tool)
 	assert.Equal(t, "toolu_parent", evs[2].Subagent)
 	assert.Equal(t, &usage.Report{Scope: usage.ScopeMessage, MessageID: "msg_1",
-		Usage: usage.Usage{Input: 10, Cached: 5, CacheCreated: 2, Output: 7, Complete: true}}, evs[3].Usage)
+		Usage: usage.Usage{Input: 10, Cached: 5, CacheCreated: 2, CacheCreated1h: 1, Output: 7, Complete: true}}, evs[3].Usage)
 	assert.Equal(t, "toolu_parent", evs[3].Subagent)
 
 	// Thinking delta → reasoning.
@@ -306,11 +307,11 @@ func TestDecodeResultVariants(t *testing.T) {
 			}},
 		{"modelUsage only: summed over models (side calls included)",
 			`{"type":"result","subtype":"success","is_error":false,"result":"ok",` +
-				`"modelUsage":{"opus":{"inputTokens":10,"outputTokens":20,"cacheReadInputTokens":1,"cacheCreationInputTokens":2,"costUSD":0.25},` +
+				`"modelUsage":{"opus":{"inputTokens":10,"outputTokens":20,"cacheReadInputTokens":1,"cacheCreationInputTokens":2,"cacheCreationEphemeral1hInputTokens":2,"costUSD":0.25},` +
 				`"haiku":{"inputTokens":5,"outputTokens":1,"costUSD":0.01}}}`,
 			[]adapters.Event{
 				{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeTurn,
-					Usage: usage.Usage{Input: 15, Cached: 1, CacheCreated: 2, Output: 21, CostUSD: 0.26, Complete: true, CostKnown: true}, HasCost: true}},
+					Usage: usage.Usage{Input: 15, Cached: 1, CacheCreated: 2, CacheCreated1h: 2, Output: 21, CostUSD: 0.26, Complete: true, CostKnown: true}, HasCost: true}},
 				{Kind: adapters.KindResult, Text: "ok"},
 				{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: "success"}},
 			}},
