@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,6 +23,7 @@ import (
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/atomicfile"
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
 )
@@ -436,20 +436,33 @@ func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 // with # are skipped. Relative paths in a job (workspace, source repo and
 // dir) resolve against the file's directory.
 func readJobs(path string) ([]batch.Job, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
-	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
 	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+	}
+	defer fh.Close()
 	base := filepath.Dir(abs)
 	var jobs []batch.Job
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
+	// Read as a stream, a line at a time: memory holds the jobs, never
+	// the file, and an endless line (/dev/zero) fails at the bound.
+	lr := lines.NewReader(fh, maxJobLine)
+	lr.OversizedAtOnce()
+	for n := 1; ; n++ {
+		raw, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs from %s", path)
+		}
+		if over {
+			return nil, outposterr.New(outposterr.Configuration, "%s line %d: longer than the %d MiB bound on a job line", path, n, maxJobLine>>20)
+		}
+		line := bytes.TrimSpace(raw)
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
@@ -458,6 +471,9 @@ func readJobs(path string) ([]batch.Job, error) {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&j); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return nil, outposterr.New(outposterr.Configuration, "%s line %d: text after the job's JSON object", path, n)
 		}
 		if j.Workspace != "" && !filepath.IsAbs(j.Workspace) {
 			j.Workspace = filepath.Join(base, j.Workspace)
@@ -471,14 +487,18 @@ func readJobs(path string) ([]batch.Job, error) {
 		}
 		jobs = append(jobs, j)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
-	}
 	if len(jobs) == 0 {
 		return nil, outposterr.New(outposterr.Configuration, "%s holds no jobs", path)
 	}
 	return jobs, nil
 }
+
+// Bounds on one line of a jobs file and of a results file (a result line
+// carries the job's patch).
+const (
+	maxJobLine    = lines.MaxBytes
+	maxResultLine = 64 << 20
+)
 
 // resultLine is what batch reads back of a result line.
 type resultLine struct {
@@ -523,20 +543,26 @@ func readResults(path string) (results, error) {
 	}
 	defer fh.Close()
 	r.exists = true
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
+	lr := lines.NewReader(fh, maxResultLine)
+	lr.OversizedAtOnce()
+	for n := 1; ; n++ {
+		raw, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return r, nil
+		}
+		if err != nil {
+			return r, outposterr.Wrap(outposterr.Configuration, err, "read results from %s", path)
+		}
+		if over {
+			return r, outposterr.New(outposterr.Configuration, "%s line %d: longer than the %d MiB bound on a result line", path, n, maxResultLine>>20)
+		}
 		var l resultLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Job == "" {
+		if json.Unmarshal(raw, &l) != nil || l.Job == "" {
 			continue
 		}
 		r.count[l.Job]++
 		r.latest[l.Job] = l
 	}
-	if err := sc.Err(); err != nil {
-		return r, outposterr.Wrap(outposterr.Configuration, err, "read results")
-	}
-	return r, nil
 }
 
 // prediction is one line of a SWE-bench predictions file.

@@ -355,3 +355,50 @@ func TestCaptureGigabyteBounded(t *testing.T) {
 		assert.NotContains(t, e.Name(), "c1", "nothing stored")
 	}
 }
+
+// TestBatchJobsFileBounded: a jobs file is read as a stream with a bound on
+// each line: /dev/zero fails at the bound, in bounded memory, with an error
+// naming the file, the line and the bound.
+func TestBatchJobsFileBounded(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "outpost")
+	bout, err := exec.Command("go", "build", "-o", bin, "../../cmd/outpost").CombinedOutput()
+	require.NoError(t, err, string(bout))
+	// Under a 2 GiB address-space limit: a build that reads the whole
+	// input fails here instead of taking the machine's memory.
+	r := timeBinary(t, "sh", "-c", `ulimit -v 2097152 && exec "$0" "$@"`, bin,
+		"batch", "/dev/zero", "--results", filepath.Join(t.TempDir(), "results.jsonl"), "--offline")
+	_ = r.cmd.Run()
+	code, rss := r.result(t)
+	t.Logf("batch /dev/zero: peak RSS %.1f MiB", rss)
+	stderr := r.stderr.String()
+	assert.Equal(t, int(ExitConfiguration), code, stderr[max(0, len(stderr)-2000):])
+	assert.True(t, strings.Contains(stderr, "/dev/zero line 1: longer than the 16 MiB bound on a job line"),
+		stderr[max(0, len(stderr)-2000):])
+	assert.LessOrEqual(t, rss, 64.0, "the bound, not the input")
+}
+
+// TestBatchInputLinesChecked: text after a job's JSON object is refused
+// with its line; a results file with a line over its bound is refused by
+// --resume with its line, before any job runs.
+func TestBatchInputLinesChecked(t *testing.T) {
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.jsonl")
+	require.NoError(t, os.WriteFile(jobs, []byte(`{"id":"a","agent":"claude","prompt":"p"}`+"\n"+
+		`{"id":"b","agent":"claude","prompt":"p"} {"id":"c"}`+"\n"), 0o600))
+	r := execute(t, "", nil, "batch", jobs, "--results", filepath.Join(dir, "r.jsonl"), "--offline")
+	assert.Equal(t, int(ExitConfiguration), r.code, r.stderr)
+	assert.Contains(t, r.stderr, "jobs.jsonl line 2: text after the job's JSON object")
+
+	require.NoError(t, os.WriteFile(jobs, []byte(`{"id":"a","agent":"claude","prompt":"p"}`+"\n"), 0o600))
+	results := filepath.Join(dir, "results.jsonl")
+	fh, err := os.Create(results)
+	require.NoError(t, err)
+	_, err = fh.WriteString(`{"job":"a","outcome":{"ok":false,"class":"process"}}` + "\n")
+	require.NoError(t, err)
+	_, err = fh.Write(bytes.Repeat([]byte("x"), maxResultLine+1))
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+	r = execute(t, "", nil, "batch", jobs, "--results", results, "--offline", "--resume")
+	assert.Equal(t, int(ExitConfiguration), r.code, r.stderr)
+	assert.Contains(t, r.stderr, "results.jsonl line 2: longer than the 64 MiB bound on a result line")
+}

@@ -15,10 +15,11 @@ const MaxBytes = 16 << 20
 
 // Reader reads bounded lines.
 type Reader struct {
-	br   *bufio.Reader
-	max  int
-	buf  []byte
-	stop func() error
+	br     *bufio.Reader
+	max    int
+	buf    []byte
+	stop   func() error
+	atOnce bool // report an oversized line as soon as it passes the bound
 }
 
 // NewReader returns a Reader over r whose lines are at most max bytes
@@ -34,6 +35,13 @@ func NewReader(r io.Reader, max int) *Reader {
 // it is not nil, so a caller can end a read that never sees a newline (an
 // endless line from /dev/zero) with its context: r.StopWhen(ctx.Err).
 func (r *Reader) StopWhen(stop func() error) { r.stop = stop }
+
+// OversizedAtOnce makes Next report an oversized line as soon as it passes
+// the bound instead of reading on to its newline, for a caller that treats
+// such a line as the end of the input (an error): an endless line then
+// costs the bound, not the time to reach a newline that may never come.
+// The Reader is then in the middle of that line.
+func (r *Reader) OversizedAtOnce() { r.atOnce = true }
 
 // Next returns the next line without its trailing "\n". The slice is valid
 // until the next call. A line over the bound is skipped and reported with
@@ -56,6 +64,9 @@ func (r *Reader) Next() (line []byte, oversized bool, err error) {
 			if len(r.buf)+len(chunk) > r.max+1 { // +1: the newline is not part of the line
 				over = true
 				r.buf = nil // let the collector have it while the line is skipped
+				if r.atOnce {
+					return nil, true, nil
+				}
 			} else {
 				r.grow(len(chunk))
 				r.buf = append(r.buf, chunk...)

@@ -103,3 +103,25 @@ func TestStopWhenEndsAnEndlessLine(t *testing.T) {
 	_, _, err := lr.Next()
 	assert.ErrorIs(t, err, stop)
 }
+
+// TestOversizedAtOnce: the line is reported as soon as it passes the bound,
+// having read little more than the bound of an input that never ends.
+func TestOversizedAtOnce(t *testing.T) {
+	e := &endless{n: 1 << 40}
+	lr := NewReader(e, 1<<20)
+	lr.OversizedAtOnce()
+	_, over, err := lr.Next()
+	require.NoError(t, err)
+	assert.True(t, over)
+	assert.Less(t, (1<<40)-e.n, 2<<20, "read about the bound, not to a newline")
+
+	lr = NewReader(strings.NewReader("ok\n"+strings.Repeat("x", 11)+"\n"), 10)
+	lr.OversizedAtOnce()
+	l, over, err := lr.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(l))
+	assert.False(t, over)
+	_, over, err = lr.Next()
+	require.NoError(t, err)
+	assert.True(t, over)
+}
