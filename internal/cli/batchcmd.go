@@ -466,6 +466,9 @@ func readJobs(path string) ([]batch.Job, error) {
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
+		if err := checkJobLine(line); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+		}
 		var j batch.Job
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()

@@ -160,7 +160,8 @@ func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 		return int(ExitOK)
 	}
 	var flagErr *flagError
-	if errors.As(err, &flagErr) {
+	if errors.As(err, &flagErr) || strings.HasPrefix(err.Error(), "unknown command ") {
+		// A typo in a command name is a usage error (cobra has no type for it).
 		printError(f.IO.ErrOut, outposterr.Configuration, err)
 		return int(ExitConfiguration)
 	}

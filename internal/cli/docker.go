@@ -39,6 +39,9 @@ owner record, older than --grace). Resources of runs still going on are left alo
 An unreachable engine is reported (exit 7) after the host sandbox is swept.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if grace < 0 {
+				return &flagError{fmt.Errorf("--grace must be 0 or more, not %s", grace)}
+			}
 			switch kube.Kind {
 			case "", "docker":
 			case "kubernetes":

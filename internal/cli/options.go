@@ -141,6 +141,15 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.StringVar(&o.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
 }
 
+// Bounds of the limit flags past which a value is a typo, not a machine:
+// the engine would take them and apply no limit at all.
+const (
+	maxMemory = 1 << 50 // 1 PiB
+	maxCPUs   = 4096
+	// minTimeout is the shortest --timeout and --idle-timeout.
+	minTimeout = 100 * time.Millisecond
+)
+
 // limits turns the limit flags into the library's values: an unset flag is
 // 0 (the default), an explicit 0 is -1 (no limit); negative values are
 // usage errors. (The host sandbox refuses any limit: it cannot enforce one.)
@@ -150,6 +159,8 @@ func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
 		switch {
 		case o.CPUs < 0 || math.IsNaN(o.CPUs) || math.IsInf(o.CPUs, 0):
 			return 0, 0, 0, &flagError{fmt.Errorf("--cpus must be a number of CPUs, 0 for no limit, not %v", o.CPUs)}
+		case o.CPUs > maxCPUs:
+			return 0, 0, 0, &flagError{fmt.Errorf("--cpus %v is more than any machine has (at most %d; 0 for no limit)", o.CPUs, maxCPUs)}
 		case o.CPUs == 0:
 			cpus = -1
 		default:
@@ -165,6 +176,8 @@ func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
 			mem = -1
 		case n < 6<<20:
 			return 0, 0, 0, &flagError{fmt.Errorf("--memory %s is below the engine's minimum of 6 MiB", o.Memory)}
+		case n > maxMemory:
+			return 0, 0, 0, &flagError{fmt.Errorf("--memory %s is more than any machine has (at most %s; 0 for no limit)", o.Memory, units.BytesSize(maxMemory))}
 		default:
 			mem = n
 		}

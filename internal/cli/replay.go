@@ -67,6 +67,9 @@ func runReplay(ctx context.Context, f *Factory, opts *ReplayOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.ExitCode < 0 || opts.ExitCode > 255 {
+		return &flagError{fmt.Errorf("--exit-code must be a process exit code, 0 to 255, not %d", opts.ExitCode)}
+	}
 	a := row.New()
 	at := opts.Now()
 	if opts.Time != "" {

@@ -216,12 +216,13 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 		}
 	}
 	// Zero would silently mean the default deadline, a negative one an
-	// instant failure: both are mistakes.
-	if opts.Turn.Timeout <= 0 {
-		return nil, &flagError{fmt.Errorf("--timeout must be positive, not %s", opts.Turn.Timeout)}
+	// instant failure, and no CLI starts within a few milliseconds: all
+	// are mistakes.
+	if opts.Turn.Timeout < minTimeout {
+		return nil, &flagError{fmt.Errorf("--timeout must be at least %s, not %s", minTimeout, opts.Turn.Timeout)}
 	}
-	if opts.Turn.IdleTimeout <= 0 {
-		return nil, &flagError{fmt.Errorf("--idle-timeout must be positive, not %s", opts.Turn.IdleTimeout)}
+	if opts.Turn.IdleTimeout < minTimeout {
+		return nil, &flagError{fmt.Errorf("--idle-timeout must be at least %s, not %s", minTimeout, opts.Turn.IdleTimeout)}
 	}
 	if _, ok := f.Sandboxes[kindOrDefault(opts.Sandbox.Kind)]; !ok {
 		return nil, &flagError{fmt.Errorf("--sandbox must be one of %s, not %q", f.sandboxNames(), opts.Sandbox.Kind)}
