@@ -68,6 +68,8 @@ func TestJobFormatRefusals(t *testing.T) {
 		"option commit":        func(j *Job) { j.Source = &source.Spec{Repo: "/r", Commit: "--x"} },
 		"negative attempts":    func(j *Job) { j.Attempts = -1 },
 		"env value":            func(j *Job) { j.Env = []string{"A=b"} },
+		"env PATH":             func(j *Job) { j.Env = []string{"PATH"} },
+		"env LD_PRELOAD":       func(j *Job) { j.Env = []string{"LD_PRELOAD"} },
 		"negative cpus":        func(j *Job) { j.CPUs = -1 },
 		"negative memory":      func(j *Job) { j.Memory = -1 },
 		"negative timeout":     func(j *Job) { j.Timeout = -1 },

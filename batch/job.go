@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/source"
@@ -115,6 +116,9 @@ func (j *Job) Compile() error {
 	for _, name := range j.Env {
 		if !sandbox.ValidEnvName(name) {
 			return bad("env takes variable names, not %q", name)
+		}
+		if credentials.Reserved(name) {
+			return bad("env %s is reserved: Outpost or the sandbox sets it, or it loads other code", name)
 		}
 	}
 	if t := bytes.TrimSpace(j.Metadata); string(t) == "null" {

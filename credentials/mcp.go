@@ -129,6 +129,11 @@ func (s MCPServer) Validate() error {
 		if !envName.MatchString(k) {
 			return outposterr.New(outposterr.Configuration, "MCP server %s: env name %q is not a variable name", s.Name, k)
 		}
+		if Reserved(k) {
+			// The server runs inside the CLI's sandbox: the same names a
+			// project may not set for the CLI (PATH, LD_PRELOAD, ...).
+			return outposterr.New(outposterr.Configuration, "MCP server %s: env %s is reserved (Outpost or the sandbox sets it, or it loads other code)", s.Name, k)
+		}
 		if err := checkValue(s.Name, "env "+k, v, false); err != nil {
 			return err
 		}

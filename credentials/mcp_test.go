@@ -2,6 +2,7 @@ package credentials
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -16,5 +17,19 @@ func TestHTTPHeaders(t *testing.T) {
 	}
 	if got := (MCPServer{Name: "plain", URL: "https://x.invalid"}).HTTPHeaders(); got != nil {
 		t.Fatalf("no headers: %v", got)
+	}
+}
+
+// TestMCPEnvReserved: an MCP server's env follows the reserved list of
+// the CLI's own environment; other names pass.
+func TestMCPEnvReserved(t *testing.T) {
+	for _, name := range []string{"PATH", "LD_PRELOAD", "HOME", "XDG_CONFIG_HOME", "OUTPOST_X"} {
+		err := MCPServer{Name: "fs", Command: "srv", Env: map[string]string{name: "x"}}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "env "+name+" is reserved") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := (MCPServer{Name: "fs", Command: "srv", Env: map[string]string{"MODE": "ro"}}).Validate(); err != nil {
+		t.Errorf("MODE: %v", err)
 	}
 }
