@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -483,10 +484,19 @@ func (r *Runner) homes() []string {
 	return out
 }
 
+// systemDirs are refused as workspaces: the agent would write into the
+// machine's shared or system files (a project below /tmp is fine; /tmp
+// itself holds every user's files). pseudoFS are refused with everything
+// below them.
+var (
+	systemDirs = []string{"/tmp", "/var/tmp", "/etc", "/usr", "/var", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/opt", "/srv", "/home", "/run", "/mnt", "/media"}
+	pseudoFS   = []string{"/proc", "/sys", "/dev"}
+)
+
 // checkWorkspace refuses a workspace (links resolved) that is the root
-// directory or holds one of homes: the agent would get every file of the
-// machine or of the user — SSH keys, cloud credentials, other projects —
-// read-write.
+// directory, a system directory, inside /proc, /sys or /dev, or holds one
+// of homes: the agent would get every file of the machine or of the user —
+// SSH keys, cloud credentials, other projects — read-write.
 func checkWorkspace(abs string, homes []string) error {
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
@@ -494,6 +504,16 @@ func checkWorkspace(abs string, homes []string) error {
 	}
 	if real == string(filepath.Separator) {
 		return outposterr.New(outposterr.Configuration, "workspace %s is the root directory: give the agent a project directory", abs)
+	}
+	for _, d := range systemDirs {
+		if real == d {
+			return outposterr.New(outposterr.Configuration, "workspace %s is the system directory %s: give the agent a project directory", abs, d)
+		}
+	}
+	for _, d := range pseudoFS {
+		if real == d || strings.HasPrefix(real, d+"/") {
+			return outposterr.New(outposterr.Configuration, "workspace %s is inside %s, the kernel's view of the machine: give the agent a project directory", abs, d)
+		}
 	}
 	for _, h := range homes {
 		hr, err := filepath.EvalSymlinks(h)
