@@ -159,15 +159,19 @@ type dockerEngine struct {
 	root bool // outpost runs as root
 }
 
-// checkLeaseUser refuses a lease user that is not "uid:gid" or is root.
+// checkLeaseUser refuses a lease user that is root or in the root group.
 func checkLeaseUser(user string) error {
 	if user == "" {
 		return nil
 	}
-	uid, _, ok := strings.Cut(user, ":")
+	uid, gid, ok := strings.Cut(user, ":")
 	if n, err := strconv.ParseUint(uid, 10, 32); ok && err == nil && n == 0 {
 		return outposterr.New(outposterr.Configuration,
 			"lease user %q is root: leases never run as root (give a non-zero uid, or make the workspace accessible to the default user)", user)
+	}
+	if n, err := strconv.ParseUint(gid, 10, 32); ok && err == nil && n == 0 {
+		return outposterr.New(outposterr.Configuration,
+			"lease user %q is in the root group (gid 0), which reaches root's group-readable files: give a non-zero gid", user)
 	}
 	return nil
 }
@@ -235,7 +239,7 @@ func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider
 	if spec.User == "" && e.root {
 		// Leases never run as root. When outpost does, the lease takes the
 		// workspace owner's ids so the agent can write its files.
-		if uid, gid, ok := owner(workspace); ok && uid != 0 {
+		if uid, gid, ok := owner(workspace); ok && uid != 0 && gid != 0 {
 			spec.User = fmt.Sprintf("%d:%d", uid, gid)
 		}
 	}
@@ -328,10 +332,8 @@ func openKubernetes(ctx context.Context, o SandboxOptions, log *slog.Logger) (Sa
 		return nil, outposterr.New(outposterr.Configuration,
 			"the kubernetes sandbox needs a kubeconfig (--kubeconfig, or KUBECONFIG for the outpost command)")
 	}
-	if o.User != "" {
-		if uid, _, _ := strings.Cut(o.User, ":"); uid == "0" {
-			return nil, outposterr.New(outposterr.Configuration, "leases never run as root (--user %s)", o.User)
-		}
+	if err := checkLeaseUser(o.User); err != nil {
+		return nil, err
 	}
 	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: o.Kubeconfig, Context: o.KubeContext,
 		Namespace: o.Namespace, Image: o.Image, User: o.User, Logger: log, Version: o.Version})

@@ -160,7 +160,7 @@ func TestParseUserAndNetwork(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), uid)
 	assert.Equal(t, int64(1001), gid)
-	for _, bad := range []string{"0:0", "0:1000", "root", "1000", "-1:2", ""} {
+	for _, bad := range []string{"0:0", "0:1000", "1000:0", "root", "1000", "-1:2", ""} {
 		_, _, err := parseUser(bad)
 		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%q: %v", bad, err)
 	}

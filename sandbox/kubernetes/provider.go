@@ -271,6 +271,9 @@ func parseUser(s string) (uid, gid int64, err error) {
 	if uid == 0 {
 		return 0, 0, outposterr.New(outposterr.Configuration, "sandbox user %q is root: kubernetes leases run as a non-root user", s)
 	}
+	if gid == 0 {
+		return 0, 0, outposterr.New(outposterr.Configuration, "sandbox user %q is in the root group (gid 0): give a non-zero gid", s)
+	}
 	return uid, gid, nil
 }
 
