@@ -77,9 +77,9 @@ func TestMCPMarkerSecretNeverLeaks(t *testing.T) {
 			// One server per turn: Codex forwards one value per variable
 			// name to all its servers.
 			servers := []credentials.MCPServer{
-				{Name: "lit", Command: fakeMCPInContainer, Env: with("OUTPOST_FAKEMCP_SUFFIX", "lit",
+				{Name: "lit", Command: fakeMCPInContainer, Env: with("FAKECLI_MCP_SUFFIX", "lit",
 					fakecli.MCPSecretEnv, literal, fakecli.MCPExpectEnv, literal)},
-				{Name: "ref", Command: fakeMCPInContainer, Env: with("OUTPOST_FAKEMCP_SUFFIX", "ref",
+				{Name: "ref", Command: fakeMCPInContainer, Env: with("FAKECLI_MCP_SUFFIX", "ref",
 					fakecli.MCPSecretEnv, "${"+fakecli.MCPSecretEnv+"}", fakecli.MCPExpectEnv, referenced)},
 			}
 			var logs bytes.Buffer

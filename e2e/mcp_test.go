@@ -37,7 +37,7 @@ func TestClaudeMCPProjection(t *testing.T) {
 	mcp := []credentials.MCPServer{{
 		Name: "fake", Command: exe,
 		Env: map[string]string{fakecli.ChildEnv: "1", fakecli.MCPEnv: "1", "GORACE": "atexit_sleep_ms=0",
-			"OUTPOST_FAKEMCP_SUFFIX": "${MCP_SUFFIX}"},
+			"FAKECLI_MCP_SUFFIX": "${MCP_SUFFIX}"},
 		ExcludeTools: []string{"never_used"}, StartupTimeoutMS: 20000,
 	}}
 	sb := lease(t, e)
@@ -82,7 +82,7 @@ func TestCodexMCPProjection(t *testing.T) {
 	mcp := []credentials.MCPServer{{
 		Name: "fake", Command: exe,
 		Env: map[string]string{fakecli.ChildEnv: "1", fakecli.MCPEnv: "1", "GORACE": "atexit_sleep_ms=0",
-			"OUTPOST_FAKEMCP_SUFFIX": "${OUTPOST_FAKEMCP_SUFFIX}"},
+			"FAKECLI_MCP_SUFFIX": "${FAKECLI_MCP_SUFFIX}"},
 		StartupTimeoutMS: 20000, Required: true,
 	}}
 	one := 1
@@ -91,7 +91,7 @@ func TestCodexMCPProjection(t *testing.T) {
 		Input: adapters.Input{Prompt: "MARK-cmcp", Model: "gpt-5.5", MCP: mcp, MaxRetries: &one,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
-			Vars: map[string]string{"OUTPOST_FAKEMCP_SUFFIX": suffix}},
+			Vars: map[string]string{"FAKECLI_MCP_SUFFIX": suffix}},
 	})
 	require.NoError(t, err, "output: %s", resTail(res))
 
@@ -102,7 +102,7 @@ func TestCodexMCPProjection(t *testing.T) {
 		Input: adapters.Input{Prompt: "MARK-cmcp2", Model: "gpt-5.5", MCP: broken, MaxRetries: &one,
 			Endpoint: &adapters.Endpoint{BaseURL: srv.URL(), APIKey: "placeholder"}},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.None},
-			Vars: map[string]string{"OUTPOST_FAKEMCP_SUFFIX": suffix}},
+			Vars: map[string]string{"FAKECLI_MCP_SUFFIX": suffix}},
 	})
 	require.Error(t, err, "a required server that cannot start fails the turn: %s", resTail(res))
 }
@@ -120,7 +120,7 @@ func TestCopilotMCPProjection(t *testing.T) {
 	mcp := []credentials.MCPServer{{
 		Name: "fake", Command: exe,
 		Env: map[string]string{fakecli.ChildEnv: "1", fakecli.MCPEnv: "1", "GORACE": "atexit_sleep_ms=0",
-			"OUTPOST_FAKEMCP_SUFFIX": "${MCP_SUFFIX}"},
+			"FAKECLI_MCP_SUFFIX": "${MCP_SUFFIX}"},
 	}}
 	sb := lease(t, e)
 	res, err := harness.Run(context.Background(), harness.Turn{

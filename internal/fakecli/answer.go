@@ -12,7 +12,7 @@ import (
 // (and removes it), appends its prompt as one JSON string line to FILE.prompts,
 // and prints a conversation event (the --resume id, else "answer-1"), the
 // result and a successful finished event. No answer left: a failure.
-const AnswersEnv = "OUTPOST_FAKE_ANSWERS"
+const AnswersEnv = "FAKECLI_ANSWERS"
 
 func serveAnswer(file string) {
 	prompt, _ := readAll(os.Stdin)

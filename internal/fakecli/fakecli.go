@@ -54,7 +54,7 @@ import (
 )
 
 // ChildEnv marks a process started as the fake CLI.
-const ChildEnv = "OUTPOST_FAKECLI"
+const ChildEnv = "FAKECLI_CHILD"
 
 // IsChild reports whether this process runs as the fake CLI.
 func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
@@ -63,15 +63,15 @@ func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
 var hold [][]byte
 
 // MCPEnv makes the fake a minimal MCP stdio server instead of a CLI: it
-// offers one tool named "echo_" + $OUTPOST_FAKEMCP_SUFFIX.
-const MCPEnv = "OUTPOST_FAKEMCP"
+// offers one tool named "echo_" + $FAKECLI_MCP_SUFFIX.
+const MCPEnv = "FAKECLI_MCP"
 
-// MCPExpectEnv, when set, must equal $OUTPOST_FAKEMCP_SECRET
+// MCPExpectEnv, when set, must equal $FAKECLI_MCP_SECRET
 // ([MCPSecretEnv]), or the fake MCP server exits 3 before answering: its
 // tool listed proves a test's env values reached it.
 const (
-	MCPExpectEnv = "OUTPOST_FAKEMCP_EXPECT"
-	MCPSecretEnv = "OUTPOST_FAKEMCP_SECRET"
+	MCPExpectEnv = "FAKECLI_MCP_EXPECT"
+	MCPSecretEnv = "FAKECLI_MCP_SECRET"
 )
 
 // Main runs the fake CLI and exits.
@@ -343,7 +343,7 @@ func serveMCP() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	out := json.NewEncoder(os.Stdout)
-	tool := "echo_" + os.Getenv("OUTPOST_FAKEMCP_SUFFIX")
+	tool := "echo_" + os.Getenv("FAKECLI_MCP_SUFFIX")
 	if want, ok := os.LookupEnv(MCPExpectEnv); ok && want != os.Getenv(MCPSecretEnv) {
 		// The test's values did not arrive: fail to start, which fails a
 		// turn that requires the server.
