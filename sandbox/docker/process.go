@@ -600,12 +600,33 @@ func (l *lease) oomSince(ctx context.Context, execID string, t time.Time, likely
 	return false
 }
 
-// oomCountScript prints the container's memory cgroup OOM-kill counter
-// (cgroup v2 memory.events, or v1 memory.oom_control), or -1.
-const oomCountScript = `for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
-if [ -r "$f" ]; then while read -r k v; do if [ "$k" = oom_kill ]; then echo "$v"; exit 0; fi; done <"$f"; fi
+// counterScript prints the value of the counter named $1 in the first
+// readable cgroup file among $2…, or -1: sh -c counterScript NAME KEY FILE….
+// It uses shell builtins only, so it runs even while the lease is at its
+// pids limit.
+const counterScript = `k0=$1; shift
+for f in "$@"; do
+if [ -r "$f" ]; then while read -r k v; do if [ "$k" = "$k0" ]; then echo "$v"; exit 0; fi; done <"$f"; fi
 done
 echo -1`
+
+// The container's cgroup counters: the memory cgroup's OOM kills (v2
+// memory.events, v1 memory.oom_control) and the pids cgroup's forks
+// refused at its limit (v2 pids.events, v1 pids/pids.events).
+var (
+	oomCounter  = []string{"oom_kill", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
+	pidsCounter = []string{"max", "/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"}
+)
+
+// readCounter reads one cgroup counter of the container; -1 when no file
+// of it is readable.
+func (l *lease) readCounter(ctx context.Context, counter []string) (int64, error) {
+	out, err := l.quick(ctx, append([]string{"sh", "-c", counterScript, "outpost-counter"}, counter...))
+	if err != nil {
+		return -1, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+}
 
 // oomCounterRose is Podman's answer to "was that an OOM kill": Podman emits
 // no event when the kernel kills an exec'd process, so the lease reads its
@@ -613,13 +634,9 @@ echo -1`
 // saw (a fresh container's is 0). Concurrent execs of one lease can take
 // each other's kill; the agent's turn is the one that matters.
 func (l *lease) oomCounterRose(ctx context.Context) bool {
-	out, err := l.quick(ctx, []string{"sh", "-c", oomCountScript, "outpost-oom"})
-	if err != nil {
-		l.p.log.Debug("oom counter", "container", shortID(l.id), "err", err)
-		return false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	n, err := l.readCounter(ctx, oomCounter)
 	if err != nil || n < 0 {
+		l.p.log.Debug("oom counter", "container", shortID(l.id), "count", n, "err", err)
 		return false
 	}
 	l.oomMu.Lock()
@@ -630,14 +647,6 @@ func (l *lease) oomCounterRose(ctx context.Context) bool {
 	}
 	return false
 }
-
-// pidsCountScript prints the container's pids cgroup count of forks refused
-// at its limit (cgroup v2 pids.events, or v1 pids/pids.events), or -1. It
-// uses shell builtins only: it runs while the lease may be at its limit.
-const pidsCountScript = `for f in /sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events; do
-if [ -r "$f" ]; then while read -r k v; do if [ "$k" = max ]; then echo "$v"; exit 0; fi; done <"$f"; fi
-done
-echo -1`
 
 var _ sandbox.LimitReporter = (*process)(nil)
 
@@ -670,12 +679,7 @@ func (l *lease) pidsLimitReached(ctx context.Context) bool {
 			case <-time.After(wait):
 			}
 		}
-		var out []byte
-		if out, err = l.quick(ctx, []string{"sh", "-c", pidsCountScript, "outpost-pids"}); err == nil {
-			n, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-			break
-		}
-		if ctx.Err() != nil {
+		if n, err = l.readCounter(ctx, pidsCounter); err == nil || ctx.Err() != nil {
 			break
 		}
 	}
