@@ -141,3 +141,82 @@ func TestSnapshotSince(t *testing.T) {
 	assert.False(t, failed, "the first turn's failure is not this turn's")
 	assert.Zero(t, g.Snapshot().Since(gateway.Snapshot{Requests: 99}).Requests, "a later snapshot than this one leaves nothing")
 }
+
+// TestBudgetSubAndTokens: a turn's budget under a batch's: both caps hold,
+// a charge counts against both, a token cap needs no price, Remaining is
+// the tighter of each, and the grant's Refused fires on the first refusal,
+// not on the crossing response.
+func TestBudgetSubAndTokens(t *testing.T) {
+	srv := newUpstream(t)
+	gw, base, _ := newGateway(t, srv.URL())
+	batch, err := gateway.NewCapped(gateway.Caps{USD: 10, Tokens: 1_000_000})
+	require.NoError(t, err)
+	turn, err := batch.Sub(gateway.Caps{Tokens: 1})
+	require.NoError(t, err)
+	assert.Equal(t, gateway.Caps{USD: 10, Tokens: 1}, turn.Remaining())
+
+	g, err := gw.Grant(gateway.GrantSpec{Upstream: srv.URL(), Budget: turn, Price: perToken,
+		Credential: gateway.Credential{Scheme: gateway.SchemeAPIKey, Secret: marker}})
+	require.NoError(t, err)
+	defer g.Revoke()
+	resp, _ := send(t, base, apis[0], g.Placeholder(), "MARK-1", false)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	select {
+	case <-g.Refused():
+		t.Fatal("a crossing response is no refusal")
+	default:
+	}
+	reason, msg := turn.Over()
+	assert.Equal(t, "tokens", reason)
+	assert.Contains(t, msg, "token cap of 1 is spent")
+	assert.Equal(t, turn.SpentTokens(), batch.SpentTokens())
+	assert.InDelta(t, turn.Spent(), batch.Spent(), 1e-12)
+	over, _ := batch.Exceeded()
+	assert.False(t, over, "the batch's caps are not spent")
+
+	resp, _ = send(t, base, apis[0], g.Placeholder(), "MARK-2", false)
+	assert.Equal(t, gateway.BudgetStatus, resp.StatusCode)
+	select {
+	case <-g.Refused():
+	default:
+		t.Fatal("the refusal was not signalled")
+	}
+
+	// A token-only budget needs no price function; an unpriced model does
+	// not stop it.
+	tok, err := gateway.NewCapped(gateway.Caps{Tokens: 1_000_000})
+	require.NoError(t, err)
+	g2, err := gw.Grant(gateway.GrantSpec{Upstream: srv.URL(), Budget: tok,
+		Credential: gateway.Credential{Scheme: gateway.SchemeAPIKey, Secret: marker}})
+	require.NoError(t, err)
+	defer g2.Revoke()
+	for i := 0; i < 2; i++ {
+		resp, _ = send(t, base, apis[0], g2.Placeholder(), "MARK-3", false)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	assert.Positive(t, tok.SpentTokens())
+
+	// The batch spent by another turn refuses this one's next request.
+	spender, err := gateway.NewCapped(gateway.Caps{USD: 1e-9})
+	require.NoError(t, err)
+	a, err := spender.Sub(gateway.Caps{})
+	require.NoError(t, err)
+	b, err := spender.Sub(gateway.Caps{})
+	require.NoError(t, err)
+	ga, err := gw.Grant(gateway.GrantSpec{Upstream: srv.URL(), Budget: a, Price: perToken,
+		Credential: gateway.Credential{Scheme: gateway.SchemeAPIKey, Secret: marker}})
+	require.NoError(t, err)
+	defer ga.Revoke()
+	gb, err := gw.Grant(gateway.GrantSpec{Upstream: srv.URL(), Budget: b, Price: perToken,
+		Credential: gateway.Credential{Scheme: gateway.SchemeAPIKey, Secret: marker}})
+	require.NoError(t, err)
+	defer gb.Revoke()
+	send(t, base, apis[0], ga.Placeholder(), "MARK-4", false)
+	resp, _ = send(t, base, apis[0], gb.Placeholder(), "MARK-5", false)
+	assert.Equal(t, gateway.BudgetStatus, resp.StatusCode)
+
+	for _, c := range []gateway.Caps{{}, {USD: -1}, {Tokens: -1}} {
+		_, err := gateway.NewCapped(c)
+		assert.Error(t, err, "%+v", c)
+	}
+}

@@ -42,6 +42,9 @@ type controlRequest struct {
 	Upstream string `json:"upstream,omitempty"`
 	Scheme   Scheme `json:"scheme,omitempty"`
 	Secret   string `json:"secret,omitempty"`
+	// Caps, when set, give the grant a budget of its own on the remote
+	// gateway, priced at list prices (ListPrice).
+	Caps *Caps `json:"caps,omitempty"`
 }
 
 type controlReply struct {
@@ -53,6 +56,9 @@ type controlReply struct {
 	Placeholder string    `json:"placeholder,omitempty"`
 	Snapshot    *Snapshot `json:"snapshot,omitempty"`
 	Error       string    `json:"error,omitempty"`
+	// Exhausted, unasked (ID 0), names a grant whose budget refused a
+	// request.
+	Exhausted string `json:"exhausted,omitempty"`
 }
 
 // ServeControl lets a [Remote] on the other end of r and w drive the
@@ -126,8 +132,17 @@ func (g *Gateway) ServeControl(ctx context.Context, r io.Reader, w io.Writer) er
 			rep := controlReply{ID: req.ID}
 			switch req.Op {
 			case "grant":
-				gr, err := g.Grant(GrantSpec{Label: req.Label, Upstream: req.Upstream,
-					Credential: Credential{Scheme: req.Scheme, Secret: req.Secret}})
+				spec := GrantSpec{Label: req.Label, Upstream: req.Upstream,
+					Credential: Credential{Scheme: req.Scheme, Secret: req.Secret}}
+				if req.Caps != nil {
+					b, err := NewCapped(*req.Caps)
+					if err != nil {
+						rep.Error = err.Error()
+						break
+					}
+					spec.Budget, spec.Price = b, ListPrice
+				}
+				gr, err := g.Grant(spec)
 				if err != nil {
 					rep.Error = err.Error()
 					break
@@ -138,6 +153,19 @@ func (g *Gateway) ServeControl(ctx context.Context, r io.Reader, w io.Writer) er
 				grants[id] = gr
 				mu.Unlock()
 				rep.Grant, rep.Placeholder = id, gr.Placeholder()
+				if spec.Budget != nil {
+					// Tell the runner at once when the budget runs out, so
+					// it stops the turn instead of waiting for the CLI.
+					go func() {
+						select {
+						case <-gr.Refused():
+							if err := send(controlReply{Exhausted: id}); err != nil {
+								g.log.Debug("gateway control: exhausted", "err", err)
+							}
+						case <-gr.ctx.Done():
+						}
+					}()
+				}
 			case "snapshot", "revoke":
 				mu.Lock()
 				gr := grants[req.Grant]
@@ -184,14 +212,15 @@ type Remote struct {
 	mu      sync.Mutex
 	next    int64
 	pending map[int64]chan controlReply
-	err     error // set when the stream ended
+	grants  map[string]*RemoteGrant // open grants with a budget
+	err     error                   // set when the stream ended
 	ready   chan struct{}
 	done    chan struct{}
 }
 
 // NewRemote starts reading the gateway's replies from r; requests go to w.
 func NewRemote(r io.Reader, w io.Writer) *Remote {
-	c := &Remote{w: w, pending: map[int64]chan controlReply{}, ready: make(chan struct{}), done: make(chan struct{})}
+	c := &Remote{w: w, pending: map[int64]chan controlReply{}, grants: map[string]*RemoteGrant{}, ready: make(chan struct{}), done: make(chan struct{})}
 	go c.read(r)
 	return c
 }
@@ -212,6 +241,15 @@ func (c *Remote) read(r io.Reader) {
 			hello = true
 			c.urls = rep.Ready
 			close(c.ready)
+			continue
+		}
+		if rep.ID == 0 && rep.Exhausted != "" {
+			c.mu.Lock()
+			gr := c.grants[rep.Exhausted]
+			c.mu.Unlock()
+			if gr != nil {
+				gr.exhaust()
+			}
 			continue
 		}
 		c.mu.Lock()
@@ -307,25 +345,38 @@ func (c *Remote) forget(id int64) {
 	c.mu.Unlock()
 }
 
-// Grant opens a grant on the remote gateway. Price and Budget are not
-// carried across (the remote gateway measures usage; price it from the
-// snapshot): a spec with a Budget is refused.
+// Grant opens a grant on the remote gateway. Price is not carried across:
+// the remote gateway prices at list prices ([ListPrice]). A Budget is
+// carried as what is left of it when the grant opens ([Budget.Remaining]):
+// the remote gateway enforces that, tells the grant at once when it
+// refuses a request ([RemoteGrant.Refused]), and Revoke charges what it measured to the
+// Budget. Grants that share a Budget on different remote gateways each get
+// what was left when they opened.
 func (c *Remote) Grant(ctx context.Context, spec GrantSpec) (*RemoteGrant, error) {
-	if spec.Budget != nil {
-		return nil, outposterr.New(outposterr.Configuration, "gateway grant: a budget cannot be enforced by a remote gateway")
-	}
 	if err := spec.Credential.valid(); err != nil {
 		return nil, err
 	}
-	rep, err := c.call(ctx, controlRequest{Op: "grant", Label: spec.Label, Upstream: spec.Upstream,
-		Scheme: spec.Credential.Scheme, Secret: spec.Credential.Secret})
+	req := controlRequest{Op: "grant", Label: spec.Label, Upstream: spec.Upstream,
+		Scheme: spec.Credential.Scheme, Secret: spec.Credential.Secret}
+	g := &RemoteGrant{c: c, label: spec.Label, scheme: spec.Credential.Scheme, budget: spec.Budget, done: make(chan struct{})}
+	if spec.Budget != nil {
+		left := spec.Budget.remoteCaps()
+		req.Caps = &left
+	}
+	rep, err := c.call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(rep.Placeholder, PlaceholderPrefix) || rep.Grant == "" {
 		return nil, outposterr.New(outposterr.Sandbox, "gateway sidecar grant: malformed reply")
 	}
-	return &RemoteGrant{c: c, id: rep.Grant, label: spec.Label, placeholder: rep.Placeholder, scheme: spec.Credential.Scheme}, nil
+	g.id, g.placeholder = rep.Grant, rep.Placeholder
+	if spec.Budget != nil {
+		c.mu.Lock()
+		c.grants[g.id] = g
+		c.mu.Unlock()
+	}
+	return g, nil
 }
 
 // RemoteGrant is a grant on a remote gateway: the same use as [Grant].
@@ -335,9 +386,19 @@ type RemoteGrant struct {
 	placeholder string
 	scheme      Scheme
 
+	budget      *Budget
+	done        chan struct{} // closed when the remote budget refused a request
+	exhaustOnce sync.Once
+
 	mu    sync.Mutex
 	final *Snapshot // the snapshot taken by Revoke
 }
+
+// Refused is closed when the grant's budget on the remote gateway first
+// refuses a request (never, without a budget).
+func (g *RemoteGrant) Refused() <-chan struct{} { return g.done }
+
+func (g *RemoteGrant) exhaust() { g.exhaustOnce.Do(func() { close(g.done) }) }
 
 // Placeholder returns the key the lease presents instead of the real one.
 func (g *RemoteGrant) Placeholder() string { return g.placeholder }
@@ -359,12 +420,22 @@ func (g *RemoteGrant) Revoke() {
 	if g.final != nil {
 		return
 	}
+	g.c.mu.Lock()
+	delete(g.c.grants, g.id)
+	g.c.mu.Unlock()
 	rep, err := g.c.call(context.Background(), controlRequest{Op: "revoke", Grant: g.id})
 	if err != nil || rep.Snapshot == nil {
 		g.final = &Snapshot{Label: g.label}
 		return
 	}
 	g.final = rep.Snapshot
+	if g.budget != nil {
+		for _, e := range g.final.Exchanges {
+			if e.HasUsage {
+				g.budget.charge(e.CostUSD, e.Priced, e.Model, e.Usage.Tokens())
+			}
+		}
+	}
 }
 
 // Snapshot returns what the remote gateway measured for the grant (final

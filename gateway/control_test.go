@@ -103,12 +103,6 @@ func TestRemoteErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "not on the allowlist")
 	assert.NotContains(t, err.Error(), marker)
 
-	b, err := gateway.NewBudget(1)
-	require.NoError(t, err)
-	_, err = rem.Grant(ctx, gateway.GrantSpec{Upstream: srv.URL(), Budget: b,
-		Credential: gateway.Credential{Scheme: gateway.SchemeBearer, Secret: marker}})
-	require.Error(t, err)
-
 	g, err := rem.Grant(ctx, gateway.GrantSpec{Label: "y", Upstream: srv.URL(),
 		Credential: gateway.Credential{Scheme: gateway.SchemeBearer, Secret: marker}})
 	require.NoError(t, err)
@@ -155,4 +149,59 @@ func TestServeControlRevokesOnEnd(t *testing.T) {
 	}
 	resp, _ = send(t, base, apis[1], g.Placeholder(), "hi", false)
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "grants end with the channel")
+}
+
+// TestRemoteBudget: a budget travels over the control channel as what is
+// left of it; the remote gateway refuses once it is spent, tells the grant
+// at once (Refused), and Revoke charges what it measured to the budget the
+// grant draws on, so the next grant on the same budget starts spent.
+func TestRemoteBudget(t *testing.T) {
+	srv := newUpstream(t, outposttest.WithScenario(outposttest.ScenarioOK))
+	rem, _, _, _ := remoteGateway(t, srv.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	urls, err := rem.Ready(ctx)
+	require.NoError(t, err)
+	base := urls[0]
+
+	batch, err := gateway.NewCapped(gateway.Caps{Tokens: 1})
+	require.NoError(t, err)
+	turn, err := batch.Sub(gateway.Caps{})
+	require.NoError(t, err)
+	g, err := rem.Grant(ctx, gateway.GrantSpec{Label: "capped", Upstream: srv.URL(), Budget: turn,
+		Credential: gateway.Credential{Scheme: gateway.SchemeBearer, Secret: marker}})
+	require.NoError(t, err)
+	select {
+	case <-g.Refused():
+		t.Fatal("refused before any request")
+	default:
+	}
+	resp, _ := send(t, base, apis[0], g.Placeholder(), "MARK-1", false)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the crossing request runs")
+	resp, body := send(t, base, apis[0], g.Placeholder(), "MARK-2", false)
+	assert.Equal(t, gateway.BudgetStatus, resp.StatusCode)
+	assert.Contains(t, string(body), "token cap")
+	select {
+	case <-g.Refused():
+	case <-ctx.Done():
+		t.Fatal("the remote gateway did not report its refusal")
+	}
+	g.Revoke()
+	assert.Positive(t, batch.SpentTokens(), "the remote measurement is charged to the shared budget")
+	assert.Equal(t, batch.SpentTokens(), turn.SpentTokens())
+	over, _ := batch.Exceeded()
+	assert.True(t, over)
+	assert.Len(t, srv.Requests(), 1)
+
+	// A second turn on the spent batch budget gets the smallest cap: its
+	// first response crosses it, its second request is refused.
+	turn2, err := batch.Sub(gateway.Caps{})
+	require.NoError(t, err)
+	g2, err := rem.Grant(ctx, gateway.GrantSpec{Label: "late", Upstream: srv.URL(), Budget: turn2,
+		Credential: gateway.Credential{Scheme: gateway.SchemeBearer, Secret: marker}})
+	require.NoError(t, err)
+	defer g2.Revoke()
+	send(t, base, apis[0], g2.Placeholder(), "MARK-3", false)
+	resp, _ = send(t, base, apis[0], g2.Placeholder(), "MARK-4", false)
+	assert.Equal(t, gateway.BudgetStatus, resp.StatusCode)
 }

@@ -200,7 +200,7 @@ func (g *Gateway) Grant(spec GrantSpec) (*Grant, error) {
 	if err := spec.Credential.valid(); err != nil {
 		return nil, err
 	}
-	if spec.Budget != nil && spec.Price == nil {
+	if spec.Budget != nil && spec.Price == nil && spec.Budget.CostCapped() {
 		return nil, outposterr.New(outposterr.Configuration, "gateway grant: a budget needs a price function")
 	}
 	ph, err := newPlaceholder()
@@ -209,7 +209,8 @@ func (g *Gateway) Grant(spec GrantSpec) (*Grant, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	gr := &Grant{gw: g, label: spec.Label, placeholder: ph, hash: sha256.Sum256([]byte(ph)),
-		upstream: allowed, cred: spec.Credential, price: spec.Price, budget: spec.Budget, ctx: ctx, cancel: cancel}
+		upstream: allowed, cred: spec.Credential, price: spec.Price, budget: spec.Budget, ctx: ctx, cancel: cancel,
+		refused: make(chan struct{})}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -460,6 +461,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if gr.budget != nil {
 		if over, msg := gr.budget.Exceeded(); over {
+			gr.refuse()
 			refuse(BudgetStatus, RefusedBudget, "invalid_request_error", msg)
 			return
 		}
@@ -566,7 +568,7 @@ func (g *Gateway) finish(c *call, p parser, header http.Header, m measure, eof b
 		}
 	}
 	if m.hasUsage && gr.budget != nil {
-		gr.budget.charge(cost, priced, m.model)
+		gr.budget.charge(cost, priced, m.model, m.usage.Tokens())
 	}
 	var ex Exchange
 	gr.update(c.seq, func(e *Exchange) {

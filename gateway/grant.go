@@ -101,6 +101,9 @@ type Grant struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	refused    chan struct{}
+	refuseOnce sync.Once
+
 	mu        sync.Mutex
 	revoked   bool
 	exchanges []Exchange
@@ -168,6 +171,14 @@ func (g *Grant) Revoke() {
 		g.gw.log.Warn("gateway: requests still running after revoke", "grant", g.label)
 	}
 }
+
+// Refused is closed when the grant's budget first refuses a request: the
+// moment a harness stops the turn, since the agent wanted more than its
+// budget (a response that merely crosses the cap is no reason: the turn
+// may end with it).
+func (g *Grant) Refused() <-chan struct{} { return g.refused }
+
+func (g *Grant) refuse() { g.refuseOnce.Do(func() { close(g.refused) }) }
 
 // Revoked reports whether Revoke was called.
 func (g *Grant) Revoked() bool {
