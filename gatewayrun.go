@@ -13,6 +13,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/codex"
 	"github.com/outpost-dev/outpost/adapters/copilot"
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -80,23 +81,24 @@ func trimV1(u string) string {
 
 // bridge puts the runner's gateway in front of ht's credential when its
 // plan can be bridged and the mode and sandbox allow it.
-func (r *Runner) bridge(ht *harness.Turn) error {
-	if ht.Credentials == nil {
-		return nil
-	}
+func (r *Runner) bridge(ht *harness.Turn, shared *gateway.Budget) error {
 	if r.opts.Credentials == CredentialsInside {
 		r.logger.Debug("credential installed inside the lease (credentials inside)")
 		return nil
 	}
-	a, ok := ht.Adapter.(adapters.Authenticator)
-	if !ok {
-		return nil
+	// A capped turn on the offline scripted server goes through the
+	// gateway as a real credential would: the caps hold where requests go.
+	endpoint := r.srv != nil && ht.Input.Endpoint != nil &&
+		(ht.Limits.MaxCostUSD > 0 || ht.Limits.MaxTokens > 0 || shared != nil)
+	var plan credentials.Plan
+	if a, ok := ht.Adapter.(adapters.Authenticator); ok && ht.Credentials != nil {
+		p, err := a.Credentials(ht.Credentials.Auth, ht.Credentials.Vars)
+		if err != nil {
+			return nil // Validate reports a bad plan
+		}
+		plan = p
 	}
-	plan, err := a.Credentials(ht.Credentials.Auth, ht.Credentials.Vars)
-	if err != nil {
-		return nil // Validate reports a bad plan
-	}
-	if plan.Bridge == nil {
+	if plan.Bridge == nil && !endpoint {
 		if len(plan.Files) > 0 || len(plan.Env) > 0 {
 			r.logger.Debug("credential installed inside the lease: the CLI refreshes this login itself, so it cannot stay outside",
 				"agent", ht.Adapter.Name(), "auth", ht.Credentials.Auth.String())
@@ -104,6 +106,7 @@ func (r *Runner) bridge(ht *harness.Turn) error {
 		return nil
 	}
 	if sb, ok := r.engine.(sidecarBridger); ok && sb.sidecarBridge(ht, r.upstreams()) {
+		ht.Gateway.Budget, ht.Gateway.Endpoint = shared, endpoint
 		r.logger.Debug("credential bridged through a gateway sidecar in the lease's pod", "agent", ht.Adapter.Name())
 		return nil
 	}
@@ -129,7 +132,7 @@ func (r *Runner) bridge(ht *harness.Turn) error {
 		r.logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.kind.Name)
 		return nil
 	}
-	ht.Gateway = &harness.Bridge{Gateway: r.gw.gw, URL: url}
+	ht.Gateway = &harness.Bridge{Gateway: r.gw.gw, URL: url, Budget: shared, Endpoint: endpoint}
 	return nil
 }
 

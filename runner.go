@@ -23,12 +23,14 @@ import (
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/source"
 	"github.com/outpost-dev/outpost/typed"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // Options configure a [Runner]. Zero values are documented per field; the
@@ -160,8 +162,12 @@ type Turn struct {
 	// continued in a new lease.
 	EarlierPatch []byte
 	// Limits override the runner's limits for this turn, field by field
-	// (zero fields keep the runner's): timeouts, cost and turn caps.
+	// (zero fields keep the runner's): timeouts, cost, token and turn caps.
 	Limits harness.Limits
+	// Budget, when set, is a budget this turn shares with others (a
+	// batch's cap): a turn whose credential goes through the model gateway
+	// draws on it there, beside its own caps.
+	Budget *gateway.Budget
 	// Image, CPUs, MemoryBytes and Pids override the lease's container
 	// image and limits (0: the sandbox's defaults). The host sandbox, which
 	// applies none of them, refuses them.
@@ -639,6 +645,9 @@ func overLimits(base, over harness.Limits) harness.Limits {
 	if over.MaxCostUSD != 0 {
 		base.MaxCostUSD = over.MaxCostUSD
 	}
+	if over.MaxTokens != 0 {
+		base.MaxTokens = over.MaxTokens
+	}
 	return base
 }
 
@@ -691,7 +700,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 			ht.Spec.Pids = t.Pids
 		}
 	}
-	if err := r.bridge(&ht); err != nil {
+	if err := r.bridge(&ht, t.Budget); err != nil {
 		return nil, err
 	}
 	res, err := harness.Run(ctx, ht)
@@ -722,8 +731,21 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions
 		return nil, err
 	}
 	opts := bopts.Options
+	if err := r.CheckPrices(jobs, opts); err != nil {
+		return nil, err
+	}
 	if opts.Account == nil {
 		opts.Account = r.AccountFingerprint
+	}
+	// The batch's caps, enforced at the gateway across its concurrent
+	// turns (each turn also gets what was left when it started).
+	var shared *gateway.Budget
+	if opts.MaxCostUSD > 0 || opts.MaxTokens > 0 {
+		b, err := gateway.NewCapped(gateway.Caps{USD: opts.MaxCostUSD, Tokens: opts.MaxTokens})
+		if err != nil {
+			return nil, err
+		}
+		shared = b
 	}
 	return batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
 		j := t.Job
@@ -736,8 +758,9 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions
 			Continue: t.Continue, Workspace: j.Workspace, Source: j.Source, EarlierPatch: t.Patch,
 			StopOnQuotaRetry: true, Schema: j.Compiled, Env: j.Env,
 			Limits: harness.Limits{Deadline: time.Duration(j.Timeout), IdleTimeout: time.Duration(j.IdleTimeout),
-				MaxCostUSD: t.MaxCostUSD, MaxTurns: t.MaxTurns},
-			Image: j.Image, CPUs: j.CPUs, MemoryBytes: int64(j.Memory), Pids: j.Pids})
+				MaxCostUSD: t.MaxCostUSD, MaxTokens: t.MaxTokens, MaxTurns: t.MaxTurns},
+			Budget: shared,
+			Image:  j.Image, CPUs: j.CPUs, MemoryBytes: int64(j.Memory), Pids: j.Pids})
 		if res == nil {
 			res = &harness.Result{Agent: t.Agent, Err: err, Started: time.Now()}
 		}
@@ -765,6 +788,49 @@ func (r *Runner) CheckJobs(jobs []batch.Job) error {
 		if _, err := r.turnCredentials(j.Env); err != nil {
 			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
 		}
+	}
+	return nil
+}
+
+// CheckPrices refuses, before anything runs, a cost cap that cannot be
+// enforced: a job capped in dollars (its max_cost_usd, or opts'
+// MaxJobCostUSD or MaxCostUSD) whose model — the job's, else its agent's
+// pinned default — has no price in the price table (package usage). A
+// token cap needs no price and is the way out.
+func (r *Runner) CheckPrices(jobs []batch.Job, opts batch.Options) error {
+	for i := range jobs {
+		j := &jobs[i]
+		if j.MaxCostUSD <= 0 && opts.MaxJobCostUSD <= 0 && opts.MaxCostUSD <= 0 {
+			continue
+		}
+		for _, name := range append([]string{j.Agent}, j.Fallback...) {
+			if err := r.checkPrice(name, j.Model); err != nil {
+				return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPrice refuses a cost cap on agent's turns with model (empty: the
+// agent's default) when the model has no price.
+func (r *Runner) checkPrice(agent, model string) error {
+	if model == "" {
+		if _, a, err := r.adapter(agent); err == nil {
+			if d, ok := a.(adapters.DefaultModeler); ok {
+				model = d.DefaultModel()
+			}
+		}
+	}
+	if model == "" {
+		// The CLI picks its account's default, a model of the price table
+		// (agents' TestModelsArePriced); should it not be, the gateway's
+		// cap fails closed.
+		return nil
+	}
+	if _, ok := usage.Lookup(model); !ok {
+		return outposterr.New(outposterr.Configuration,
+			"a cost cap cannot be enforced for %s: model %q has no price in the price table; cap tokens instead (--max-tokens, max_tokens) or pick a model listed in the price table (usage/prices.go)", agent, model)
 	}
 	return nil
 }

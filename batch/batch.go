@@ -72,9 +72,11 @@ type Turn struct {
 	// workspace, to re-apply on the fresh copy a continued conversation
 	// runs in (nil: start from the source).
 	Patch []byte
-	// MaxCostUSD and MaxTurns cap this turn (0: none): what is left of the
-	// job's and the batch's cost caps, and the job's turn cap.
+	// MaxCostUSD, MaxTokens and MaxTurns cap this turn (0: none): what is
+	// left of the job's and the batch's cost and token caps, and the job's
+	// turn cap.
 	MaxCostUSD float64
+	MaxTokens  int64
 	MaxTurns   int
 }
 
@@ -180,6 +182,10 @@ type Options struct {
 	// MaxJobCostUSD caps each job's cost (a job's MaxCostUSD wins; 0: no
 	// cap); MaxCostUSD caps the batch's (0: no cap). See the package doc.
 	MaxJobCostUSD, MaxCostUSD float64
+	// MaxJobTokens caps each job's tokens (a job's MaxTokens wins; 0: no
+	// cap); MaxTokens caps the batch's (0: no cap). Tokens of every class
+	// count (usage.Usage.Tokens); no price is needed.
+	MaxJobTokens, MaxTokens int64
 	// MaxTurns caps each turn's assistant turns (a job's MaxTurns wins; 0:
 	// no cap).
 	MaxTurns int
@@ -283,6 +289,7 @@ type runner struct {
 	// pauses holds, per agent and account, when its quota resets.
 	pauses map[account]time.Time
 	spent  float64 // known cost of every turn so far
+	tokens int64   // tokens of every turn so far
 }
 
 // account is an agent on one credential.
@@ -309,8 +316,8 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 			return nil, outposterr.New(outposterr.Configuration, "negative concurrency for %s", a)
 		}
 	}
-	if opts.MaxCostUSD < 0 || opts.MaxJobCostUSD < 0 || opts.MaxTurns < 0 {
-		return nil, outposterr.New(outposterr.Configuration, "negative cost or turn cap")
+	if opts.MaxCostUSD < 0 || opts.MaxJobCostUSD < 0 || opts.MaxTurns < 0 || opts.MaxTokens < 0 || opts.MaxJobTokens < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "negative cost, token or turn cap")
 	}
 	r := &runner{opts: opts, turn: turn, sem: make(chan struct{}, opts.Concurrency),
 		agents: map[string]chan struct{}{}, pauses: map[account]time.Time{}}
@@ -358,6 +365,11 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 		return records, err
 	}
 	if r.stopped() && len(records) < len(pending) {
+		if opts.MaxTokens > 0 && r.tokens >= opts.MaxTokens {
+			return records, outposterr.New(outposterr.Process,
+				"the batch's token cap of %d is spent: %d of %d jobs did not finish (raise --max-batch-tokens and --resume)",
+				opts.MaxTokens, len(pending)-len(records), len(pending)).With(outposterr.Details{Budget: "tokens"})
+		}
 		return records, outposterr.New(outposterr.Process,
 			"the batch's cost cap of $%.4f is spent: %d of %d jobs did not finish (raise --max-batch-cost-usd and --resume)",
 			opts.MaxCostUSD, len(pending)-len(records), len(pending)).With(outposterr.Details{Budget: "cost"})
@@ -497,32 +509,51 @@ func (r *runner) acquire(ctx context.Context, agent string, fallback bool) (func
 	}
 }
 
-// capFor is the cost cap of a job's next turn: what is left of the job's
-// cap (given its spend) and of the batch's, the smaller; 0 without caps.
-// left is false when a cap is already spent.
-func (r *runner) capFor(j Job, jobSpent float64) (cap float64, left bool) {
+// capFor is the cost and token caps of a job's next turn: what is left of
+// the job's caps (given its spend) and of the batch's, the smaller of each;
+// 0 without caps. spent names a cap already spent ("cost", "tokens"; ""
+// when none is).
+func (r *runner) capFor(j Job, jobSpent float64, jobTokens int64) (cost float64, tokens int64, spent string) {
 	jobCap := j.MaxCostUSD
 	if jobCap == 0 {
 		jobCap = r.opts.MaxJobCostUSD
 	}
 	if jobCap > 0 {
 		if jobSpent >= jobCap {
-			return 0, false
+			return 0, 0, "cost"
 		}
-		cap = jobCap - jobSpent
+		cost = jobCap - jobSpent
 	}
+	jobTok := j.MaxTokens
+	if jobTok == 0 {
+		jobTok = r.opts.MaxJobTokens
+	}
+	if jobTok > 0 {
+		if jobTokens >= jobTok {
+			return 0, 0, "tokens"
+		}
+		tokens = jobTok - jobTokens
+	}
+	r.mu.Lock()
+	restCost, restTokens := r.opts.MaxCostUSD-r.spent, r.opts.MaxTokens-r.tokens
+	r.mu.Unlock()
 	if r.opts.MaxCostUSD > 0 {
-		r.mu.Lock()
-		rest := r.opts.MaxCostUSD - r.spent
-		r.mu.Unlock()
-		if rest <= 0 {
-			return 0, false
+		if restCost <= 0 {
+			return 0, 0, "cost"
 		}
-		if cap == 0 || rest < cap {
-			cap = rest
+		if cost == 0 || restCost < cost {
+			cost = restCost
 		}
 	}
-	return cap, true
+	if r.opts.MaxTokens > 0 {
+		if restTokens <= 0 {
+			return 0, 0, "tokens"
+		}
+		if tokens == 0 || restTokens < tokens {
+			tokens = restTokens
+		}
+	}
+	return cost, tokens, ""
 }
 
 // job drives one job to a record; ok is false when the run was cancelled
@@ -544,6 +575,7 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 	var earlier []byte // the patch a continued conversation re-applies
 	var last *harness.Result
 	var jobSpent float64
+	var jobTokens int64
 	maxTurns := j.MaxTurns
 	if maxTurns == 0 {
 		maxTurns = r.opts.MaxTurns
@@ -613,15 +645,19 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		}
 		// The caps are read with the slot in hand: turns that ended while
 		// this job waited have spent their share.
-		costCap, left := r.capFor(j, jobSpent)
-		if !left {
+		costCap, tokenCap, spent := r.capFor(j, jobSpent, jobTokens)
+		if spent != "" {
 			release()
-			jobCapped := j.MaxCostUSD > 0 || r.opts.MaxJobCostUSD > 0
+			jobCapped := j.MaxCostUSD > 0 || r.opts.MaxJobCostUSD > 0 || j.MaxTokens > 0 || r.opts.MaxJobTokens > 0
 			if r.stopped() || !jobCapped {
 				return rec, false
 			}
 			err := outposterr.New(outposterr.Process, "%s: the job's cost cap is spent ($%.4f)", agent, jobSpent).
-				With(outposterr.Details{Agent: agent, Budget: "cost"})
+				With(outposterr.Details{Agent: agent, Budget: spent})
+			if spent == "tokens" {
+				err = outposterr.New(outposterr.Process, "%s: the job's token cap is spent (%d tokens)", agent, jobTokens).
+					With(outposterr.Details{Agent: agent, Budget: spent})
+			}
 			if last != nil {
 				// Keep what the last turn left; the verdict is the cap.
 				last.Err = err
@@ -635,7 +671,7 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		}
 		r.publish(func(s *Status) { s.Running++ })
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv, Patch: earlier,
-			MaxCostUSD: costCap, MaxTurns: maxTurns})
+			MaxCostUSD: costCap, MaxTokens: tokenCap, MaxTurns: maxTurns})
 		// A quota pauses its account before the slot is given back: a job
 		// waiting for the slot must find the pause.
 		if reset, ok := outposterr.ResetAt(err); ok && outposterr.IsQuota(err) {
@@ -647,9 +683,15 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 			cost, known = res.Usage.CostUSD, true
 		}
 		jobSpent += cost
+		var tokens int64
+		if res != nil {
+			tokens = res.Usage.Tokens()
+		}
+		jobTokens += tokens
 		r.mu.Lock()
 		r.spent += cost
-		if r.opts.MaxCostUSD > 0 && r.spent >= r.opts.MaxCostUSD {
+		r.tokens += tokens
+		if (r.opts.MaxCostUSD > 0 && r.spent >= r.opts.MaxCostUSD) || (r.opts.MaxTokens > 0 && r.tokens >= r.opts.MaxTokens) {
 			r.status.Stopped = true
 		}
 		r.mu.Unlock()

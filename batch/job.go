@@ -62,6 +62,9 @@ type Job struct {
 	// assistant turns (0: Options.MaxJobCostUSD, Options.MaxTurns).
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	MaxTurns   int     `json:"max_turns,omitempty"`
+	// MaxTokens caps the job's tokens of every class, summed over its turns
+	// (0: Options.MaxJobTokens). It needs no price.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
 	// Attempts runs K independent trials of the job (0 or 1: one), each
 	// with its own id (ID#1 … ID#K), workspace and conversation.
 	Attempts int `json:"attempts,omitempty"`
@@ -105,8 +108,8 @@ func (j *Job) Compile() error {
 		return bad("negative timeout")
 	case j.CPUs < 0 || math.IsNaN(j.CPUs) || math.IsInf(j.CPUs, 0) || j.Memory < 0 || j.Pids < 0:
 		return bad("cpus, memory and pids must be positive")
-	case j.MaxCostUSD < 0 || math.IsNaN(j.MaxCostUSD) || math.IsInf(j.MaxCostUSD, 0) || j.MaxTurns < 0:
-		return bad("max_cost_usd and max_turns must be positive")
+	case j.MaxCostUSD < 0 || math.IsNaN(j.MaxCostUSD) || math.IsInf(j.MaxCostUSD, 0) || j.MaxTurns < 0 || j.MaxTokens < 0:
+		return bad("max_cost_usd, max_tokens and max_turns must be positive")
 	}
 	if j.Source != nil {
 		if err := j.Source.Validate(); err != nil {

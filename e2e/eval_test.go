@@ -173,6 +173,7 @@ type evalJob struct {
 	Memory   string          `json:"memory,omitempty"`
 	Pids     int64           `json:"pids,omitempty"`
 	Timeout  string          `json:"timeout,omitempty"`
+	Model    string          `json:"model,omitempty"`
 }
 
 func writeJobs(t *testing.T, path string, jobs []evalJob) {
@@ -354,10 +355,14 @@ func TestEvalRootOwnedWorkspace(t *testing.T) {
 
 // TestEvalCostCap: a Claude Code, a Codex and a Copilot job under a
 // generous --max-cost-usd run to ok (every token class they report has a
-// price, Claude Code's cache writes included); under a tiny cap the Claude
-// Code job (which reports usage as it goes) is stopped by the harness once
-// its spend passes the cap and fails as process with budget "cost"; one
-// over --max-turns fails with budget "turns"; the batch exits 12 each time.
+// price, Claude Code's cache writes included) and their usage of record is
+// the gateway's; under a tiny cap each is stopped where its requests go —
+// the gateway refuses the request after the one that crossed the cap, the
+// upstream never sees it — and fails as process with budget "cost" (Codex
+// and Copilot report usage only at the end, so nothing else could stop
+// them); the same with a tiny --max-tokens; one over --max-turns fails with
+// budget "turns"; the batch exits 12 each time. A cost cap on a model
+// without a price is refused before any lease is made.
 func TestEvalCostCap(t *testing.T) {
 	evalDocker(t)
 	outpost := buildOutpost(t)
@@ -392,37 +397,58 @@ func TestEvalCostCap(t *testing.T) {
 	require.Len(t, recs, len(three), out)
 	for _, r := range recs {
 		assert.True(t, r.Outcome.OK, "%s: %+v", r.Job, r.Outcome)
-		if r.Agent == "claude" {
-			assert.True(t, r.Outcome.Usage.CostKnown, "claude: Claude Code reports its cost")
+		assert.True(t, r.Outcome.Usage.CostKnown, "%s: the gateway priced every response", r.Job)
+		assert.Positive(t, r.Outcome.Usage.CostUSD, r.Job)
+	}
+
+	// One model response of any of them costs more than a hundredth of a
+	// cent at list price: the second request is refused.
+	for _, cap := range [][]string{{"--max-cost-usd", "0.0001"}, {"--max-tokens", "10"}} {
+		code, recs, out = batch(cap...)
+		assert.Equal(t, int(outpostcli.ExitBudget), code, out)
+		require.Len(t, recs, len(three), out)
+		for _, r := range recs {
+			o := r.Outcome
+			assert.False(t, o.OK, "%s %v", r.Job, cap)
+			assert.Equal(t, "process", o.Class, "%s %v: %s", r.Job, cap, o.Error)
+			want, spent := "cost", "the cost cap of $0.0001 is spent"
+			if cap[0] == "--max-tokens" {
+				want, spent = "tokens", "the token cap of 10 is spent"
+			}
+			assert.Equal(t, want, o.Budget, "%s %v: %s", r.Job, cap, o.Error)
+			assert.Contains(t, o.Error, spent, "%s: stopped by its spend, not by a missing price", r.Job)
+			assert.Equal(t, 1, r.Turns, "no further turn")
 		}
 	}
 
-	// A Claude Code turn on the scripted server costs about $0.1 at list
-	// price: a cent stops it at its first model response.
-	writeJobs(t, jobs, three[:1])
-	code, recs, out = batch("--max-cost-usd", "0.01")
-	assert.Equal(t, int(outpostcli.ExitBudget), code, out)
-	require.Len(t, recs, 1, out)
-	o := recs[0].Outcome
-	assert.False(t, o.OK)
-	assert.Equal(t, "process", o.Class)
-	assert.Equal(t, "cost", o.Budget)
-	assert.Contains(t, o.Error, "the cost cap of $0.0100 is spent", "stopped by its spend, not by a missing price")
-	assert.NotContains(t, o.Error, "cannot be enforced")
-	assert.Equal(t, 1, recs[0].Turns, "no further turn")
+	// A model without a price cannot be capped in dollars: refused before
+	// anything runs, with the way out.
+	unpriced := three[1]
+	unpriced.Model = "no-such-model-0"
+	writeJobs(t, jobs, []evalJob{unpriced})
+	results := filepath.Join(t.TempDir(), "results.jsonl")
+	cmd := exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-cost-usd", "1")
+	cmd.Dir = t.TempDir()
+	b, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, string(b))
+	assert.Equal(t, int(outpostcli.ExitConfiguration), exit.ExitCode(), string(b))
+	assert.Contains(t, string(b), `model "no-such-model-0" has no price`)
+	assert.Contains(t, string(b), "--max-tokens")
+	assert.NoFileExists(t, results, "no job ran")
+	writeJobs(t, jobs, three[:1])
 
 	// --max-turns 1: Claude Code stops itself after the tool turn
 	// (--max-turns) and the turn fails with budget "turns".
-	results := filepath.Join(t.TempDir(), "results.jsonl")
-	cmd := exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-turns", "1")
+	results = filepath.Join(t.TempDir(), "results.jsonl")
+	cmd = exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--max-turns", "1")
 	cmd.Dir = t.TempDir()
-	b, err := cmd.CombinedOutput()
+	b, err = cmd.CombinedOutput()
 	require.ErrorAs(t, err, &exit, string(b))
 	assert.Equal(t, int(outpostcli.ExitBudget), exit.ExitCode(), string(b))
 	recs = readRecords(t, results)
 	require.Len(t, recs, 1)
-	o = recs[0].Outcome
+	o := recs[0].Outcome
 	assert.Equal(t, "process", o.Class)
 	assert.Equal(t, "turns", o.Budget, "%+v", o)
 	require.NotNil(t, recs[0].Patch, "what the agent did before the cap is kept")

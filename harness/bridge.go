@@ -40,10 +40,36 @@ type Bridge struct {
 	// of a test); empty: the plan's, or the turn's Input.Endpoint when the
 	// caller set one.
 	Upstream string
-	// Budget caps the cost of the turn's requests (nil: none); Price prices
-	// them (nil: unpriced, and a budget then refuses every request).
+	// Budget, when set, is a budget every turn on this bridge draws on
+	// besides its own caps (Limits.MaxCostUSD, Limits.MaxTokens): the cap
+	// of a whole batch, shared by its concurrent turns. Price prices the
+	// responses (nil: list prices, gateway.ListPrice).
 	Budget *gateway.Budget
 	Price  gateway.PriceFunc
+	// Endpoint also bridges a turn whose credential plan has nothing to
+	// bridge but whose input names an endpoint (Input.Endpoint, such as
+	// the offline scripted server): the endpoint's key is the credential
+	// the gateway presents upstream, as a bearer token, and the CLI gets
+	// the placeholder in the same place. Its turns then go through the
+	// gateway as real ones do: measured, and capped where requests go.
+	Endpoint bool
+}
+
+// turnBudget is the budget a turn's grants draw on: the turn's caps under
+// the bridge's shared budget; nil when neither caps anything.
+func (b *Bridge) turnBudget(l Limits) (*gateway.Budget, error) {
+	if b == nil {
+		return nil, nil
+	}
+	caps := gateway.Caps{USD: l.MaxCostUSD, Tokens: l.MaxTokens}
+	if caps == (gateway.Caps{}) && b.Budget == nil {
+		return nil, nil
+	}
+	bud, err := b.Budget.Sub(caps)
+	if err != nil {
+		return nil, asClass(err, outposterr.Configuration, "turn budget")
+	}
+	return bud, nil
 }
 
 // grantHandle is a grant on the runner's gateway or on a remote one.
@@ -51,29 +77,70 @@ type grantHandle interface {
 	Placeholder() string
 	Revoke()
 	Snapshot() gateway.Snapshot
+	// Refused is closed when the grant's budget first refuses a request.
+	Refused() <-chan struct{}
 }
 
 // bridged is a turn's grant.
 type bridged struct {
-	grant grantHandle
+	grant  grantHandle
+	budget *gateway.Budget
+}
+
+// over returns the budget's stop once it refuses requests (nil before).
+func (br *bridged) over() *budgetHit {
+	if br == nil || br.budget == nil {
+		return nil
+	}
+	select {
+	case <-br.grant.Refused():
+	default:
+		return nil
+	}
+	reason, msg := br.budget.Over()
+	if reason == "" {
+		// A remote gateway refused on its part of the budget; what it
+		// measured is charged when the grant is revoked.
+		reason, msg = "tokens", gateway.BudgetMarker+" at the gateway sidecar"
+		if br.budget.CostCapped() {
+			reason = "cost"
+		}
+	}
+	return &budgetHit{reason: reason, text: "the gateway refused further requests: " + msg}
 }
 
 // grantFor opens the turn's grant for plan's bridge in lease sb and points
 // in at the gateway; nil when the plan has nothing to bridge.
-func (b *Bridge) grantFor(ctx context.Context, sb sandbox.Sandbox, label string, plan credentials.Plan, in *adapters.Input) (*bridged, error) {
-	if b == nil || plan.Bridge == nil {
+func (b *Bridge) grantFor(ctx context.Context, sb sandbox.Sandbox, label string, plan credentials.Plan, in *adapters.Input, budget *gateway.Budget) (*bridged, error) {
+	if b == nil {
 		return nil, nil
 	}
-	up := plan.Bridge.Upstream
-	if in.Endpoint != nil {
-		up = in.Endpoint.BaseURL
+	var (
+		up    string
+		cred  gateway.Credential
+		oauth bool
+	)
+	switch {
+	case plan.Bridge != nil:
+		up = plan.Bridge.Upstream
+		if in.Endpoint != nil {
+			up = in.Endpoint.BaseURL
+		}
+		cred, oauth = gateway.Credential{Scheme: gateway.Scheme(plan.Bridge.Scheme), Secret: plan.Bridge.Secret}, plan.Bridge.OAuth
+	case b.Endpoint && in.Endpoint != nil && in.Endpoint.APIKey+in.Endpoint.OAuthToken != "":
+		up, oauth = in.Endpoint.BaseURL, in.Endpoint.OAuthToken != ""
+		cred = gateway.Credential{Scheme: gateway.SchemeBearer, Secret: in.Endpoint.APIKey + in.Endpoint.OAuthToken}
+	default:
+		return nil, nil
 	}
 	if b.Upstream != "" {
 		up = b.Upstream
 	}
-	spec := gateway.GrantSpec{Label: label, Upstream: up,
-		Credential: gateway.Credential{Scheme: gateway.Scheme(plan.Bridge.Scheme), Secret: plan.Bridge.Secret},
-		Price:      b.Price, Budget: b.Budget}
+	price := b.Price
+	if price == nil {
+		price = gateway.ListPrice
+	}
+	spec := gateway.GrantSpec{Label: label, Upstream: up, Credential: cred, Price: price, Budget: budget}
 	var (
 		g   grantHandle
 		url = b.URL
@@ -96,10 +163,10 @@ func (b *Bridge) grantFor(ctx context.Context, sb sandbox.Sandbox, label string,
 		g = lg
 	}
 	in.Endpoint = &adapters.Endpoint{BaseURL: url, APIKey: g.Placeholder()}
-	if plan.Bridge.OAuth {
+	if oauth {
 		in.Endpoint = &adapters.Endpoint{BaseURL: url, OAuthToken: g.Placeholder()}
 	}
-	return &bridged{grant: g}, nil
+	return &bridged{grant: g, budget: budget}, nil
 }
 
 // finish revokes the grant and folds what the gateway measured into res:
@@ -108,15 +175,23 @@ func (b *Bridge) grantFor(ctx context.Context, sb sandbox.Sandbox, label string,
 func (br *bridged) finish(res *Result) {
 	br.grant.Revoke()
 	snap := br.grant.Snapshot()
-	if snap.Requests > 0 && snap.Usage.Complete && (!res.Usage.Complete || res.Usage.Tokens() == 0) {
+	if snap.Requests > 0 && snap.Usage.Complete && snap.Usage.Tokens() > 0 {
+		// The wire's measurement is the usage of record: it counts every
+		// request the lease made, also those the CLI does not report (or
+		// that did not come from the CLI at all).
 		u := snap.Usage
-		if !u.CostKnown && len(snap.Models) == 1 {
-			if p := usage.Priced(snap.Models[0], u); p.CostKnown {
-				u = p
-			}
+		u.CostKnown = snap.Priced()
+		u.CostSource = ""
+		if u.CostKnown {
+			u.CostSource = usage.CostSourceEstimate
+		} else {
+			u.CostUSD = 0
 		}
-		res.Usage = u
-		res.Warnings = append(res.Warnings, fmt.Sprintf("usage measured by the gateway (%d requests)", snap.Requests))
+		if res.Usage.Complete || res.Usage.Tokens() > 0 {
+			cli := res.Usage
+			res.CLIUsage = &cli
+		}
+		res.Usage, res.UsageSource = u, "gateway"
 	}
 	if res.Err == nil {
 		return

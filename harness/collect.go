@@ -74,7 +74,7 @@ type collector struct {
 
 // budgetHit is a cap the running turn reached.
 type budgetHit struct {
-	reason string // "cost" or "turns"
+	reason string // "cost", "tokens" or "turns"
 	text   string
 }
 
@@ -259,10 +259,19 @@ func (c *collector) runningCost() (cost float64, known bool) {
 	return usage.Estimate(model, u)
 }
 
-// checkCost marks the turn over its cost cap.
+// checkCost marks the turn over its cost or token cap.
 func (c *collector) checkCost() {
+	if c.over != nil {
+		return
+	}
+	if max := c.limits.MaxTokens; max > 0 {
+		if n := c.ledger.Total().Tokens(); n >= max {
+			c.over = &budgetHit{reason: "tokens", text: fmt.Sprintf("the token cap of %d is spent (%d so far)", max, n)}
+			return
+		}
+	}
 	max := c.limits.MaxCostUSD
-	if max <= 0 || c.over != nil {
+	if max <= 0 {
 		return
 	}
 	cost, known := c.runningCost()

@@ -42,6 +42,13 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 	if _, err := planCredentials(t); err != nil {
 		return failed(t, started, err)
 	}
+	if t.Gateway != nil {
+		b, err := t.Gateway.turnBudget(t.Limits)
+		if err != nil {
+			return failed(t, started, err)
+		}
+		t.budget = b
+	}
 
 	// One lease for every attempt of the turn (a re-seed, a typed
 	// response's repair), so a repair finds the conversation even without a
@@ -133,6 +140,7 @@ type attempt struct {
 	baseline *usage.Usage
 	creds    *Credentials // the caller's, plus the adapter's configuration
 	inst     *install.Installed
+	br       *bridged                // the attempt's grant at the gateway, if any
 	cleanup  []func(context.Context) // bounded steps run after the CLI, in reverse
 }
 
@@ -199,7 +207,7 @@ func (a *attempt) configure(context.Context) error {
 // puts the CLI's credential environment into the input.
 func (a *attempt) installCredentials(ctx context.Context) error {
 	if a.creds == nil {
-		return nil
+		return a.bridgeEndpoint(ctx)
 	}
 	// The plan was checked before the lease existed; it is pure, so
 	// planning again gives the same plan.
@@ -207,11 +215,17 @@ func (a *attempt) installCredentials(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if plan.Bridge == nil {
+		if err := a.bridgeEndpoint(ctx); err != nil {
+			return err
+		}
+	}
 	if a.t.Gateway != nil && plan.Bridge != nil {
-		br, err := a.t.Gateway.grantFor(ctx, a.sb, a.res.Agent+" "+a.sb.ID(), plan, &a.in)
+		br, err := a.t.Gateway.grantFor(ctx, a.sb, a.res.Agent+" "+a.sb.ID(), plan, &a.in, a.t.budget)
 		if err != nil {
 			return err
 		}
+		a.br = br
 		// Registered first, so it runs last: after the CLI and its
 		// session-usage reader are done with the gateway.
 		a.deferCleanup(func(context.Context) { br.finish(a.res) })
@@ -239,6 +253,21 @@ func (a *attempt) installCredentials(ctx context.Context) error {
 			a.t.Logger.Debug("write back", "files", n)
 		})
 	}
+	return nil
+}
+
+// bridgeEndpoint puts the gateway between the CLI and the endpoint the
+// input names, when the bridge asks for it (Bridge.Endpoint).
+func (a *attempt) bridgeEndpoint(ctx context.Context) error {
+	if a.t.Gateway == nil || !a.t.Gateway.Endpoint {
+		return nil
+	}
+	br, err := a.t.Gateway.grantFor(ctx, a.sb, a.res.Agent+" "+a.sb.ID(), credentials.Plan{}, &a.in, a.t.budget)
+	if err != nil || br == nil {
+		return err
+	}
+	a.br = br
+	a.deferCleanup(func(context.Context) { br.finish(a.res) })
 	return nil
 }
 
@@ -334,8 +363,13 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		col.seq = st.seq
 		defer func() { st.seq = col.seq }()
 	}
-	v := supervise(ctx, turnCtx, a.t, proc, col, feed, a.t.steer)
+	v := supervise(ctx, turnCtx, a.t, proc, col, feed, a.t.steer, a.br)
 	a.res.Exit, a.res.Exited = v.exit, v.exited
+	if hit := a.br.over(); hit != nil && v.stop == stopNone && !col.finishedOK() {
+		// The CLI gave up on the gateway's refusal before the harness
+		// stopped it: the budget ended the turn all the same.
+		col.over, v.stop = hit, stopBudget
+	}
 	if v.stop == stopSettled {
 		col.warn("CLI kept running after its final event; stopped after the settle window")
 	}

@@ -32,7 +32,7 @@ type exitResult struct {
 // With a steer (interrupt-and-resume live input) a caller message stops the
 // CLI with SIGINT once it has named its conversation and before its final
 // event; the messages are left in the steer for the next attempt.
-func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector, feed *liveFeed, st *steer) verdict {
+func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, col *collector, feed *liveFeed, st *steer, br *bridged) verdict {
 	lim := t.Limits
 	v := verdict{deadline: lim.Deadline, idle: lim.IdleTimeout}
 	// A few lines in flight: each may be up to MaxLineBytes.
@@ -105,6 +105,10 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 		}
 	}
 	done := turnCtx.Done()
+	var spent <-chan struct{} // the gateway refuses the turn's requests
+	if br != nil && br.budget != nil {
+		spent = br.grant.Refused()
+	}
 	messages := feed.messages()
 	if st != nil {
 		messages = st.src
@@ -116,6 +120,15 @@ loop:
 		case l := <-lineCh:
 			handle(l)
 			resetTimer(idle, lim.IdleTimeout)
+		case <-spent:
+			spent = nil
+			if hit := br.over(); hit != nil && col.finished == nil && v.stop == stopNone {
+				if col.over == nil {
+					col.over = hit
+				}
+				stop(stopBudget, nil)
+				killWait = time.After(lim.KillGrace + 10*time.Second)
+			}
 		case m, ok := <-messages:
 			if !ok {
 				messages = nil

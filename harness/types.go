@@ -8,6 +8,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/typed"
@@ -74,6 +75,15 @@ type Limits struct {
 	// turn is stopped too, as the model gateway's budgets do. The stop is a
 	// process failure with Details.Budget "cost".
 	MaxCostUSD float64
+	// MaxTokens stops the turn once it has used this many tokens of every
+	// class (input, cached input, cache writes, output; 0: no cap). It needs
+	// no price. The stop is a process failure with Details.Budget "tokens".
+	//
+	// When the turn's credential goes through the model gateway (Turn.Gateway),
+	// both caps are enforced there too: the gateway measures every response,
+	// refuses requests once a cap is spent, and the harness stops the turn
+	// at once. Its measurement is then the turn's usage of record.
+	MaxTokens int64
 	// MaxTurns stops the turn when the agent starts more assistant turns
 	// (model responses between tool results) than this (0: no cap). A CLI
 	// that caps its own turns (adapters.TurnLimiter, Claude Code
@@ -163,6 +173,9 @@ type Turn struct {
 	Live <-chan string
 	// steer is the interrupt-and-resume state of a steered turn.
 	steer *steer
+	// budget is the turn's budget at the gateway (its caps, drawing on
+	// Gateway.Budget), shared by its attempts; nil without caps or gateway.
+	budget *gateway.Budget
 	// Schema, when set, asks for a typed response: a final answer that is
 	// one JSON value matching this JSON Schema (compile it with
 	// typed.Compile). A CLI with native structured output gets the schema
@@ -237,6 +250,12 @@ type Result struct {
 	TextTruncated bool `json:"text_truncated,omitempty"`
 	// Usage is the turn's token and cost account.
 	Usage usage.Usage `json:"usage"`
+	// UsageSource says whose measurement Usage is: "gateway" when the
+	// turn's requests went through the model gateway, which measured every
+	// response on the wire (then CLIUsage keeps what the CLI reported, as
+	// a cross-check), "cli" when it is the CLI's own report.
+	UsageSource string       `json:"usage_source,omitempty"`
+	CLIUsage    *usage.Usage `json:"cli_usage,omitempty"`
 	// Events holds the events when Turn.KeepEvents is set (at most
 	// Limits.KeptEvents; Counts counts them all).
 	Events []adapters.Event `json:"events,omitempty"`

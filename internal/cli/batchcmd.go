@@ -45,6 +45,9 @@ type BatchOptions struct {
 	// MaxCostUSD caps each job's cost, MaxBatchCostUSD the batch's.
 	MaxCostUSD      float64
 	MaxBatchCostUSD float64
+	// MaxTokens caps each job's tokens, MaxBatchTokens the batch's.
+	MaxTokens      int64
+	MaxBatchTokens int64
 	// MaxTurns caps each turn's assistant turns.
 	MaxTurns int
 	// Predictions is the SWE-bench predictions file to write.
@@ -62,7 +65,7 @@ line per finished job to the results file. A job line:
 
   {"id","agent","prompt", "source":{"repo","commit"}|{"dir"} | "workspace",
    "metadata":{…}, "model","effort","timeout","idle_timeout","env":[…],
-   "image","cpus","memory","pids", "max_cost_usd","max_turns", "attempts",
+   "image","cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
    "conversation","fallback":[…],"schema":{…}}
 
 Relative paths resolve against the jobs file's directory. A job with a source runs
@@ -123,6 +126,8 @@ writes one file per trial of jobs with attempts.`,
 	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent (0: none)")
 	fl.Float64Var(&o.MaxCostUSD, "max-cost-usd", 0, "stop a job once its cost reaches this many dollars (0: no cap)")
 	fl.Float64Var(&o.MaxBatchCostUSD, "max-batch-cost-usd", 0, "start no further turn once the batch's cost reaches this many dollars (0: no cap)")
+	fl.Int64Var(&o.MaxTokens, "max-tokens", 0, "stop a job once it has used this many tokens, of every class (0: no cap; needs no price)")
+	fl.Int64Var(&o.MaxBatchTokens, "max-batch-tokens", 0, "start no further turn once the batch has used this many tokens (0: no cap)")
 	fl.IntVar(&o.MaxTurns, "max-turns", 0, "stop a turn after this many assistant turns (0: no cap)")
 	fl.StringVar(&o.Predictions, "predictions", "", "write SWE-bench predictions JSONL from the jobs' metadata.instance_id")
 	return cmd
@@ -192,8 +197,8 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if err != nil {
 		return &flagError{err}
 	}
-	if o.MaxCostUSD < 0 || o.MaxBatchCostUSD < 0 || o.MaxTurns < 0 {
-		return &flagError{fmt.Errorf("--max-cost-usd, --max-batch-cost-usd and --max-turns take positive values")}
+	if o.MaxCostUSD < 0 || o.MaxBatchCostUSD < 0 || o.MaxTurns < 0 || o.MaxTokens < 0 || o.MaxBatchTokens < 0 {
+		return &flagError{fmt.Errorf("--max-cost-usd, --max-batch-cost-usd, --max-tokens, --max-batch-tokens and --max-turns take positive values")}
 	}
 	switch {
 	case o.MaxRetries < 0:
@@ -267,6 +272,7 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 			Concurrency: total, AgentConcurrency: perAgent, MaxParks: noneIfZero(o.MaxParks), MaxPark: o.MaxPark,
 			MaxRetries: noneIfZero(o.MaxRetries), Done: done, Attempts: prev.count,
 			MaxJobCostUSD: o.MaxCostUSD, MaxCostUSD: o.MaxBatchCostUSD, MaxTurns: o.MaxTurns,
+			MaxJobTokens: o.MaxTokens, MaxTokens: o.MaxBatchTokens,
 		}); err != nil && !outposterr.IsBudget(err) {
 			return err
 		} else if err != nil {
@@ -299,6 +305,9 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 	}
 	defer s.close()
 	if err := s.r.CheckJobs(jobs); err != nil {
+		return nil, err
+	}
+	if err := s.r.CheckPrices(jobs, opts); err != nil {
 		return nil, err
 	}
 	out, err := os.OpenFile(o.Results, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
