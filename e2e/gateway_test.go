@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,6 +26,8 @@ import (
 	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
+	outpostcli "github.com/outpost-dev/outpost/internal/cli"
+	"github.com/outpost-dev/outpost/internal/fakecli"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
@@ -468,5 +471,59 @@ func TestGatewayBudgetStopsToolTurn(t *testing.T) {
 			assert.Contains(t, res.Outcome().Error, gateway.BudgetMarker)
 			assert.Equal(t, outposterr.Process, outposterr.ClassOf(err), "%v", err)
 		})
+	}
+}
+
+// TestGatewayBudgetHoldsAgainstTheLease: code in the lease that bypasses
+// its CLI and sends large requests straight to the gateway with its
+// placeholder meets the turn's cost cap there: the upstream answers only
+// until the spend crosses the cap (requests go one at a time, so nothing
+// else is in flight), the next request is refused, the harness stops the
+// turn at once as budget "cost" — the flood, which would outlast the
+// turn's deadline, never finishes — and the turn's usage of record is the
+// gateway's.
+func TestGatewayBudgetHoldsAgainstTheLease(t *testing.T) {
+	f := newGWFixture(t)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	ws := workspace(t)
+	sb, err := f.provider.Acquire(context.Background(), sandbox.Spec{Workspace: ws,
+		Mounts:   []sandbox.Mount{{Source: exe, Target: fakeInContainer, ReadOnly: true}},
+		Forwards: []sandbox.Forward{{Socket: f.sock, Port: gateway.DefaultLeasePort}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, sb.Release(context.Background())) })
+
+	const capUSD = 0.05
+	var texts []string
+	res, err := harness.Run(context.Background(), harness.Turn{
+		Adapter: fakecli.New(fakeInContainer), Sandbox: sb, KeepEvents: true,
+		// So many that, were the turn not stopped, the deadline would.
+		Input: adapters.Input{Prompt: "flood 1000000 200000",
+			Endpoint: &adapters.Endpoint{BaseURL: f.srv.URL(), APIKey: gwMarker}},
+		Gateway: &harness.Bridge{Gateway: f.gw, URL: gateway.LeaseURL(gateway.DefaultLeasePort), Endpoint: true},
+		Limits:  harness.Limits{MaxCostUSD: capUSD, Deadline: 3 * time.Minute},
+		OnEvent: func(ev adapters.Event) {
+			if ev.Kind == adapters.KindText {
+				texts = append(texts, ev.Text)
+			}
+		},
+	})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Process, outposterr.ClassOf(err), "%v", err)
+	assert.Equal(t, "cost", outposterr.BudgetReason(err), "%v", err)
+	assert.Equal(t, outpostcli.ExitBudget, outpostcli.ExitCodeOf(err))
+	assert.NotContains(t, texts, "flood done", "the turn was stopped, not run to its end")
+
+	answered := f.srv.Requests()
+	require.NotEmpty(t, answered)
+	assert.Equal(t, "gateway", res.UsageSource)
+	require.True(t, res.Usage.CostKnown)
+	// The cap was crossed by the last answered request, not before it.
+	per := res.Usage.CostUSD / float64(len(answered))
+	assert.GreaterOrEqual(t, res.Usage.CostUSD, capUSD)
+	assert.Less(t, res.Usage.CostUSD-per, capUSD, "no request started after the spend reached the cap")
+	assert.Contains(t, texts, fmt.Sprintf("flood: %d", gateway.BudgetStatus), "the lease saw the refusal")
+	for _, tx := range texts {
+		assert.NotContains(t, tx, gwMarker)
 	}
 }

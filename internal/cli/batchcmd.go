@@ -86,11 +86,14 @@ work it did), with a short continuation prompt. A quota with a reset pauses ever
 job of the same agent and account until the reset. Outages are retried with capped
 exponential backoff and full jitter, then fall back.
 
-Budgets: --max-cost-usd caps each job, --max-batch-cost-usd the batch, --max-turns
-each turn's assistant turns (Claude Code enforces it itself; other CLIs are counted).
-A job stopped by a cap fails as process with "budget" set in its outcome (exit 12);
-a batch over its cap starts no further turn. Costs are the CLI's reported cost,
-else list prices; a turn whose tokens nothing prices is stopped when a cap is set.
+Budgets: --max-cost-usd caps each job, --max-batch-cost-usd the batch, --max-tokens
+and --max-batch-tokens their tokens (no price needed), --max-turns each turn's
+assistant turns (Claude Code enforces it itself; other CLIs are counted). Caps are
+enforced at the model gateway when the credential goes through it (and for capped
+--offline turns): it refuses requests once a cap is spent and its measurement is the
+usage of record. A job stopped by a cap fails as process with "budget" set in its
+outcome (exit 12); a batch over its cap starts no further turn. A dollar cap on a
+model without a list price is refused before anything runs; cap tokens instead.
 
 A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stops scheduling, cancels running turns and
 removes their sandboxes. --resume

@@ -38,7 +38,7 @@ const exitHelp = `Exit codes:
   9    session: a conversation could not be found or restored
   10   protocol: the CLI's output broke its contract
   11   internal: a bug in Outpost (please report it)
-  12   budget: a cost or turn cap you set stopped the work (--max-cost-usd, --max-turns)
+  12   budget: a cost, token or turn cap you set stopped the work (--max-cost-usd, --max-tokens, --max-turns)
   130  aborted (interrupted); a signal gives 128 + its number: 129 SIGHUP,
        130 SIGINT, 131 SIGQUIT, 143 SIGTERM`
 

@@ -18,6 +18,11 @@
 //	ws-put PATH TEXT   write TEXT to PATH, relative to the working directory
 //	ws-del PATH        remove PATH, relative to the working directory
 //	exit CODE          exit with CODE (default 0 at the end of the script)
+//	flood N BYTES      send N Anthropic messages requests of BYTES prompt bytes
+//	                   each, one after another and whatever their answers, to
+//	                   the input's endpoint with its key (a hostile agent
+//	                   bypassing its CLI); a text event "flood: STATUS…" each
+//	                   time and one "flood done" line at the end
 //
 // and, for [StorageAdapter], write, cat and hooks.
 //
@@ -35,8 +40,11 @@ package fakecli
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -73,6 +81,45 @@ const (
 	MCPExpectEnv = "FAKECLI_MCP_EXPECT"
 	MCPSecretEnv = "FAKECLI_MCP_SECRET"
 )
+
+// BaseURLEnv and KeyEnv carry the input's endpoint (Input.Endpoint) to the
+// fake, for its flood command.
+const (
+	BaseURLEnv = "FAKECLI_BASE_URL"
+	KeyEnv     = "FAKECLI_KEY"
+)
+
+// flood runs the flood command "N BYTES".
+func flood(arg string, say func(string)) {
+	var n, size int
+	if _, err := fmt.Sscan(arg, &n, &size); err != nil {
+		say("flood: bad arguments: " + err.Error())
+		return
+	}
+	prompt := strings.Repeat("x", size)
+	body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 64,
+		"messages": []map[string]string{{"role": "user", "content": prompt}}})
+	client := &http.Client{Timeout: time.Minute}
+	for i := 0; i < n; i++ {
+		req, err := http.NewRequest(http.MethodPost, strings.TrimRight(os.Getenv(BaseURLEnv), "/")+"/v1/messages", bytes.NewReader(body))
+		if err != nil {
+			say("flood: " + err.Error())
+			return
+		}
+		req.Header.Set("x-api-key", os.Getenv(KeyEnv))
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("content-type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			say("flood: " + err.Error())
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		say(fmt.Sprintf("flood: %d", resp.StatusCode))
+	}
+	say("flood done")
+}
 
 // Main runs the fake CLI and exits.
 func Main() {
@@ -154,6 +201,13 @@ func Main() {
 			if err := os.Remove(arg); err != nil {
 				fmt.Fprintln(os.Stderr, "del:", err)
 			}
+		case "flood":
+			flush()
+			flood(arg, func(text string) {
+				b, _ := json.Marshal(map[string]string{"type": "text", "text": text})
+				fmt.Fprintln(out, string(b))
+				flush()
+			})
 		case "exit":
 			code, _ = strconv.Atoi(arg)
 			flush()
@@ -223,6 +277,9 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	env := map[string]string{ChildEnv: "1", "GORACE": "atexit_sleep_ms=0"}
 	for k, v := range in.Env {
 		env[k] = v
+	}
+	if ep := in.Endpoint; ep != nil {
+		env[BaseURLEnv], env[KeyEnv] = ep.BaseURL, ep.APIKey+ep.OAuthToken
 	}
 	args := []string{a.Path}
 	if in.Continue != "" {
