@@ -757,7 +757,7 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions
 		res, err := r.Run(ctx, Turn{OnEvent: onEvent, Agent: t.Agent, Prompt: t.Prompt, Model: j.Model, Effort: j.Effort,
 			Continue: t.Continue, Workspace: j.Workspace, Source: j.Source, EarlierPatch: t.Patch,
 			StopOnQuotaRetry: true, Schema: j.Compiled, Env: j.Env,
-			Limits: harness.Limits{Deadline: time.Duration(j.Timeout), IdleTimeout: time.Duration(j.IdleTimeout),
+			Limits: harness.Limits{Deadline: t.Timeout, IdleTimeout: time.Duration(j.IdleTimeout),
 				MaxCostUSD: t.MaxCostUSD, MaxTokens: t.MaxTokens, MaxTurns: t.MaxTurns},
 			Budget: shared,
 			Image:  j.Image, CPUs: j.CPUs, MemoryBytes: int64(j.Memory), Pids: j.Pids})

@@ -72,6 +72,9 @@ type Turn struct {
 	// workspace, to re-apply on the fresh copy a continued conversation
 	// runs in (nil: start from the source).
 	Patch []byte
+	// Timeout is what is left of the job's timeout (Job.Timeout) for this
+	// turn: the job's turns share it (0: the job has none).
+	Timeout time.Duration
 	// MaxCostUSD, MaxTokens and MaxTurns cap this turn (0: none): what is
 	// left of the job's and the batch's cost and token caps, and the job's
 	// turn cap.
@@ -177,6 +180,14 @@ type Options struct {
 	ContinuePrompt string
 	// MaxRetries bounds outage retries per agent (0: 3; negative: none).
 	MaxRetries int
+	// RetryTimeouts retries a turn that timed out as an outage. Off by
+	// default: a timeout is the agent's outcome (it did not finish in
+	// time), and a job's timeout bounds all its turns together. A timeout
+	// during which the CLI reported an outage is retried either way.
+	RetryTimeouts bool
+	// JobTimeout bounds each job's turns together when the job sets no
+	// Timeout of its own (0: each turn gets the runner's deadline).
+	JobTimeout time.Duration
 	// BaseBackoff and MaxBackoff shape the outage backoff (0: 2s and 2m).
 	BaseBackoff, MaxBackoff time.Duration
 	// MaxJobCostUSD caps each job's cost (a job's MaxCostUSD wins; 0: no
@@ -576,6 +587,7 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 	var last *harness.Result
 	var jobSpent float64
 	var jobTokens int64
+	var jobRan time.Duration // the job's turns' time, against its timeout
 	maxTurns := j.MaxTurns
 	if maxTurns == 0 {
 		maxTurns = r.opts.MaxTurns
@@ -669,9 +681,27 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		} else {
 			queued += r.opts.Now().Sub(asked)
 		}
+		var timeout time.Duration
+		jt := time.Duration(j.Timeout)
+		if jt == 0 {
+			jt = r.opts.JobTimeout
+		}
+		if jt > 0 {
+			if timeout = jt - jobRan; timeout <= 0 {
+				release()
+				err := outposterr.New(outposterr.Timeout, "%s: the job's timeout of %s is spent by its earlier turns", agent, jt).
+					With(outposterr.Details{Agent: agent})
+				if last != nil {
+					last.Err = err
+				}
+				return done(agent, last, err)
+			}
+		}
 		r.publish(func(s *Status) { s.Running++ })
+		turnStart := r.opts.Now()
 		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv, Patch: earlier,
-			MaxCostUSD: costCap, MaxTokens: tokenCap, MaxTurns: maxTurns})
+			Timeout: timeout, MaxCostUSD: costCap, MaxTokens: tokenCap, MaxTurns: maxTurns})
+		jobRan += r.opts.Now().Sub(turnStart)
 		// A quota pauses its account before the slot is given back: a job
 		// waiting for the slot must find the pause.
 		if reset, ok := outposterr.ResetAt(err); ok && outposterr.IsQuota(err) {
@@ -731,7 +761,8 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 			return done(agent, res, nil)
 		}
 		quota := outposterr.IsQuota(err)
-		outage := !quota && (outposterr.UnavailableReason(err) != "" || outposterr.ClassOf(err) == outposterr.Timeout)
+		outage := !quota && (outposterr.UnavailableReason(err) != "" ||
+			(r.opts.RetryTimeouts && outposterr.ClassOf(err) == outposterr.Timeout))
 		reset, hasReset := outposterr.ResetAt(err)
 		switch {
 		case quota && ai+1 < len(agents), outage && retries >= r.opts.MaxRetries && ai+1 < len(agents):

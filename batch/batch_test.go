@@ -291,3 +291,54 @@ func TestDurationExcludesQueueTime(t *testing.T) {
 	assert.GreaterOrEqual(t, byID["retried"].DurationMS, int64(20_000), "two turns of 10 s")
 	assert.LessOrEqual(t, byID["retried"].DurationMS, int64(40_000))
 }
+
+// TestTimeoutIsTheAgentsOutcome: a turn that timed out is not retried (it
+// is what the agent did in the time it had), unless RetryTimeouts asks.
+func TestTimeoutIsTheAgentsOutcome(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		clock := &fakeClock{now: t0}
+		turns := 0
+		turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+			turns++
+			if turns == 1 {
+				return &harness.Result{}, outposterr.New(outposterr.Timeout, "turn exceeded its deadline")
+			}
+			return ok("c")
+		}
+		recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "claude", Prompt: "p"}}, turn,
+			Options{Now: clock.Now, Sleep: clock.Sleep, RetryTimeouts: retry})
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		if retry {
+			assert.True(t, recs[0].Outcome.OK)
+			assert.Equal(t, 2, turns)
+		} else {
+			assert.Equal(t, "timeout", recs[0].Outcome.Class)
+			assert.Equal(t, 1, turns, "no retry")
+		}
+	}
+}
+
+// TestJobTimeoutBoundsItsTurns: a job's timeout is shared by its turns:
+// each gets what the earlier ones left, and once they have spent it the
+// job fails as a timeout without another turn. Backoff does not count.
+func TestJobTimeoutBoundsItsTurns(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	var got []time.Duration
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		got = append(got, tr.Timeout)
+		clock.mu.Lock()
+		clock.now = clock.now.Add(6 * time.Minute) // each turn runs 6 minutes
+		clock.mu.Unlock()
+		return &harness.Result{}, outageErr()
+	}
+	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "claude", Prompt: "p", Timeout: Duration(10 * time.Minute)}}, turn,
+		Options{Now: clock.Now, Sleep: clock.Sleep, MaxRetries: 5, BaseBackoff: time.Minute, Jitter: func() float64 { return 1 }})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, []time.Duration{10 * time.Minute, 4 * time.Minute}, got)
+	o := recs[0].Outcome
+	assert.Equal(t, "timeout", o.Class, "%+v", o)
+	assert.Contains(t, o.Error, "the job's timeout of 10m0s is spent")
+	assert.Equal(t, 2, recs[0].Turns)
+}

@@ -47,7 +47,9 @@ type Job struct {
 	// Metadata is any JSON object, copied unchanged into the job's result
 	// lines (metadata.instance_id names the task in predictions).
 	Metadata json.RawMessage `json:"metadata,omitempty"`
-	// Timeout and IdleTimeout bound each turn of the job (0: the defaults).
+	// Timeout bounds the job: its turns (retries, resumed parks) share it;
+	// time parked or backing off does not count (0: Options.JobTimeout).
+	// IdleTimeout bounds each turn's silence (0: the default).
 	Timeout     Duration `json:"timeout,omitempty"`
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	// Env names more variables to forward into the sandbox (names only).

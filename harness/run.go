@@ -22,6 +22,9 @@ import (
 func Run(ctx context.Context, t Turn) (res *Result, err error) {
 	t = t.withDefaults()
 	started := t.Now()
+	// One deadline for the whole turn: acquisition, seeding, every attempt
+	// (a re-seed, a typed repair, each steered continuation).
+	t.deadline = time.Now().Add(t.Limits.Deadline)
 	defer func() {
 		if v := recover(); v != nil {
 			t.Logger.Error("panic in turn", "panic", v, "stack", string(debug.Stack()))
@@ -54,7 +57,7 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 	// response's repair), so a repair finds the conversation even without a
 	// store.
 	if t.Sandbox == nil {
-		actx, acancel := context.WithTimeout(ctx, t.Limits.Deadline)
+		actx, acancel := context.WithDeadline(ctx, t.deadline)
 		sb, aerr := t.Provider.Acquire(actx, t.Spec)
 		acancel()
 		if aerr != nil {
@@ -151,7 +154,7 @@ func newAttempt(t Turn, in adapters.Input, baseline *usage.Usage) *attempt {
 
 // run runs the attempt's steps and returns its result.
 func (a *attempt) run(ctx context.Context) (*Result, error) {
-	turnCtx, cancel := context.WithTimeout(ctx, a.t.Limits.Deadline)
+	turnCtx, cancel := a.t.deadlineContext(ctx)
 	defer cancel()
 	defer a.runCleanup(ctx)
 	for _, step := range []func(context.Context) error{

@@ -14,6 +14,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/internal/fakecli"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/host"
 )
 
@@ -308,4 +309,31 @@ func TestValidateBeforeAnySandbox(t *testing.T) {
 	assert.ErrorContains(t, turn.Validate(), "invalid conversation id")
 	turn.Input.Continue, turn.Input.Fork = "", true
 	assert.ErrorContains(t, turn.Validate(), "fork needs the conversation")
+}
+
+// slowAcquire takes its time to make a lease, as a cold engine does.
+type slowAcquire struct {
+	sandbox.Provider
+	delay time.Duration
+}
+
+func (p slowAcquire) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	select {
+	case <-time.After(p.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return p.Provider.Acquire(ctx, spec)
+}
+
+// TestDeadlineBoundsTheWholeTurn: the turn's deadline counts from its
+// start, not from when its CLI starts: a slow acquisition plus a CLI that
+// would each fit in it alone make a turn past its deadline, a timeout.
+func TestDeadlineBoundsTheWholeTurn(t *testing.T) {
+	turn := fakeTurn(t, "sleep 1500ms\n"+`emit {"type":"result","text":"late"}`+"\n"+`emit {"type":"finished","ok":true}`)
+	turn.Provider = slowAcquire{Provider: turn.Provider, delay: 1500 * time.Millisecond}
+	turn.Limits.Deadline = 2 * time.Second
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err, "%+v", res)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"time"
@@ -47,7 +48,9 @@ var captureStall = cleanupTimeout
 // Limits bound a turn in time and memory. Zero fields take the defaults
 // above ([DefaultLimits]).
 type Limits struct {
-	// Deadline bounds the whole turn (lease acquisition included).
+	// Deadline bounds the whole turn: lease acquisition, seeding and every
+	// attempt — a re-seeded conversation, a typed response's repair, each
+	// continuation of a steered turn — share it.
 	Deadline time.Duration
 	// IdleTimeout fails a turn whose CLI prints nothing for this long.
 	IdleTimeout time.Duration
@@ -90,6 +93,15 @@ type Limits struct {
 	// --max-turns) is told and stops itself. The stop is a process failure
 	// with Details.Budget "turns".
 	MaxTurns int
+}
+
+// deadlineContext bounds ctx by the turn's deadline (Run sets it once for
+// the whole turn; a turn not started by Run gets Limits.Deadline from now).
+func (t Turn) deadlineContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t.deadline.IsZero() {
+		return context.WithTimeout(ctx, t.Limits.Deadline)
+	}
+	return context.WithDeadline(ctx, t.deadline)
 }
 
 // DefaultLimits returns the limits a zero [Limits] stands for.
@@ -173,6 +185,8 @@ type Turn struct {
 	Live <-chan string
 	// steer is the interrupt-and-resume state of a steered turn.
 	steer *steer
+	// deadline is when the turn's Limits.Deadline runs out, set by Run.
+	deadline time.Time
 	// budget is the turn's budget at the gateway (its caps, drawing on
 	// Gateway.Budget), shared by its attempts; nil without caps or gateway.
 	budget *gateway.Budget

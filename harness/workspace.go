@@ -80,7 +80,7 @@ exit 3`
 func prepareWorkspace(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 	name := t.Adapter.Name()
 	if t.Seed != nil {
-		ctx, cancel := context.WithTimeout(ctx, t.Limits.Deadline)
+		ctx, cancel := t.deadlineContext(ctx)
 		err := seed(ctx, t, sb)
 		cancel()
 		if err != nil {

@@ -39,9 +39,11 @@ type BatchOptions struct {
 	// RetryFailed reruns jobs whose latest result failed: "all" or a list
 	// of classes ("quota,process"); empty: off.
 	RetryFailed string
-	MaxParks    int
-	MaxPark     time.Duration
-	MaxRetries  int
+	// RetryTimeouts retries turns that timed out, as outages.
+	RetryTimeouts bool
+	MaxParks      int
+	MaxPark       time.Duration
+	MaxRetries    int
 	// MaxCostUSD caps each job's cost, MaxBatchCostUSD the batch's.
 	MaxCostUSD      float64
 	MaxBatchCostUSD float64
@@ -84,7 +86,9 @@ Quota failures try the next fallback agent, else are parked until their reset ti
 (or --max-park) and resumed on the conversation they left (in a copy holding the
 work it did), with a short continuation prompt. A quota with a reset pauses every
 job of the same agent and account until the reset. Outages are retried with capped
-exponential backoff and full jitter, then fall back.
+exponential backoff and full jitter, then fall back. A timeout is the job's outcome,
+not retried unless --retry-timeouts; --timeout (or a job's "timeout") bounds all of a
+job's turns together.
 
 Budgets: --max-cost-usd caps each job, --max-batch-cost-usd the batch, --max-tokens
 and --max-batch-tokens their tokens (no price needed), --max-turns each turn's
@@ -126,6 +130,7 @@ writes one file per trial of jobs with attempts.`,
 	fl.Lookup("retry-failed").NoOptDefVal = "all"
 	fl.IntVar(&o.MaxParks, "max-parks", 3, "times one job may wait for a quota reset (0: never; fail or fall back at once)")
 	fl.DurationVar(&o.MaxPark, "max-park", 6*time.Hour, "longest single wait for a quota reset")
+	fl.BoolVar(&o.RetryTimeouts, "retry-timeouts", false, "retry a turn that timed out like an outage (default: a timeout is the job's outcome)")
 	fl.IntVar(&o.MaxRetries, "max-retries", 3, "outage retries per agent (0: none)")
 	fl.Float64Var(&o.MaxCostUSD, "max-cost-usd", 0, "stop a job once its cost reaches this many dollars (0: no cap)")
 	fl.Float64Var(&o.MaxBatchCostUSD, "max-batch-cost-usd", 0, "start no further turn once the batch's cost reaches this many dollars (0: no cap)")
@@ -276,6 +281,7 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 			MaxRetries: noneIfZero(o.MaxRetries), Done: done, Attempts: prev.count,
 			MaxJobCostUSD: o.MaxCostUSD, MaxCostUSD: o.MaxBatchCostUSD, MaxTurns: o.MaxTurns,
 			MaxJobTokens: o.MaxTokens, MaxTokens: o.MaxBatchTokens,
+			RetryTimeouts: o.RetryTimeouts, JobTimeout: o.Run.Turn.Timeout,
 		}); err != nil && !outposterr.IsBudget(err) {
 			return err
 		} else if err != nil {
