@@ -95,10 +95,25 @@
 // or dotted paths, absolute request targets) is answered 404 by the
 // gateway; a WebSocket upgrade is answered 426 (Codex then streams over
 // HTTP). The query string passes through. Forwarding and X-Forwarded-*
-// headers are not added. Responses pass through unchanged and unbuffered:
-// a stream is flushed after every read, so each event reaches the lease as
-// soon as the upstream sent it. The gateway asks upstreams for
-// uncompressed responses so it can read them on the way.
+// headers are not added. Responses pass through unbuffered: a stream is
+// flushed after every read, so each event reaches the lease as soon as the
+// upstream sent it. The gateway asks upstreams for uncompressed responses
+// so it can read them on the way.
+//
+// Responses pass through unchanged but for one thing: every occurrence of
+// the grant's real credential — in response headers (names too, in any
+// case), the headers of 1xx responses, the body and trailers — is replaced
+// by [Redaction] ("[REDACTED]") before the lease gets it, so an upstream
+// that echoes the key it was sent (in an error message, a debug header)
+// hands the lease nothing. A body is read as it arrives and passed on at
+// once, except for a tail that could be the beginning of the key (at most
+// its length less one byte, and never a complete event line), which waits
+// for the next read; a body that ends there passes it on, a body cut by an
+// error drops it. Since a redaction changes a body's length, the lease gets
+// bodies without Content-Length (chunked). Usage is measured on the
+// upstream's bytes, before redaction. Only the key's literal bytes are
+// replaced: an upstream that returned it transformed (encoded, cut) would
+// not be caught.
 //
 // # Measurement
 //

@@ -108,7 +108,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
-		Transport:      transport,
+		Transport:      redactTransport{transport},
 		FlushInterval:  -1, // flush every write: streams pass through unbuffered
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.proxyError,
@@ -526,7 +526,8 @@ func hasBeta(h http.Header, beta string) bool {
 	return false
 }
 
-// modifyResponse records the status and wraps the body in a meter.
+// modifyResponse records the status, wraps the body in a meter and
+// redacts the credential from what goes back to the lease.
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	c := resp.Request.Context().Value(ctxKey{}).(*call)
 	gr := c.grant
@@ -546,9 +547,21 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		p = &jsonParser{api: c.route.api}
 	}
 	header := resp.Header.Clone()
-	resp.Body = &meter{rc: resp.Body, p: p, report: func(m measure, eof bool) {
+	var body io.ReadCloser = &meter{rc: resp.Body, p: p, report: func(m measure, eof bool) {
 		g.finish(c, p, header, m, eof)
 	}}
+	// The meter reads the upstream's bytes; the lease gets them with the
+	// credential redacted (headers, body, trailers).
+	secret := gr.cred.Secret
+	redactHeader(resp.Header, secret)
+	redactHeader(resp.Trailer, secret)
+	if resp.Body != http.NoBody && resp.Request.Method != http.MethodHead {
+		// A redaction changes the body's length.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+		body = newRedactor(body, secret, func() { redactHeader(resp.Trailer, secret) })
+	}
+	resp.Body = body
 	return nil
 }
 

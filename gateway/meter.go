@@ -451,7 +451,7 @@ func scrub(s, secret string) string {
 	if secret == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, secret, "[REDACTED]")
+	return strings.ReplaceAll(s, secret, Redaction)
 }
 
 // bound cuts s to at most n bytes on a rune boundary and drops control

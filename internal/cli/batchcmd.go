@@ -100,7 +100,8 @@ outcome (exit 12); a batch over its cap starts no further turn. A dollar cap on 
 model without a list price is refused before anything runs; cap tokens instead.
 
 A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stops scheduling, cancels running turns and
-removes their sandboxes. --resume
+removes their sandboxes, and prints the command that continues the batch (every flag
+of this invocation, --resume instead of --retry-failed). --resume
 redoes jobs without a result line; --retry-failed reruns jobs whose latest line failed
 (all, or only the named classes). The exit code covers the whole results file: 0
 when every job's latest line succeeded, else the failures' code when they share a
@@ -367,8 +368,8 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 	recs, err := s.r.Batch(ctx, jobs, outpost.BatchOptions{Options: opts, Attempt: attempt})
 	prog.finish()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; `outpost batch %s --resume --results %s` continues\n",
-			len(recs), o.Jobs, o.Results)
+		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; to continue, run:\n  %s\n",
+			len(recs), batchResumeCommand(cmd, o))
 		return recs, &silentError{outposterr.New(outposterr.Aborted, "batch interrupted")}
 	}
 	return recs, err

@@ -178,7 +178,8 @@ func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 // "outpost: CLASS: message".
 func printError(w io.Writer, class outposterr.Class, err error) {
 	msg := strings.TrimPrefix(err.Error(), string(class)+": ")
-	fmt.Fprintf(w, "outpost: %s: %s\n", class, msg)
+	// An error can quote an agent's stderr or a server's message.
+	fmt.Fprintf(w, "outpost: %s: %s\n", class, termSafe(msg))
 }
 
 // flagError marks command-line usage errors.

@@ -87,12 +87,12 @@ func (r *renderer) event(ev adapters.Event) {
 	if r.json {
 		b, err := json.Marshal(ev)
 		if err == nil {
-			fmt.Fprintf(r.out, "%s\n", b)
+			r.writeJSON(b)
 		}
 		return
 	}
 	if ev.Kind != adapters.KindTextDelta && r.inDelta {
-		fmt.Fprintln(r.out)
+		r.printf("\n")
 		r.inDelta = false
 	}
 	switch ev.Kind {
@@ -104,26 +104,26 @@ func (r *renderer) event(ev adapters.Event) {
 		if ev.Version != "" {
 			extra += " cli=" + ev.Version
 		}
-		fmt.Fprintf(r.out, "· conversation %s%s\n", ev.Conversation, extra)
+		r.printf("· conversation %s%s\n", ev.Conversation, extra)
 	case adapters.KindText:
-		fmt.Fprintf(r.out, "%s\n", ev.Text)
+		r.printf("%s\n", ev.Text)
 	case adapters.KindTextDelta:
-		fmt.Fprint(r.out, ev.Text)
+		r.printf("%s", ev.Text)
 		r.inDelta = true
 	case adapters.KindReasoning:
-		fmt.Fprintf(r.out, "  (thinking) %s\n", oneLine(ev.Text, 200))
+		r.printf("  (thinking) %s\n", oneLine(ev.Text, 200))
 	case adapters.KindTool:
-		fmt.Fprintf(r.out, "→ %s %s\n", ev.Tool.Name, oneLine(string(ev.Tool.Input), 200))
+		r.printf("→ %s %s\n", ev.Tool.Name, oneLine(string(ev.Tool.Input), 200))
 	case adapters.KindToolResult:
 		mark := "←"
 		if ev.ToolResult.IsError {
 			mark = "← error:"
 		}
-		fmt.Fprintf(r.out, "%s %s\n", mark, oneLine(ev.ToolResult.Preview, 200))
+		r.printf("%s %s\n", mark, oneLine(ev.ToolResult.Preview, 200))
 	case adapters.KindFileChange:
-		fmt.Fprintf(r.out, "✎ %s %s\n", ev.FileChange.Change, ev.FileChange.Path)
+		r.printf("✎ %s %s\n", ev.FileChange.Change, ev.FileChange.Path)
 	case adapters.KindRetry:
-		fmt.Fprintf(r.out, "↻ CLI retrying (attempt %d/%d, status %d %s)\n", ev.Retry.Attempt, ev.Retry.MaxAttempts, ev.Retry.Status, ev.Retry.Reason)
+		r.printf("↻ CLI retrying (attempt %d/%d, status %d %s)\n", ev.Retry.Attempt, ev.Retry.MaxAttempts, ev.Retry.Status, ev.Retry.Reason)
 	case adapters.KindQuota:
 		reset := ""
 		if !ev.Quota.ResetAt.IsZero() {
@@ -133,19 +133,19 @@ func (r *renderer) event(ev adapters.Event) {
 		if !ev.Quota.Blocking() {
 			mark = "·"
 		}
-		fmt.Fprintf(r.out, "%s rate limit %s%s %s\n", mark, ev.Quota.Status, reset, ev.Text)
+		r.printf("%s rate limit %s%s %s\n", mark, ev.Quota.Status, reset, ev.Text)
 	case adapters.KindWarning:
-		fmt.Fprintf(r.out, "! warning: %s\n", ev.Text)
+		r.printf("! warning: %s\n", ev.Text)
 	case adapters.KindFailure:
 		// Claude reports one failure twice (synthetic message, then result).
 		if ev.Text != r.lastFailure {
-			fmt.Fprintf(r.out, "✗ %s\n", oneLine(ev.Text, 500))
+			r.printf("✗ %s\n", oneLine(ev.Text, 500))
 		}
 		r.lastFailure = ev.Text
 	case adapters.KindStderr:
-		fmt.Fprintf(r.out, "  stderr: %s\n", oneLine(ev.Text, 500))
+		r.printf("  stderr: %s\n", oneLine(ev.Text, 500))
 	case adapters.KindInput:
-		fmt.Fprintf(r.out, "» %s\n", oneLine(ev.Text, 500))
+		r.printf("» %s\n", oneLine(ev.Text, 500))
 	case adapters.KindResult, adapters.KindUsage, adapters.KindFinished, adapters.KindRaw:
 		// The result text and usage are summarized at the end.
 	}
@@ -163,26 +163,26 @@ func (r *renderer) outcome(res *harness.Result) {
 		}
 		if r.json {
 			b, _ := json.Marshal(adapters.Event{Kind: adapters.KindWarning, Text: w})
-			fmt.Fprintf(r.out, "%s\n", b)
+			r.writeJSON(b)
 		} else {
 			if r.inDelta {
-				fmt.Fprintln(r.out)
+				r.printf("\n")
 				r.inDelta = false
 			}
-			fmt.Fprintf(r.out, "! warning: %s\n", w)
+			r.printf("! warning: %s\n", w)
 		}
 	}
 	o := res.Outcome()
 	if r.json {
 		b, _ := json.Marshal(o)
-		fmt.Fprintf(r.out, "%s\n", b)
+		r.writeJSON(b)
 		return
 	}
 	if r.inDelta {
-		fmt.Fprintln(r.out)
+		r.printf("\n")
 	}
 	if o.OK && res.Text != "" && res.Counts[adapters.KindText] == 0 {
-		fmt.Fprintln(r.out, res.Text)
+		r.printf("%s\n", res.Text)
 	}
 	u := o.Usage
 	cost := "unknown"
@@ -197,7 +197,7 @@ func (r *renderer) outcome(res *harness.Result) {
 		usageLine += " (incomplete)"
 	}
 	if o.OK {
-		fmt.Fprintf(r.out, "✔ ok  conversation=%s  %s  %s\n", o.Conversation, usageLine, res.Duration.Round(time.Millisecond))
+		r.printf("✔ ok  conversation=%s  %s  %s\n", o.Conversation, usageLine, res.Duration.Round(time.Millisecond))
 		return
 	}
 	line := fmt.Sprintf("✖ %s: %s", o.Class, strings.TrimPrefix(o.Error, o.Class+": "))
@@ -216,7 +216,22 @@ func (r *renderer) outcome(res *harness.Result) {
 	if o.Conversation != "" {
 		line += "  conversation=" + o.Conversation
 	}
-	fmt.Fprintln(r.out, line)
+	r.printf("%s\n", line)
+}
+
+// writeJSON writes one JSON line as it is: --json output is exact (JSON
+// escapes C0 controls itself; nothing else is altered).
+func (r *renderer) writeJSON(b []byte) {
+	_, _ = r.out.Write(b)
+	_ = r.out.WriteByte('\n')
+}
+
+// printf writes human-mode output with the text it carries neutralized for
+// the terminal (termSafe): an agent's text, tool input, errors and ids may
+// hold escape sequences meant to steer the terminal; the renderer's own
+// formats hold no control character but newline.
+func (r *renderer) printf(format string, a ...any) {
+	_, _ = r.out.WriteString(termSafe(fmt.Sprintf(format, a...)))
 }
 
 func oneLine(s string, n int) string {
