@@ -18,7 +18,31 @@ type liveFeed struct {
 	col     *collector
 	pump    *stdinPump
 	waiting []string // caller messages not yet deliverable
+	queued  liveQueue
 	closed  bool
+}
+
+// Live input queues hold at most this many messages, or bytes, that the
+// CLI has not taken yet; while one is full the harness takes no further
+// message from Turn.Live, so the caller's sends block.
+const (
+	MaxLiveQueue      = 1024
+	MaxLiveQueueBytes = 64 << 20
+)
+
+// liveQueue counts the messages of a queue against the bounds.
+type liveQueue struct{ n, bytes int }
+
+func (q *liveQueue) add(m string)  { q.n++; q.bytes += len(m) }
+func (q *liveQueue) take(m string) { q.n--; q.bytes -= len(m) }
+func (q liveQueue) full() bool     { return q.n >= MaxLiveQueue || q.bytes >= MaxLiveQueueBytes }
+
+// full reports whether the feed takes no message now.
+func (f *liveFeed) full() bool {
+	if f == nil {
+		return false
+	}
+	return f.queued.full()
 }
 
 func newLiveFeed(s adapters.LiveSession, stdin io.WriteCloser, src <-chan string, col *collector) *liveFeed {
@@ -43,6 +67,7 @@ func (f *liveFeed) add(m string) {
 		return
 	}
 	f.waiting = append(f.waiting, m)
+	f.queued.add(m)
 	f.flush()
 }
 
@@ -62,9 +87,10 @@ func (f *liveFeed) afterLine() {
 }
 
 func (f *liveFeed) flush() {
-	for len(f.waiting) > 0 && !f.closed && f.session.Ready() {
+	for len(f.waiting) > 0 && !f.closed && f.session.Ready() && f.pump.backlog() < MaxLiveQueue {
 		m := f.waiting[0]
 		f.waiting = f.waiting[1:]
+		f.queued.take(m)
 		b, err := f.session.EncodeInput(m)
 		if err != nil {
 			f.col.warn("live input not delivered: " + err.Error())
@@ -85,7 +111,7 @@ func (f *liveFeed) finish() {
 	f.pump.close()
 	n := len(f.waiting)
 	f.waiting = nil
-	for {
+	for i := 0; i < MaxLiveQueue; i++ { // a sender that never stops is not waited out
 		select {
 		case _, ok := <-f.src:
 			if ok {
@@ -129,6 +155,13 @@ func (p *stdinPump) write(b []byte) {
 	p.queue = append(p.queue, b)
 	p.mu.Unlock()
 	p.signal()
+}
+
+// backlog is how many writes wait for the CLI to read them.
+func (p *stdinPump) backlog() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
 }
 
 func (p *stdinPump) close() {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,4 +269,35 @@ emit {"type":"finished","ok":true}`)
 	require.NoError(t, err)
 	assert.Equal(t, "done", res.Text)
 	assert.Contains(t, res.Warnings, "1 live input message(s) not delivered: the CLI named no conversation to continue")
+}
+
+// TestLiveInputBackpressure: a CLI that stops reading its input does not
+// make the harness queue a sender's messages without bound: once the
+// queues are full the harness takes no more and the sender blocks.
+func TestLiveInputBackpressure(t *testing.T) {
+	turn := fakeTurn(t, "expect 1 stall") // takes one message, then reads nothing
+	turn.Limits.IdleTimeout = time.Second
+	live := make(chan string)
+	turn.Live = live
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	msg := strings.Repeat("m", 1024)
+	go func() {
+		for {
+			select {
+			case live <- msg:
+				sent.Add(1)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	_, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err))
+	// Two queues of MaxLiveQueue (the harness's and the stdin writer's),
+	// one batch in the writer's hands, what the pipe holds, and what the
+	// end of the turn counts as undelivered.
+	assert.Less(t, sent.Load(), int64(5*MaxLiveQueue), "the sender was held back")
 }

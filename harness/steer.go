@@ -20,11 +20,14 @@ import (
 type steer struct {
 	src         <-chan string
 	pending     []string
+	queued      liveQueue
 	interrupted bool  // the last attempt was stopped to take a message
 	seq         int64 // the last event's sequence number, across attempts
 }
 
-func (s *steer) add(m string) { s.pending = append(s.pending, m) }
+func (s *steer) add(m string) { s.pending = append(s.pending, m); s.queued.add(m) }
+
+func (s *steer) full() bool { return s.queued.full() }
 
 func (s *steer) waiting() bool { return s != nil && len(s.pending) > 0 }
 
@@ -54,8 +57,8 @@ func runSteered(ctx context.Context, t Turn, started time.Time) (*Result, error)
 		res.Started = started
 		res.Duration = t.Now().Sub(started)
 		// Messages sent while the attempt wound down wait in the channel.
-		msgs := append(st.pending, ready(st.src)...)
-		st.pending = nil
+		msgs := append(st.pending, ready(st.src, &st.queued)...)
+		st.pending, st.queued = nil, liveQueue{}
 		if len(msgs) == 0 {
 			return res, err
 		}
@@ -91,20 +94,22 @@ func runSteered(ctx context.Context, t Turn, started time.Time) (*Result, error)
 	}
 }
 
-// ready takes the messages src holds without waiting.
-func ready(src <-chan string) []string {
+// ready takes the messages src holds without waiting, while q has room.
+func ready(src <-chan string, q *liveQueue) []string {
 	var out []string
-	for {
+	for !q.full() {
 		select {
 		case m, ok := <-src:
 			if !ok {
 				return out
 			}
 			out = append(out, m)
+			q.add(m)
 		default:
 			return out
 		}
 	}
+	return out
 }
 
 func prevCumulative(r *Result) *usage.Usage {

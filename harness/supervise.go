@@ -116,6 +116,12 @@ func supervise(parent, turnCtx context.Context, t Turn, proc sandbox.Process, co
 
 loop:
 	for {
+		// A full queue stops taking messages: the caller's sends block
+		// (backpressure) until the CLI has taken some.
+		in := messages
+		if (st != nil && st.full()) || feed.full() {
+			in = nil
+		}
 		select {
 		case l := <-lineCh:
 			handle(l)
@@ -129,7 +135,7 @@ loop:
 				stop(stopBudget, nil)
 				killWait = time.After(lim.KillGrace + 10*time.Second)
 			}
-		case m, ok := <-messages:
+		case m, ok := <-in:
 			if !ok {
 				messages = nil
 				continue

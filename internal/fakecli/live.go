@@ -23,7 +23,8 @@ const LiveArg = "--live"
 // ready and finishes at once). Each {"say":TEXT} line prints a text event
 // "heard TEXT"; after the Nth it prints the result ("heard A, B") and a
 // finished event, then reads stdin to its end and exits 0, so a harness
-// that never closes stdin leaves it running. "expect N hang" never finishes.
+// that never closes stdin leaves it running. "expect N hang" never finishes;
+// "expect N stall" stops reading its input after N messages.
 func serveLive() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 1<<20)
@@ -45,6 +46,7 @@ func serveLive() {
 	}
 	n, _ := strconv.Atoi(fields[1])
 	hang := len(fields) > 2 && fields[2] == "hang"
+	stall := len(fields) > 2 && fields[2] == "stall" // stop reading input after n messages
 	emit(map[string]any{"type": "conversation", "id": "live-1"})
 	var heard []string
 	finish := func() {
@@ -75,6 +77,9 @@ func serveLive() {
 		case m.Say != "" && ready:
 			heard = append(heard, m.Say)
 			emit(map[string]any{"type": "text", "text": "heard " + m.Say})
+			if len(heard) == n && stall {
+				select {}
+			}
 			if len(heard) == n && !hang {
 				finish()
 			}
