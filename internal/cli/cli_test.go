@@ -271,6 +271,11 @@ func TestRunOfflineRealClaude(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "MARK-cli1")
 
+	// Offline, what a cost says is what the scripted traffic would cost.
+	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--workspace", ws, "say MARK-cli3")
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stdout, "(list-price estimate of scripted traffic)")
+
 	r = execute(t, "", env, "run", "--agent", "claude", "--sandbox", "host", "--offline", "--no-store", "--scenario", "quota", "--workspace", ws, "MARK-cli2")
 	assert.Equal(t, int(ExitQuota), r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "resets ")

@@ -29,6 +29,7 @@ type renderer struct {
 	lastFailure string
 	dirty       bool
 	warned      map[string]bool // warning events shown
+	offline     bool            // the turn talked to the scripted server
 	stop        chan struct{}
 	stopped     chan struct{}
 }
@@ -187,6 +188,9 @@ func (r *renderer) outcome(res *harness.Result) {
 	u := o.Usage
 	cost := "unknown"
 	switch {
+	case u.CostKnown && r.offline:
+		// Nothing was billed: the scripted server's tokens at list prices.
+		cost = fmt.Sprintf("~$%.4f (list-price estimate of scripted traffic)", u.CostUSD)
 	case u.CostKnown && u.CostSource == usage.CostSourceEstimate:
 		cost = fmt.Sprintf("~$%.4f (list-price estimate)", u.CostUSD)
 	case u.CostKnown:

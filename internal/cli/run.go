@@ -105,6 +105,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOption
 	}
 	defer s.close()
 	r := newRenderer(f.IO.Out, opts.Output.JSON)
+	r.offline = opts.Offline.Enabled
 	defer r.close()
 	req := turnRequest{Agent: opts.Turn.Agent, Prompt: prompt, Model: opts.Turn.Model,
 		Continue: opts.Turn.Resume, Fork: opts.Turn.Fork, Workspace: opts.Sandbox.Workspace}
