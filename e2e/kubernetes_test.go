@@ -28,6 +28,7 @@ import (
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
@@ -334,6 +335,19 @@ true`)
 			assert.True(t, res.Usage.Complete)
 			out, _ := json.Marshal(res)
 			assert.NotContains(t, string(out), marker, "the result")
+
+			// A cost cap holds in the pod's gateway too: the request
+			// after the one that crossed it is refused there, and the
+			// turn ends as budget with the gateway's usage of record.
+			before := len(srv.ModelRequests())
+			res, err = r.Run(ctx, outpost.Turn{Agent: "claude",
+				Prompt: "write MARK-kcap " + outposttest.Directive(outposttest.ScenarioTool),
+				Limits: harness.Limits{MaxCostUSD: 1e-6}})
+			require.Error(t, err, "%+v", res)
+			assert.Equal(t, "cost", outposterr.BudgetReason(err), "%v", err)
+			assert.Equal(t, outposterr.Process, outposterr.ClassOf(err))
+			assert.Equal(t, 1, len(srv.ModelRequests())-before, "the upstream answered only the request that crossed the cap")
+			assert.Equal(t, "gateway", res.UsageSource)
 			assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
 		})
 	}
