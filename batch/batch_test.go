@@ -291,3 +291,22 @@ func TestDurationExcludesQueueTime(t *testing.T) {
 	assert.GreaterOrEqual(t, byID["retried"].DurationMS, int64(20_000), "two turns of 10 s")
 	assert.LessOrEqual(t, byID["retried"].DurationMS, int64(40_000))
 }
+
+// TestJobIDsRefuseInvisibleCharacters: an id holding a bidirectional
+// override, isolate or mark, or a zero-width character, prints as something
+// it is not (in results, reports, the status line): a configuration error
+// that names the character, with the id escaped.
+func TestJobIDsRefuseInvisibleCharacters(t *testing.T) {
+	for _, r := range []rune{'\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069',
+		'\u200e', '\u200f', '\u200b', '\u200d', '\u2060', '\ufeff', '\u2028'} {
+		j := Job{ID: "task-" + string(r) + "1", Agent: "a", Prompt: "p"}
+		err := j.Compile()
+		require.Error(t, err, "U+%04X", r)
+		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+		assert.Contains(t, err.Error(), fmt.Sprintf("U+%04X", r))
+		assert.NotContains(t, err.Error(), string(r), "the id is shown escaped")
+		assert.Contains(t, err.Error(), "use visible text")
+	}
+	j := Job{ID: "tâche-ü-日本", Agent: "a", Prompt: "p"}
+	assert.NoError(t, j.Compile(), "visible text of any script stays allowed")
+}
