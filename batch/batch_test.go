@@ -310,3 +310,37 @@ func TestJobIDsRefuseInvisibleCharacters(t *testing.T) {
 	j := Job{ID: "tâche-ü-日本", Agent: "a", Prompt: "p"}
 	assert.NoError(t, j.Compile(), "visible text of any script stays allowed")
 }
+
+// TestVanishedLeaseRetriedLikeAnOutage: a turn whose lease disappeared (a
+// retryable sandbox failure) is retried after a backoff, as an outage is;
+// a sandbox failure that is not retryable is the job's result at once.
+func TestVanishedLeaseRetriedLikeAnOutage(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	calls := 0
+	turn := func(context.Context, Turn) (*harness.Result, error) {
+		calls++
+		if calls == 1 {
+			return &harness.Result{}, &outposterr.Error{Class: outposterr.Sandbox, Details: outposterr.Details{Retryable: true},
+				Message: "fake: the sandbox disappeared during the turn: container 0123 was removed"}
+		}
+		return ok("c1")
+	}
+	opts := Options{Now: clock.Now, Sleep: clock.Sleep, MaxRetries: 3, BaseBackoff: time.Second, Jitter: func() float64 { return 1 }}
+	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "claude", Prompt: "p"}}, turn, opts)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.True(t, recs[0].Outcome.OK)
+	assert.Equal(t, 1, recs[0].Retries)
+	assert.Equal(t, []time.Duration{time.Second}, clock.slept)
+
+	calls = 0
+	fatal := func(context.Context, Turn) (*harness.Result, error) {
+		calls++
+		return &harness.Result{}, outposterr.New(outposterr.Sandbox, "fake: image not found")
+	}
+	recs, err = Run(context.Background(), []Job{{ID: "k", Agent: "claude", Prompt: "p"}}, fatal, opts)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "sandbox", recs[0].Outcome.Class)
+	assert.Equal(t, 1, calls, "not retried")
+}
