@@ -71,3 +71,18 @@ func TestV1BaseURL(t *testing.T) {
 		assert.Equal(t, want != "", ok, in)
 	}
 }
+
+// TestModelNamesRefuseInvisibleCharacters: a model name with a
+// bidirectional override or a zero-width character is never passed to a
+// CLI (it would print as another model's name).
+func TestModelNamesRefuseInvisibleCharacters(t *testing.T) {
+	assert.True(t, adapters.ValidModel("claude-sonnet-5"))
+	for _, m := range []string{"claude\u202e5-tennos", "gpt\u200b-6", "m\u2066x\u2069", "m\u200f"} {
+		assert.False(t, adapters.ValidModel(m), "%+q", m)
+		r, ok := adapters.Invisible(m)
+		assert.True(t, ok, "%+q", m)
+		assert.NotZero(t, r)
+	}
+	_, ok := adapters.Invisible("tâche 日本")
+	assert.False(t, ok)
+}

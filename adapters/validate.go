@@ -3,6 +3,7 @@ package adapters
 import (
 	"net/url"
 	"strings"
+	"unicode"
 )
 
 // MaxIDLen bounds conversation ids passed to a CLI.
@@ -35,7 +36,24 @@ func ValidModel(m string) bool {
 			return false
 		}
 	}
-	return true
+	_, hidden := Invisible(m)
+	return !hidden
+}
+
+// Invisible returns the first character of s that prints as nothing or
+// reorders what follows — a format character (Unicode category Cf: the
+// bidirectional embeddings, overrides and isolates U+202A–U+202E and
+// U+2066–U+2069, the marks U+200E and U+200F, zero-width spaces and
+// joiners, U+FEFF) or a line or paragraph separator (U+2028, U+2029) —
+// and true; ids and names holding one would print as something they are
+// not.
+func Invisible(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Bidi_Control, r) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // V1BaseURL returns the base URL an OpenAI-style client (which appends

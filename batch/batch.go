@@ -15,7 +15,8 @@
 //     (capped by Options.MaxPark), then resumed on the conversation the
 //     failed turn left, with a short continuation prompt instead of a
 //     restart; at most Options.MaxParks times;
-//   - outage (process failure with Unavailable set, or a timeout): retried
+//   - outage (process failure with Unavailable set, a timeout, or a
+//     retryable sandbox failure such as a lease that disappeared): retried
 //     from the job's own starting point after a backoff of
 //     rand·min(MaxBackoff, BaseBackoff·2^n), at most Options.MaxRetries
 //     times, then the next fallback agent;
@@ -762,7 +763,9 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		}
 		quota := outposterr.IsQuota(err)
 		outage := !quota && (outposterr.UnavailableReason(err) != "" ||
-			(r.opts.RetryTimeouts && outposterr.ClassOf(err) == outposterr.Timeout))
+			(r.opts.RetryTimeouts && outposterr.ClassOf(err) == outposterr.Timeout) ||
+			// A lease that disappeared mid-turn: a new one may do.
+			outposterr.ClassOf(err) == outposterr.Sandbox && outposterr.IsRetryable(err))
 		reset, hasReset := outposterr.ResetAt(err)
 		switch {
 		case quota && ai+1 < len(agents), outage && retries >= r.opts.MaxRetries && ai+1 < len(agents):

@@ -342,3 +342,56 @@ func TestJobTimeoutBoundsItsTurns(t *testing.T) {
 	assert.Contains(t, o.Error, "the job's timeout of 10m0s is spent")
 	assert.Equal(t, 2, recs[0].Turns)
 }
+
+// TestJobIDsRefuseInvisibleCharacters: an id holding a bidirectional
+// override, isolate or mark, or a zero-width character, prints as something
+// it is not (in results, reports, the status line): a configuration error
+// that names the character, with the id escaped.
+func TestJobIDsRefuseInvisibleCharacters(t *testing.T) {
+	for _, r := range []rune{'\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069',
+		'\u200e', '\u200f', '\u200b', '\u200d', '\u2060', '\ufeff', '\u2028'} {
+		j := Job{ID: "task-" + string(r) + "1", Agent: "a", Prompt: "p"}
+		err := j.Compile()
+		require.Error(t, err, "U+%04X", r)
+		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+		assert.Contains(t, err.Error(), fmt.Sprintf("U+%04X", r))
+		assert.NotContains(t, err.Error(), string(r), "the id is shown escaped")
+		assert.Contains(t, err.Error(), "use visible text")
+	}
+	j := Job{ID: "tâche-ü-日本", Agent: "a", Prompt: "p"}
+	assert.NoError(t, j.Compile(), "visible text of any script stays allowed")
+}
+
+// TestVanishedLeaseRetriedLikeAnOutage: a turn whose lease disappeared (a
+// retryable sandbox failure) is retried after a backoff, as an outage is;
+// a sandbox failure that is not retryable is the job's result at once.
+func TestVanishedLeaseRetriedLikeAnOutage(t *testing.T) {
+	clock := &fakeClock{now: t0}
+	calls := 0
+	turn := func(context.Context, Turn) (*harness.Result, error) {
+		calls++
+		if calls == 1 {
+			return &harness.Result{}, &outposterr.Error{Class: outposterr.Sandbox, Details: outposterr.Details{Retryable: true},
+				Message: "fake: the sandbox disappeared during the turn: container 0123 was removed"}
+		}
+		return ok("c1")
+	}
+	opts := Options{Now: clock.Now, Sleep: clock.Sleep, MaxRetries: 3, BaseBackoff: time.Second, Jitter: func() float64 { return 1 }}
+	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "claude", Prompt: "p"}}, turn, opts)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.True(t, recs[0].Outcome.OK)
+	assert.Equal(t, 1, recs[0].Retries)
+	assert.Equal(t, []time.Duration{time.Second}, clock.slept)
+
+	calls = 0
+	fatal := func(context.Context, Turn) (*harness.Result, error) {
+		calls++
+		return &harness.Result{}, outposterr.New(outposterr.Sandbox, "fake: image not found")
+	}
+	recs, err = Run(context.Background(), []Job{{ID: "k", Agent: "claude", Prompt: "p"}}, fatal, opts)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Equal(t, "sandbox", recs[0].Outcome.Class)
+	assert.Equal(t, 1, calls, "not retried")
+}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -98,6 +99,12 @@ func (j *Job) Compile() error {
 		// Ids are printed on terminals and written to results: no escape
 		// sequences, no line breaks, no invalid text.
 		return outposterr.New(outposterr.Configuration, "job id %q: use printable text (no control characters)", j.ID)
+	case invisibleIn(j.ID) != 0:
+		// Nor text that prints as something it is not: "a\u202eb" shows
+		// reversed, "a\u200bb" as "ab".
+		return outposterr.New(outposterr.Configuration,
+			"job id %+q holds U+%04X, an invisible formatting or bidirectional-override character (the id would print as something it is not): use visible text",
+			j.ID, invisibleIn(j.ID))
 	case j.Agent == "":
 		return bad("no agent")
 	case strings.TrimSpace(j.Prompt) == "":
@@ -139,6 +146,13 @@ func (j *Job) Compile() error {
 		j.Compiled = s
 	}
 	return nil
+}
+
+// invisibleIn returns the first invisible formatting character of s (see
+// [adapters.Invisible]), or 0.
+func invisibleIn(s string) rune {
+	r, _ := adapters.Invisible(s)
+	return r
 }
 
 // Expand returns jobs with every job of Attempts K > 1 replaced by K

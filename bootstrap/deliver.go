@@ -63,6 +63,12 @@ func (p *copyInProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbo
 		}
 	}
 	if err != nil {
+		if reason := sandbox.GoneReason(ctx, sb); reason != "" && ctx.Err() == nil {
+			// The lease went away under the copy: not the CLI's fault, and
+			// worth a new lease.
+			err = &outposterr.Error{Class: outposterr.Sandbox, Details: outposterr.Details{Retryable: true}, Cause: err,
+				Message: fmt.Sprintf("the sandbox disappeared while %s %s was installed: %s", p.e.Name, p.e.Version, reason)}
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		return nil, errors.Join(err, sb.Release(rctx))

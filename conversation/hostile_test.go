@@ -486,3 +486,81 @@ func zstdOrNil(raw []byte) []byte {
 	defer enc.Close()
 	return enc.EncodeAll(raw, nil)
 }
+
+// TestUnusableManifestsRefusedAndKept: a stored manifest that names an
+// archive format this version does not know, a size its archive does not
+// have, encryption in a store without a key, or itself as its parent is a
+// session error when the conversation is used — naming what is wrong — and
+// loses nothing: its files stay as they are, it is still listed, the other
+// conversations load, and with its manifest repaired it loads again.
+func TestUnusableManifestsRefusedAndKept(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := NewFileStore(dir, nil)
+	require.NoError(t, err)
+	tr := archiveOf(t, File{Path: ".claude/projects/-workspace/c1.jsonl", Content: []byte("genuine")})
+	m, err := s.Save(ctx, Manifest{ID: "c1", Agent: "claude", Cwd: "/workspace"}, bytes.NewReader(tr))
+	require.NoError(t, err)
+	_, err = s.Save(ctx, Manifest{ID: "other", Agent: "claude", Cwd: "/workspace"}, bytes.NewReader(tr))
+	require.NoError(t, err)
+	archive, err := os.ReadFile(filepath.Join(dir, "c1.tar.zst"))
+	require.NoError(t, err)
+	genuine, err := os.ReadFile(filepath.Join(dir, "c1.json"))
+	require.NoError(t, err)
+
+	for name, tc := range map[string]struct {
+		edit func(*Manifest)
+		msg  string
+	}{
+		"unknown format": {func(m *Manifest) { m.Format = 99 }, "archive format 99; this version reads formats up to 2"},
+		"wrong size":     {func(m *Manifest) { m.Size += 5 }, "but its manifest says"},
+		"encrypted":      {func(m *Manifest) { m.Encrypted = true }, "marked encrypted and this store has no conversation key"},
+		"self-parent":    {func(m *Manifest) { m.Parent = m.ID }, "names itself as its parent"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := m
+			tc.edit(&bad)
+			b, err := json.Marshal(bad)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "c1.json"), b, 0o600))
+
+			_, rc, err := s.Load(ctx, "c1")
+			if rc != nil {
+				rc.Close()
+			}
+			sessionError(t, err)
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.Contains(t, err.Error(), "conversation c1")
+
+			// Nothing lost: the files are untouched, the store lists it
+			// and serves the others.
+			got, err := os.ReadFile(filepath.Join(dir, "c1.tar.zst"))
+			require.NoError(t, err)
+			assert.Equal(t, archive, got, "the archive is kept")
+			gotM, err := os.ReadFile(filepath.Join(dir, "c1.json"))
+			require.NoError(t, err)
+			assert.Equal(t, b, gotM, "the manifest is kept")
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			assert.Len(t, list, 2, "both conversations are listed")
+			_, rc, err = s.Load(ctx, "other")
+			require.NoError(t, err)
+			require.NoError(t, drain(rc, nil))
+			rc.Close()
+
+			// Repaired, it loads.
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "c1.json"), genuine, 0o600))
+			_, rc, err = s.Load(ctx, "c1")
+			require.NoError(t, err)
+			files, err := ReadFiles(rc)
+			rc.Close()
+			require.NoError(t, err)
+			assert.Equal(t, "genuine", string(files[0].Content))
+		})
+	}
+
+	// Saving a conversation as its own parent is refused too.
+	_, err = s.Save(ctx, Manifest{ID: "c3", Agent: "claude", Parent: "c3", Cwd: "/workspace"}, bytes.NewReader(tr))
+	sessionError(t, err)
+	assert.Contains(t, err.Error(), "names itself as its parent")
+}

@@ -260,6 +260,9 @@ func (s *FileStore) SaveWith(ctx context.Context, m Manifest, tarStream io.Reade
 		if err := checkID(m.Parent); err != nil {
 			return m, err
 		}
+		if m.Parent == m.ID {
+			return m, outposterr.New(outposterr.Session, "conversation %s names itself as its parent: refusing it", m.ID)
+		}
 	}
 	prev, err := s.Stat(ctx, m.ID)
 	if opts.NoReplace && !errors.Is(err, ErrNotFound) {
@@ -271,7 +274,7 @@ func (s *FileStore) SaveWith(ctx context.Context, m Manifest, tarStream io.Reade
 		if !prev.Created.IsZero() {
 			m.Created = prev.Created
 		}
-		if m.Parent == "" {
+		if m.Parent == "" && prev.Parent != m.ID {
 			m.Parent = prev.Parent
 		}
 	}
@@ -459,6 +462,23 @@ func (s *FileStore) Stat(_ context.Context, id string) (Manifest, error) {
 	return m, nil
 }
 
+// usable refuses a well-formed manifest this version cannot use: an
+// archive format newer than [Format] (or negative), and a conversation that
+// names itself as its parent (restoring its lineage would never end). The
+// store keeps such a conversation as it is: only its use is refused.
+func (m Manifest) usable() error {
+	switch {
+	case m.Format < 0 || m.Format > Format:
+		return outposterr.New(outposterr.Session,
+			"conversation %s is in archive format %d; this version reads formats up to %d (a newer Outpost wrote it?): refusing it (the store keeps it as it is)",
+			m.ID, m.Format, Format)
+	case m.Parent != "" && m.Parent == m.ID:
+		return outposterr.New(outposterr.Session,
+			"conversation %s names itself as its parent (a corrupt or edited manifest): refusing it (the store keeps it as it is)", m.ID)
+	}
+	return nil
+}
+
 // ParseManifest parses a manifest, at most [MaxManifestBytes], and checks
 // its identifiers. Errors never quote the input.
 func ParseManifest(b []byte) (Manifest, error) {
@@ -497,12 +517,16 @@ func (s *FileStore) Load(ctx context.Context, id string) (Manifest, io.ReadClose
 	if err != nil {
 		return m, nil, err
 	}
+	if err := m.usable(); err != nil {
+		return m, nil, err
+	}
 	switch {
 	case s.key != nil && !m.Encrypted:
 		return m, nil, outposterr.New(outposterr.Session,
 			"conversation %s is not encrypted but a conversation key is configured; refusing it (re-import it to seal it)", id)
 	case m.Encrypted && s.key == nil:
-		return m, nil, outposterr.New(outposterr.Session, "conversation %s is encrypted and no key is configured", id)
+		return m, nil, outposterr.New(outposterr.Session,
+			"conversation %s is marked encrypted and this store has no conversation key: open it with the key it was sealed with (the store keeps it as it is)", id)
 	case m.Encrypted && m.Format != Format:
 		return m, nil, outposterr.New(outposterr.Session, "conversation %s is sealed in an older format this version cannot open", id)
 	}
@@ -522,6 +546,10 @@ func (s *FileStore) Load(ctx context.Context, id string) (Manifest, io.ReadClose
 	}()
 	if fi.Size() > maxStoredBytes {
 		return m, nil, outposterr.New(outposterr.Session, "conversation %s: archive larger than %d bytes", id, maxStoredBytes)
+	}
+	if fi.Size() != m.Size {
+		return m, nil, outposterr.New(outposterr.Session,
+			"conversation %s: the archive is %d bytes but its manifest says %d (tampered or corrupt); refusing to use it (the store keeps it as it is)", id, fi.Size(), m.Size)
 	}
 	// The digest first, over the whole file, before any byte is decrypted
 	// or decompressed.

@@ -341,7 +341,7 @@ func TestEvalRootOwnedWorkspace(t *testing.T) {
 	writeJobs(t, jobs, []evalJob{{ID: "copy", Agent: "claude", Prompt: "MARK-rootcopy [[outpost:scenario=tool]]",
 		Source: map[string]any{"dir": ws}}})
 	results := filepath.Join(t.TempDir(), "results.jsonl")
-	cmd = exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store")
+	cmd = exec.Command(outpost, "batch", jobs, "--results", results, "--offline", "--no-store", "--allow-path", ws)
 	cmd.Dir = t.TempDir()
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(b))
@@ -471,7 +471,8 @@ func TestEvalResumeRetry(t *testing.T) {
 	store := filepath.Join(dir, "store")
 	run := func(args ...string) (int, string) {
 		// A store: the parked job resumes its conversation in a new lease.
-		cmd := exec.Command(outpost, append([]string{"batch", jobs, "--results", results, "--offline", "--store", store}, args...)...)
+		cmd := exec.Command(outpost, append([]string{"batch", jobs, "--results", results, "--offline", "--store", store,
+			"--allow-path", ws}, args...)...)
 		cmd.Dir = t.TempDir()
 		out, err := cmd.CombinedOutput()
 		if err == nil {

@@ -44,7 +44,7 @@ func TestBatchOutAndReport(t *testing.T) {
 	out := filepath.Join(dir, "run")
 	cmd := exec.Command(outpost, "batch", jobsFile, "--results", filepath.Join(dir, "results.jsonl"), "--offline",
 		"--store", filepath.Join(dir, "store"), "--concurrency", "4", "--stub-quota-reset", "3s", "--max-park", "30s",
-		"--max-retries", "1", "--out", out)
+		"--max-retries", "1", "--out", out, "--allow-path", ws)
 	cmd.Dir = dir
 	b, err := cmd.CombinedOutput()
 	var exit *exec.ExitError

@@ -43,6 +43,30 @@ func limitReached(ctx context.Context, name string, proc sandbox.Process, err er
 	return err
 }
 
+// vanished makes a failure whose lease disappeared meanwhile — a container
+// removed, a pod deleted or evicted (sandbox.Vanishing) — a sandbox failure
+// worth retrying in a new lease: the CLI that "was killed", the restore
+// that "failed", the installation that "broke" were the lease going away.
+// Failures the lease's fate does not explain (a cancellation, a
+// configuration error, a quota, a cap) stay as they are.
+func vanished(ctx context.Context, name string, sb sandbox.Sandbox, err error) error {
+	if err == nil || sb == nil || outposterr.IsQuota(err) || outposterr.IsBudget(err) {
+		return err
+	}
+	if c := outposterr.ClassOf(err); c == outposterr.Aborted || c == outposterr.Configuration {
+		return err
+	}
+	reason := sandbox.GoneReason(ctx, sb)
+	if reason == "" {
+		return err
+	}
+	// The failure it explains stays as text only: its class and details
+	// (a process failure's exit status, an outage) would no longer be true.
+	d := outposterr.Details{Agent: name, Retryable: true}
+	return &outposterr.Error{Class: outposterr.Sandbox, Details: d, Cause: errors.New(strings.TrimPrefix(err.Error(), name+": ")),
+		Message: name + ": the sandbox disappeared during the turn: " + reason}
+}
+
 // stopReason says why the harness, not the CLI, ended a turn.
 type stopReason int
 

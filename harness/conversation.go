@@ -34,7 +34,14 @@ func restoreConversation(ctx context.Context, a adapters.Adapter, store conversa
 		return nil
 	}
 	var lineage []string
+	seen := map[string]bool{}
 	for id := in.Continue; id != "" && len(lineage) < maxLineage; {
+		if seen[id] {
+			// Manifests edited into a loop: restoring would never end.
+			return outposterr.New(outposterr.Session,
+				"conversation %s: its parents loop back to %s (corrupt or edited manifests); refusing to restore it", in.Continue, id)
+		}
+		seen[id] = true
 		m, err := store.Stat(ctx, id)
 		if errors.Is(err, conversation.ErrNotFound) && len(lineage) > 0 {
 			break // an ancestor the store lost: restore what there is
@@ -44,6 +51,10 @@ func restoreConversation(ctx context.Context, a adapters.Adapter, store conversa
 		}
 		if err != nil {
 			return err
+		}
+		if m.Parent == id {
+			return outposterr.New(outposterr.Session,
+				"conversation %s names itself as its parent (a corrupt or edited manifest); refusing to restore it", id)
 		}
 		lineage = append(lineage, id)
 		id = m.Parent

@@ -203,3 +203,30 @@ write .fake/sessions/c1/only-sidecar 3
 	list, _ := store.List(context.Background())
 	assert.Empty(t, list)
 }
+
+// TestRestoreRefusesParentLoops: manifests edited so that a conversation's
+// parents lead back to it (a names b, b names a; or one names itself) are a
+// session error before the CLI starts — never an endless or repeated
+// restore — and the stored conversations are kept.
+func TestRestoreRefusesParentLoops(t *testing.T) {
+	dir := t.TempDir()
+	store, err := conversation.NewFileStore(dir, nil)
+	require.NoError(t, err)
+	session := func(id string) conversation.File {
+		return conversation.File{Path: ".fake/sessions/" + id + ".jsonl", Content: []byte("{}")}
+	}
+	plantStored(t, dir, conversation.Manifest{ID: "a", Agent: "fake-store", Parent: "b"}, session("a"))
+	plantStored(t, dir, conversation.Manifest{ID: "b", Agent: "fake-store", Parent: "a"}, session("b"))
+	plantStored(t, dir, conversation.Manifest{ID: "s", Agent: "fake-store", Parent: "s"}, session("s"))
+	for id, msg := range map[string]string{"a": "its parents loop back to a", "s": "names itself as its parent"} {
+		turn := storeTurn(t, store, "emit {\"type\":\"text\",\"text\":\"CLI-RAN\"}\n"+finished)
+		turn.Input.Continue = id
+		res, err := Run(context.Background(), turn)
+		require.Error(t, err, id)
+		assert.Equal(t, outposterr.Session, outposterr.ClassOf(err), "%s: %v", id, err)
+		assert.Contains(t, err.Error(), msg, id)
+		assert.Zero(t, res.Counts[adapters.KindText], "%s: the CLI never ran", id)
+		_, err = store.Stat(context.Background(), id)
+		assert.NoError(t, err, "%s is kept", id)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -65,4 +67,60 @@ func TestLimitReached(t *testing.T) {
 	assert.Equal(t, error(timeout), limitReached(context.Background(), "fake", none, timeout))
 	plain := struct{ sandbox.Process }{p} // no LimitReporter
 	assert.True(t, errors.Is(limitReached(context.Background(), "fake", plain, timeout), timeout))
+}
+
+// vanishing is a lease that reports itself gone once the CLI has started,
+// as a container removed (docker rm -f) or a pod deleted mid-turn is.
+type vanishing struct {
+	sandbox.Sandbox
+	gone *atomic.Bool
+}
+
+func (v vanishing) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	p, err := v.Sandbox.Exec(ctx, cmd)
+	if len(cmd.Args) > 0 && cmd.Args[0] != "sh" {
+		v.gone.Store(true) // the CLI, not the workspace probe
+	}
+	return p, err
+}
+
+func (v vanishing) Gone(context.Context) string {
+	if v.gone.Load() {
+		return "container 0123456789ab was removed while the lease was held"
+	}
+	return ""
+}
+
+type vanishingProvider struct {
+	sandbox.Provider
+	gone *atomic.Bool
+}
+
+func (p vanishingProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := p.Provider.Acquire(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return vanishing{sb, p.gone}, nil
+}
+
+// TestVanishedLeaseIsSandbox: a CLI killed because its lease disappeared
+// mid-turn is a retryable sandbox failure naming the lease, not a process
+// failure of the CLI; the same failure in a lease that still exists stays a
+// process failure.
+func TestVanishedLeaseIsSandbox(t *testing.T) {
+	var gone atomic.Bool
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+exit 137`)
+	turn.Provider = vanishingProvider{turn.Provider, &gone}
+	_, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err), "%v", err)
+	assert.True(t, outposterr.IsRetryable(err))
+	assert.Contains(t, err.Error(), "the sandbox disappeared during the turn: container 0123456789ab was removed")
+
+	control := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+exit 137`)
+	_, err = Run(context.Background(), control)
+	assert.Equal(t, outposterr.Process, outposterr.ClassOf(err), "%v", err)
 }

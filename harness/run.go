@@ -74,7 +74,7 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 		t.Input.MaxTurns = t.Limits.MaxTurns
 	}
 	if err := prepareWorkspace(ctx, t, t.Sandbox); err != nil {
-		return failed(t, started, err)
+		return failed(t, started, vanished(ctx, t.Adapter.Name(), t.Sandbox, err))
 	}
 	switch {
 	case t.Schema != nil:
@@ -161,10 +161,10 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 		a.configure, a.installCredentials, a.resolveDirs, a.restore, a.turnFiles,
 	} {
 		if err := step(turnCtx); err != nil {
-			return a.finish(classifyInfraCtx(ctx, a.res.Agent, err))
+			return a.finish(vanished(ctx, a.res.Agent, a.sb, classifyInfraCtx(ctx, a.res.Agent, err)))
 		}
 	}
-	return a.finish(a.execute(ctx, turnCtx))
+	return a.finish(vanished(ctx, a.res.Agent, a.sb, a.execute(ctx, turnCtx)))
 }
 
 // finish stamps the result with err and the duration.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -80,10 +81,17 @@ exit 3`
 func prepareWorkspace(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 	name := t.Adapter.Name()
 	if t.Seed != nil {
-		ctx, cancel := t.deadlineContext(ctx)
-		err := seed(ctx, t, sb)
+		sctx, cancel := t.deadlineContext(ctx)
+		err := seed(sctx, t, sb)
+		expired := errors.Is(sctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil {
+			// Classified against the turn's own context: the seed's
+			// context is always done by now (cancel), which would make
+			// every refused source look like an interruption.
+			if expired && ctx.Err() == nil {
+				return outposterr.Wrap(outposterr.Timeout, err, "%s: seed workspace: over the turn's deadline", name)
+			}
 			return classifyInfra(ctx, name, outposterr.Sandbox, "seed workspace", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,7 +155,28 @@ func TestSeedRefusesAnEscapingLink(t *testing.T) {
 	turn.Seed = &Seed{Tar: func(ctx context.Context) (io.ReadCloser, error) { return snap.Tar(ctx), nil }}
 	res, err := Run(context.Background(), turn)
 	require.Error(t, err)
-	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+	// The class the turn reports, not merely one somewhere in the chain:
+	// a refused source is the job's configuration, never an interruption.
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "%v", err)
+	assert.False(t, res.Exited, "the CLI never ran")
+}
+
+// TestSeedOfSpecialFilesIsConfiguration: a source holding a device file
+// (a copy of /dev, say) is refused as configuration, not as an aborted turn.
+func TestSeedOfSpecialFilesIsConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600))
+	p, err := source.NewPreparer(source.Options{TempDir: t.TempDir()})
+	require.NoError(t, err)
+	defer p.Close()
+	snap, err := p.Prepare(context.Background(), source.Spec{Dir: dir})
+	require.NoError(t, err)
+	turn := fakeTurn(t, `emit {"type":"finished","ok":true}`)
+	turn.Seed = &Seed{Tar: func(ctx context.Context) (io.ReadCloser, error) { return snap.Tar(ctx), nil }}
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "fifo is not a regular file")
 	assert.False(t, res.Exited, "the CLI never ran")
 }
 

@@ -251,6 +251,33 @@ type LimitReporter interface {
 	LimitsReached(ctx context.Context) []string
 }
 
+// Vanishing is implemented by leases that can tell whether they still
+// exist: a container removed (docker rm -f), a pod deleted or evicted by
+// someone else while a turn ran. The harness asks after a step failed, so
+// that a lease that disappeared is a sandbox failure (worth
+// retrying in a new lease), not the CLI's or its installation's.
+type Vanishing interface {
+	// Gone says why the lease no longer exists, or "" while it does, once
+	// it was released by its owner, or when it cannot tell.
+	Gone(ctx context.Context) string
+}
+
+// GoneReason asks sb, or the lease it wraps (a wrapper's Unwrap() Sandbox,
+// followed), whether it disappeared: see [Vanishing]. "" when none can tell.
+func GoneReason(ctx context.Context, sb Sandbox) string {
+	for range 8 {
+		if v, ok := sb.(Vanishing); ok {
+			return v.Gone(ctx)
+		}
+		u, ok := sb.(interface{ Unwrap() Sandbox })
+		if !ok {
+			return ""
+		}
+		sb = u.Unwrap()
+	}
+	return ""
+}
+
 // Unisolated is implemented by sandboxes that run directly on the host
 // machine. Credentials reach such a sandbox as variables only: files and
 // login commands would touch the user's own machine.

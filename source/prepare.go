@@ -156,6 +156,10 @@ func (p *Preparer) make(ctx context.Context, s Spec, n int) (*Snapshot, error) {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return nil, outposterr.New(outposterr.Configuration, "source dir %s is not a directory", s.Dir)
 		}
+		if pseudo := pseudoFS(dir); pseudo != "" {
+			return nil, outposterr.New(outposterr.Configuration,
+				"source dir %s is inside %s, the kernel's view of the machine, not a project: name a project directory", s.Dir, pseudo)
+		}
 		snap.Dir = dir
 		return snap, nil
 	}
@@ -177,6 +181,17 @@ func (p *Preparer) make(ctx context.Context, s Spec, n int) (*Snapshot, error) {
 	p.opts.Logger.Debug("source prepared", "source", s.String(), "commit", commit, "dir", dir, "took", time.Since(start))
 	snap.Dir, snap.Commit = dir, commit
 	return snap, nil
+}
+
+// pseudoFS returns the kernel file system (/proc, /sys, /dev) holding dir
+// (links resolved), or "".
+func pseudoFS(dir string) string {
+	for _, d := range []string{"/proc", "/sys", "/dev"} {
+		if dir == d || strings.HasPrefix(dir, d+"/") {
+			return d
+		}
+	}
+	return ""
 }
 
 // checkout makes a shallow repository at s's commit in dir and returns

@@ -227,6 +227,23 @@ func TestDirSource(t *testing.T) {
 	assert.NoError(t, err, "a dir source is never removed")
 }
 
+// TestKernelDirSourceRefused: /dev, /proc and /sys (also through a link)
+// are no project: preparing them is a configuration error naming the file
+// system, before anything is copied.
+func TestKernelDirSourceRefused(t *testing.T) {
+	p, err := source.NewPreparer(source.Options{TempDir: t.TempDir()})
+	require.NoError(t, err)
+	defer p.Close()
+	link := filepath.Join(t.TempDir(), "devices")
+	require.NoError(t, os.Symlink("/dev", link))
+	for dir, fsys := range map[string]string{"/dev": "/dev", "/proc/self": "/proc", "/sys/kernel": "/sys", link: "/dev"} {
+		_, err := p.Prepare(context.Background(), source.Spec{Dir: dir})
+		require.Error(t, err, dir)
+		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "%s: %v", dir, err)
+		assert.Contains(t, err.Error(), "inside "+fsys, dir)
+	}
+}
+
 func TestTarBounds(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "big"), make([]byte, 2048), 0o644))

@@ -54,13 +54,18 @@ type BatchOptions struct {
 	MaxTurns int
 	// Predictions is the SWE-bench predictions file to write.
 	Predictions string
+	// AllowPaths are directories besides the jobs file's own that job
+	// paths may resolve into; AllowEnv the host variables a job's env may
+	// forward (besides those --env forwards to every job).
+	AllowPaths []string
+	AllowEnv   []string
 }
 
 // NewCmdBatch builds `outpost batch`.
 func NewCmdBatch(f *Factory) *cobra.Command {
 	o := &BatchOptions{Run: RunOptions{IO: f.IO}}
 	cmd := &cobra.Command{
-		Use:   "batch JOBS.jsonl [--results FILE] [--concurrency N[,AGENT=N…]] [--resume | --retry-failed[=CLASSES]]",
+		Use:   "batch JOBS.jsonl|- [--results FILE] [--concurrency N[,AGENT=N…]] [--resume | --retry-failed[=CLASSES]]",
 		Short: "Run many turns unattended: task workspaces, patches, quota pauses, budgets, resumable",
 		Long: `batch runs every job of a JSON-lines file with a concurrency cap and appends one JSON
 line per finished job to the results file. A job line:
@@ -70,7 +75,15 @@ line per finished job to the results file. A job line:
    "image","cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
    "conversation","fallback":[…],"schema":{…}}
 
-Relative paths resolve against the jobs file's directory. A job with a source runs
+Relative paths resolve against the jobs file's directory ("-" reads the jobs from
+standard input; paths then resolve against the current directory). A jobs file
+reaches only what the command line hands it: every path a job names (workspace,
+source dir and repo), links and ".." resolved, must lie under that directory or an
+--allow-path DIR, and its env may name only variables given with --allow-env NAME
+(forwarded into the sandboxes of the jobs that name them) or --env NAME (forwarded
+into every job's). Anything else is a configuration error before anything runs.
+
+A job with a source runs
 each attempt in a fresh copy of it (a git checkout at the commit, or a copy of the
 directory) copied into its own lease; "workspace" runs in place. For a git source
 the patch of everything the agent changed is stored next to the results file
@@ -117,6 +130,9 @@ writes one file per trial of jobs with attempts.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Jobs = args[0]
 			if o.Results == "" {
+				if o.Jobs == "-" {
+					return &flagError{errors.New("jobs read from standard input (-) need --results FILE")}
+				}
 				o.Results = o.Jobs + ".results.jsonl"
 			}
 			return runBatch(cmd.Context(), cmd, f, o)
@@ -139,6 +155,8 @@ writes one file per trial of jobs with attempts.`,
 	fl.Int64Var(&o.MaxBatchTokens, "max-batch-tokens", 0, "start no further turn once the batch has used this many tokens (0: no cap)")
 	fl.IntVar(&o.MaxTurns, "max-turns", 0, "stop a turn after this many assistant turns (0: no cap)")
 	fl.StringVar(&o.Predictions, "predictions", "", "write SWE-bench predictions JSONL from the jobs' metadata.instance_id")
+	fl.StringArrayVar(&o.AllowPaths, "allow-path", nil, "a directory (links resolved) job paths may name besides the jobs file's own (repeatable)")
+	fl.StringArrayVar(&o.AllowEnv, "allow-env", nil, "a host variable a job's env may forward into that job's sandbox (repeatable; names only)")
 	return cmd
 }
 
@@ -217,7 +235,7 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	case o.MaxPark <= 0:
 		return &flagError{fmt.Errorf("--max-park must be positive, not %s", o.MaxPark)}
 	}
-	jobs, err := readJobs(o.Jobs)
+	jobs, err := readJobs(o.Jobs, f.IO.In, o)
 	if err != nil {
 		return err
 	}
@@ -451,24 +469,48 @@ func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 	return &silentError{outposterr.New(class, "%d of %d jobs failed", len(failed), len(jobs)).With(d)}
 }
 
-// readJobs parses a JSON-lines job file; blank lines and lines starting
-// with # are skipped. Relative paths in a job (workspace, source repo and
-// dir) resolve against the file's directory.
-func readJobs(path string) ([]batch.Job, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+// readJobs parses a JSON-lines job file ("-": standard input); blank
+// lines and lines starting with # are skipped. Relative paths in a job
+// (workspace, source repo and dir) resolve against the file's directory —
+// the current directory for standard input or another stream (a pipe,
+// /dev/stdin) — and every path must stay inside that directory or an
+// --allow-path, every env name be allowed (jobTrust).
+func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error) {
+	var in io.Reader
+	base, baseHelp := "", "the jobs file's directory"
+	if path == "-" {
+		in, path = stdin, "standard input"
+	} else {
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+		}
+		defer fh.Close()
+		in = fh
+		if fi, err := fh.Stat(); err == nil && fi.Mode().IsRegular() {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+			}
+			base = filepath.Dir(abs)
+		}
 	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+	if base == "" {
+		// A stream has no directory of its own: the current one stands in.
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
+		}
+		base, baseHelp = wd, "the current directory (jobs read from a stream)"
 	}
-	defer fh.Close()
-	base := filepath.Dir(abs)
+	trust, err := newJobTrust(base, baseHelp, o.AllowPaths, o.AllowEnv, o.Run.Credentials.Env)
+	if err != nil {
+		return nil, err
+	}
 	var jobs []batch.Job
 	// Read as a stream, a line at a time: memory holds the jobs, never
 	// the file, and an endless line (/dev/zero) fails at the bound.
-	lr := lines.NewReader(fh, maxJobLine)
+	lr := lines.NewReader(in, maxJobLine)
 	lr.OversizedAtOnce()
 	for n := 1; ; n++ {
 		raw, over, err := lr.Next()
@@ -497,15 +539,12 @@ func readJobs(path string) ([]batch.Job, error) {
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return nil, outposterr.New(outposterr.Configuration, "%s line %d: text after the job's JSON object", path, n)
 		}
-		if j.Workspace != "" && !filepath.IsAbs(j.Workspace) {
-			j.Workspace = filepath.Join(base, j.Workspace)
-		}
-		if j.Source != nil {
-			s := j.Source.Resolve(base)
-			j.Source = &s
-		}
+		trust.resolve(&j)
 		if err := j.Compile(); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+		}
+		if err := trust.check(&j, fmt.Sprintf("%s line %d", path, n)); err != nil {
+			return nil, err
 		}
 		jobs = append(jobs, j)
 	}

@@ -106,23 +106,10 @@ holds only the files the agent keeps its conversation in; anything else is refus
 			if err != nil {
 				return err
 			}
-			w := f.IO.Out
-			if out != "" && out != "-" {
-				fh, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-				if err != nil {
-					return outposterr.Wrap(outposterr.Configuration, err, "export")
-				}
-				defer func() {
-					if cerr := fh.Close(); err == nil && cerr != nil {
-						err = outposterr.Wrap(outposterr.Configuration, cerr, "export")
-					}
-					if err != nil {
-						_ = os.Remove(out)
-					}
-				}()
-				w = fh
+			if out == "" || out == "-" {
+				return exportConversation(cmd.Context(), s, args[0], f.IO.Out)
 			}
-			return exportConversation(cmd.Context(), s, args[0], w)
+			return exportToFile(out, func(w io.Writer) error { return exportConversation(cmd.Context(), s, args[0], w) })
 		}}
 	export.Flags().StringVarP(&out, "output", "o", "", "output file (default: standard output)")
 	var replace bool
@@ -160,6 +147,39 @@ within the size and count limits. An id the store already holds is refused unles
 		}}
 	root.AddCommand(list, show, export, importCmd, rm)
 	return root
+}
+
+// exportToFile writes an export into path through a private temporary file
+// in the same directory, which takes path's name only once the export is
+// complete and synced: a failed or interrupted export leaves no file, empty
+// or partial, at path. An existing path is never replaced.
+func exportToFile(path string, write func(io.Writer) error) error {
+	if _, err := os.Lstat(path); err == nil {
+		return outposterr.New(outposterr.Configuration, "export: %s exists; choose another file or remove it", path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "export")
+	}
+	defer os.Remove(tmp.Name()) // after the link, only the temporary name goes
+	err = write(tmp)
+	if err == nil {
+		if err = tmp.Sync(); err != nil {
+			err = outposterr.Wrap(outposterr.Configuration, err, "export")
+		}
+	}
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		err = outposterr.Wrap(outposterr.Configuration, cerr, "export")
+	}
+	if err != nil {
+		return err
+	}
+	// A link, not a rename: a file that appeared at path meanwhile is
+	// kept, and the export fails instead of replacing it.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "export")
+	}
+	return nil
 }
 
 // An export is the manifest (one JSON line, the magic prefix first) followed

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +218,32 @@ func TestForkBombHitsPidsLimit(t *testing.T) {
 	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: mine})
 	require.NoError(t, err)
 	assert.Empty(t, list, "the lease is removed")
+}
+
+// TestRemovedContainerIsSandbox: a container removed while its turn runs
+// (docker rm -f from outside, once the driver has started and named its
+// conversation) ends the turn as a sandbox failure (exit 7) that names the
+// removal — not the agent's process failure, nor a bootstrap one.
+func TestRemovedContainerIsSandbox(t *testing.T) {
+	testenv.Short(t)
+	requireDocker(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	defer cli.Close()
+	ws := hangProject(t)
+	cmd, stdout, stderr := startOutpost(t, ws, t.TempDir(), "run", "--agent", "hang", "--no-store", "--workspace", ws, "--json", "go")
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), `"conversation"`) },
+		60*time.Second, 50*time.Millisecond, "the turn started: %s", stderr)
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", docker.LabelOwnerPID+"="+strconv.Itoa(cmd.Process.Pid)))})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	out, err := exec.Command("docker", "rm", "-f", list[0].ID).CombinedOutput()
+	require.NoError(t, err, string(out))
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr: %s", stderr)
+	assert.Equal(t, int(ExitSandbox), exit.ExitCode(), "stdout: %s\nstderr: %s", stdout, stderr)
+	assert.Contains(t, stdout.String(), `"class":"sandbox"`)
+	assert.Contains(t, stdout.String(), "the sandbox disappeared during the turn: container "+list[0].ID[:12]+" was removed")
 }

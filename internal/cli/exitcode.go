@@ -33,7 +33,8 @@ const exitHelp = `Exit codes:
   4    the model service is unavailable (overload, 5xx, connection); retry later
   5    authentication failed (missing or rejected credentials)
   6    timeout (deadline or idle)
-  7    sandbox: the sandbox engine or host execution failed
+  7    sandbox: the sandbox engine or host execution failed, or the lease
+       disappeared mid-turn (retryable)
   8    bootstrap: installing or verifying a CLI failed
   9    session: a conversation could not be found or restored
   10   protocol: the CLI's output broke its contract

@@ -402,3 +402,78 @@ func TestBatchInputLinesChecked(t *testing.T) {
 	assert.Equal(t, int(ExitConfiguration), r.code, r.stderr)
 	assert.Contains(t, r.stderr, "results.jsonl line 2: longer than the 64 MiB bound on a result line")
 }
+
+// TestExportFailureLeavesNoFile: `conversations export -o F` that fails — a
+// conversation the store lacks, or one whose stored manifest cannot be
+// used (an unknown format, a wrong size, encryption without a key, itself
+// as its parent) — exits with its class and leaves no F, empty or partial,
+// and no temporary file; an existing F is never replaced; the store stays
+// usable (list and the other conversations' exports work).
+func TestExportFailureLeavesNoFile(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	archive := enc.EncodeAll(tarOf(t, reg(".fake/sessions/c1.jsonl", 2)), nil)
+	good := conversation.Manifest{ID: "good", Agent: "fake-store", Format: conversation.Format}
+	plantArchive(t, store, good, archive)
+	out := t.TempDir()
+	noFile := func(name string) {
+		t.Helper()
+		entries, err := os.ReadDir(out)
+		require.NoError(t, err)
+		assert.Empty(t, entries, "%s: nothing left in the output directory", name)
+	}
+
+	r := execute(t, "", nil, "conversations", "export", "missing", "--store", store, "-o", filepath.Join(out, "F"))
+	assert.Equal(t, int(ExitSession), r.code, r.stderr)
+	noFile("missing")
+
+	for name, tc := range map[string]struct {
+		edit func(*conversation.Manifest)
+		msg  string
+	}{
+		"format 99":   {func(m *conversation.Manifest) { m.Format = 99 }, "archive format 99"},
+		"wrong size":  {func(m *conversation.Manifest) { m.Size++ }, "but its manifest says"},
+		"encrypted":   {func(m *conversation.Manifest) { m.Encrypted = true }, "marked encrypted"},
+		"self-parent": {func(m *conversation.Manifest) { m.Parent = m.ID }, "names itself as its parent"},
+	} {
+		m := conversation.Manifest{ID: "c1", Agent: "fake-store", Format: conversation.Format}
+		plantArchive(t, store, m, archive)
+		// plantArchive sets the digest and size; the edit comes after.
+		b, err := os.ReadFile(filepath.Join(store, "c1.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &m))
+		tc.edit(&m)
+		b, err = json.Marshal(m)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(store, "c1.json"), b, 0o600))
+
+		r := execute(t, "", nil, "conversations", "export", "c1", "--store", store, "-o", filepath.Join(out, "F"))
+		assert.Equal(t, int(ExitSession), r.code, "%s: %s", name, r.stderr)
+		assert.Contains(t, r.stderr, tc.msg, name)
+		noFile(name)
+		r = execute(t, "", nil, "conversations", "list", "--store", store)
+		assert.Equal(t, 0, r.code, "%s: %s", name, r.stderr)
+		assert.Contains(t, r.stdout, "c1", "%s: still listed", name)
+		kept, err := os.ReadFile(filepath.Join(store, "c1.tar.zst"))
+		require.NoError(t, err)
+		assert.Equal(t, archive, kept, "%s: the archive is kept", name)
+	}
+
+	// The store still serves the others; an existing file is kept.
+	f := filepath.Join(out, "F")
+	r = execute(t, "", nil, "conversations", "export", "good", "--store", store, "-o", f)
+	require.Equal(t, 0, r.code, r.stderr)
+	first, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(first, []byte(exportMagic)))
+	r = execute(t, "", nil, "conversations", "export", "good", "--store", store, "-o", f)
+	assert.Equal(t, int(ExitConfiguration), r.code, r.stderr)
+	assert.Contains(t, r.stderr, "exists")
+	again, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file left")
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -51,6 +52,28 @@ func (l *lease) isReleased() bool {
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
 	return l.released
+}
+
+// Gone implements [sandbox.Vanishing]: the container was removed or no
+// longer runs (someone ran docker rm -f or docker stop on it, the engine
+// restarted) while the lease was held. "" while it runs, once Release
+// started, or when the engine does not answer.
+func (l *lease) Gone(ctx context.Context) string {
+	if l.releasing.Load() || l.id == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	ins, err := l.p.cli.ContainerInspect(ctx, l.id)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return "container " + shortID(l.id) + " was removed while the lease was held"
+	case err != nil || ins.State == nil:
+		return ""
+	case !ins.State.Running || ins.State.Dead || ins.State.Status == "removing":
+		return "container " + shortID(l.id) + " stopped while the lease was held (" + ins.State.Status + ")"
+	}
+	return ""
 }
 
 // ID implements [sandbox.Sandbox]: the container id.

@@ -177,10 +177,14 @@ func TestPodDeletedMidExec(t *testing.T) {
 			requireSandboxErr(t, err)
 			assert.Contains(t, err.Error(), "deleted")
 			assert.False(t, st.Success())
+			// The lease says it is gone (sandbox.Vanishing): the harness
+			// makes the turn a sandbox failure, not the CLI's.
+			assert.Contains(t, sandbox.GoneReason(context.Background(), sb), "pod "+sb.ID()+" ")
 
 			_, err = sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}})
 			requireSandboxErr(t, err, "exec in a deleted pod")
 			require.NoError(t, sb.Release(context.Background()), "Release of a deleted pod succeeds")
+			assert.Empty(t, sandbox.GoneReason(context.Background(), sb), "a released lease is not reported gone")
 		})
 	}
 }

@@ -234,6 +234,29 @@ func goneReason(name string, pod *corev1.Pod) string {
 	return ""
 }
 
+// Gone implements [sandbox.Vanishing]: the pod was deleted, evicted or
+// ended while the lease was held. "" while it runs, once Release started,
+// or when the API server does not answer.
+func (l *lease) Gone(ctx context.Context) string {
+	if l.releasing.Load() || l.isReleased() {
+		return ""
+	}
+	if err := l.goneError(); err != nil {
+		return err.Error()
+	}
+	// The watch may not have seen it yet: ask.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	pod, err := l.p.cs.getPod(gctx, l.p.ns, l.name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return goneReason(l.name, nil)
+	case err != nil:
+		return ""
+	}
+	return goneReason(l.name, pod)
+}
+
 // goneError is the error of the ended pod, nil while it lives.
 func (l *lease) goneError() error {
 	select {
