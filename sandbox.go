@@ -60,11 +60,15 @@ type SandboxOptions struct {
 	// ssh://) and credentials. Empty Host: the local default (docker), or
 	// the first Podman socket found (podman).
 	Engine docker.Endpoint
-	// CPUs, MemoryBytes and Pids limit every container lease (a CPU quota
-	// in cores, memory without swap, processes and threads). Zero: the
-	// documented defaults (docker.DefaultCPUs, docker.DefaultMemoryBytes,
-	// docker.DefaultPids); negative: no limit. A job's own limits
-	// (sandbox.Spec) override them. The host sandbox limits nothing.
+	// CPUs, MemoryBytes and Pids limit every container lease and pod (a
+	// CPU quota in cores, memory without swap, processes and threads).
+	// Zero: the documented defaults (docker.DefaultCPUs,
+	// docker.DefaultMemoryBytes, docker.DefaultPids; the kubernetes kind's
+	// are the same); negative: no limit. A job's own limits (sandbox.Spec)
+	// override them. On Kubernetes the pids limit is the node's pod pids
+	// limit, which must equal Pids (see kubernetes.Options.Pids). The host
+	// sandbox limits nothing and refuses a limit (a negative value, no
+	// limit, is what it does anyway).
 	CPUs        float64
 	MemoryBytes int64
 	Pids        int64
@@ -336,7 +340,8 @@ func openKubernetes(ctx context.Context, o SandboxOptions, log *slog.Logger) (Sa
 		return nil, err
 	}
 	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: o.Kubeconfig, Context: o.KubeContext,
-		Namespace: o.Namespace, Image: o.Image, User: o.User, Logger: log, Version: o.Version})
+		Namespace: o.Namespace, Image: o.Image, User: o.User, Logger: log, Version: o.Version,
+		CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Pids: o.Pids})
 	if err != nil {
 		return nil, err
 	}
