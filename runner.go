@@ -681,8 +681,18 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	}
 	if t.Image != "" || t.CPUs != 0 || t.MemoryBytes != 0 || t.Pids != 0 {
 		if r.engine.Delivery() == DeliverHostPath {
+			var what []string
+			for _, f := range []struct {
+				name string
+				set  bool
+			}{{"image", t.Image != ""}, {"cpus", t.CPUs != 0}, {"memory", t.MemoryBytes != 0}, {"pids", t.Pids != 0}} {
+				if f.set {
+					what = append(what, f.name)
+				}
+			}
 			return nil, outposterr.New(outposterr.Configuration,
-				"the %s sandbox applies no image, cpus, memory or pids; run in a container sandbox", r.kind.Name)
+				"the %s sandbox cannot apply the turn's %s: run in an isolated sandbox (docker, podman or kubernetes)",
+				r.kind.Name, strings.Join(what, ", "))
 		}
 		if t.CPUs < 0 || t.MemoryBytes < 0 || t.Pids < 0 {
 			return nil, outposterr.New(outposterr.Configuration, "negative resource limit")

@@ -60,11 +60,15 @@ type SandboxOptions struct {
 	// ssh://) and credentials. Empty Host: the local default (docker), or
 	// the first Podman socket found (podman).
 	Engine docker.Endpoint
-	// CPUs, MemoryBytes and Pids limit every container lease (a CPU quota
-	// in cores, memory without swap, processes and threads). Zero: the
-	// documented defaults (docker.DefaultCPUs, docker.DefaultMemoryBytes,
-	// docker.DefaultPids); negative: no limit. A job's own limits
-	// (sandbox.Spec) override them. The host sandbox limits nothing.
+	// CPUs, MemoryBytes and Pids limit every container lease and pod (a
+	// CPU quota in cores, memory without swap, processes and threads).
+	// Zero: the documented defaults (docker.DefaultCPUs,
+	// docker.DefaultMemoryBytes, docker.DefaultPids; the kubernetes kind's
+	// are the same); negative: no limit. A job's own limits (sandbox.Spec)
+	// override them. On Kubernetes the pids limit is the node's pod pids
+	// limit, which must equal Pids (see kubernetes.Options.Pids). The host
+	// sandbox limits nothing and refuses a limit (a negative value, no
+	// limit, is what it does anyway).
 	CPUs        float64
 	MemoryBytes int64
 	Pids        int64
@@ -268,9 +272,8 @@ func openHost(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxE
 	if o.User != "" {
 		return nil, outposterr.New(outposterr.Configuration, "a lease user applies to isolated sandboxes; the host sandbox runs as you")
 	}
-	if o.CPUs != 0 || o.MemoryBytes != 0 || o.Pids != 0 {
-		return nil, outposterr.New(outposterr.Configuration,
-			"resource limits (--cpus, --memory, --pids-limit) apply to isolated sandboxes; the host sandbox limits nothing")
+	if err := hostLimits(o); err != nil {
+		return nil, err
 	}
 	env := map[string]string{}
 	for k, v := range o.HostEnv {
@@ -280,6 +283,31 @@ func openHost(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxE
 		env["TZ"] = "UTC"
 	}
 	return &hostEngine{ctx: ctx, p: host.New(host.Options{Env: env, Logger: log}), env: env}, nil
+}
+
+// hostLimits refuses the resource limits the host sandbox cannot apply,
+// naming each flag: it runs the CLI as an ordinary process of yours, and
+// the limits a process can set on itself (rlimits) are no fit — the
+// process limit counts every process of your user, the address-space
+// limit is not a memory limit (a Node.js CLI reserves far more than it
+// uses). A negative limit (the flag's 0: no limit) is what it does anyway.
+func hostLimits(o SandboxOptions) error {
+	var flags []string
+	if o.CPUs > 0 {
+		flags = append(flags, "--cpus")
+	}
+	if o.MemoryBytes > 0 {
+		flags = append(flags, "--memory")
+	}
+	if o.Pids > 0 {
+		flags = append(flags, "--pids-limit")
+	}
+	if len(flags) == 0 {
+		return nil
+	}
+	return outposterr.New(outposterr.Configuration,
+		"the host sandbox cannot apply %s: it runs CLIs unisolated as your own processes and limits nothing; use an isolated sandbox (--sandbox docker, podman or kubernetes), or run without the limit",
+		strings.Join(flags, ", "))
 }
 
 func (e *hostEngine) Delivery() Delivery { return DeliverHostPath }
@@ -336,7 +364,8 @@ func openKubernetes(ctx context.Context, o SandboxOptions, log *slog.Logger) (Sa
 		return nil, err
 	}
 	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: o.Kubeconfig, Context: o.KubeContext,
-		Namespace: o.Namespace, Image: o.Image, User: o.User, Logger: log, Version: o.Version})
+		Namespace: o.Namespace, Image: o.Image, User: o.User, Logger: log, Version: o.Version,
+		CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Pids: o.Pids})
 	if err != nil {
 		return nil, err
 	}

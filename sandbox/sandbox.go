@@ -53,8 +53,10 @@ type Spec struct {
 	// Image is the container image for container providers.
 	Image string
 	// CPUs, MemoryBytes and Pids limit container resources (0: the
-	// provider's default — Docker leases are always limited, see
-	// docker.DefaultCPUs; negative is refused).
+	// provider's default — Docker leases and Kubernetes pods are always
+	// limited, see docker.DefaultCPUs and kubernetes.DefaultCPUs; a pod's
+	// pids limit is its node's, which must equal Pids; negative is
+	// refused).
 	CPUs        float64
 	MemoryBytes int64
 	Pids        int64

@@ -22,7 +22,11 @@
 #   3. the cluster is started unless it is already up and healthy: etcd, a
 #      private containerd with CRI (its own root, state and socket; the Docker
 #      engine's containerd is left alone), kube-apiserver, controller-manager,
-#      scheduler and a kubelet, every one bound to 127.0.0.1. Processes left
+#      scheduler and a kubelet, every one bound to 127.0.0.1; the kubelet
+#      limits every pod to 1024 processes and threads (podPidsLimit). A cluster
+#      that is up is reused: only a changed kubelet configuration (written
+#      by an older version of this script) restarts the kubelet, whose pods
+#      keep running. Processes left
 #      over from an earlier run (stale pid files, half-started cluster, a
 #      reboot) are stopped first; certificates, etcd data and imported images
 #      are kept in the state directory and reused;
@@ -237,25 +241,27 @@ start() {
 	echo $! >"$run/$name.pid"
 }
 
+# leaf NAME SUBJECT EXTENDED-KEY-USAGE [SUBJECT-ALT-NAMES]: a certificate of the
+# cluster's CA in $pki/NAME.crt (key $pki/NAME.key).
+leaf() {
+	local ext="basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=$3"
+	[ -n "${4:-}" ] && ext="$ext
+subjectAltName=$4"
+	openssl req -new -newkey rsa:2048 -nodes -keyout "$pki/$1.key" -subj "$2" 2>/dev/null |
+		openssl x509 -req -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 3650 \
+			-extfile <(printf '%s\n' "$ext") -out "$pki/$1.crt" 2>/dev/null
+	chmod 0600 "$pki/$1.key"
+}
+
 write_certificates() {
-	local leaf
 	mkdir -p "$pki"
 	chmod 0700 "$pki"
 	log "creating certificates in $pki"
 	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 3650 \
 		-subj "/CN=outpost-kube-ca" -addext "basicConstraints=critical,CA:TRUE" \
 		-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
-	# leaf NAME SUBJECT EXTENDED-KEY-USAGE [SUBJECT-ALT-NAMES]
-	leaf() {
-		local ext="basicConstraints=CA:FALSE
-keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=$3"
-		[ -n "${4:-}" ] && ext="$ext
-subjectAltName=$4"
-		openssl req -new -newkey rsa:2048 -nodes -keyout "$pki/$1.key" -subj "$2" 2>/dev/null |
-			openssl x509 -req -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 3650 \
-				-extfile <(printf '%s\n' "$ext") -out "$pki/$1.crt" 2>/dev/null
-	}
 	leaf apiserver /CN=kube-apiserver serverAuth \
 		"DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.96.0.1"
 	leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
@@ -319,8 +325,90 @@ import_images() {
 	done
 }
 
+# kubelet: cgroupfs (no systemd), cgroup v1 allowed, oom_score_adj left at 0
+# (see the containerd configuration), every pod limited to $pod_pids_limit
+# processes and threads (podPidsLimit: Kubernetes has no per-container pids
+# limit; this is Outpost's default, as for its Docker leases), and a serving
+# certificate of the cluster's CA, so a client on this machine can read the
+# kubelet's configuration (/configz) directly and verify whom it talks to:
+# the API server refuses to proxy to a node on the loopback ("address not
+# allowed"), and Outpost checks the pod pids limit there.
+pod_pids_limit=1024
+# write_kubelet_config writes $state/kubelet.yaml and succeeds when its
+# content changed (a running kubelet must then be restarted to apply it).
+write_kubelet_config() {
+	local f=$state/kubelet.yaml
+	[ -f "$pki/kubelet-serving.crt" ] && [ -f "$pki/kubelet-serving.key" ] ||
+		leaf kubelet-serving "/CN=$node" serverAuth "DNS:localhost,IP:127.0.0.1"
+	cat >"$f.new" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: "$pki/kubelet-serving.crt"
+tlsPrivateKeyFile: "$pki/kubelet-serving.key"
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$pki/ca.crt"}
+authorization:
+  mode: Webhook
+containerRuntimeEndpoint: unix://$sock
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+podPidsLimit: $pod_pids_limit
+rotateCertificates: false
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+EOF
+	if [ -f "$f" ] && cmp -s "$f" "$f.new"; then
+		rm -f "$f.new"
+		return 1
+	fi
+	mv "$f.new" "$f"
+}
+
+# The kubelet's own health first: after a restart the node object still says
+# Ready from before.
+kubelet_healthy() { curl -sf --max-time 2 http://127.0.0.1:10248/healthz >/dev/null; }
+kubelet_down() { ! kubelet_healthy; }
+
+start_kubelet() {
+	log "starting kubelet (node $node)"
+	start kubelet "$bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
+		--root-dir="$state/kubelet" --cert-dir="$state/kubelet/pki" --hostname-override="$node" --v=1
+	waitfor 120 kubelet kubelet_healthy
+	waitfor 120 kubelet node_ready
+}
+
+# restart_kubelet stops the running kubelet (its pods keep running: their
+# containers belong to containerd) and starts it with the new configuration.
+restart_kubelet() {
+	local pid
+	if pid=$(pid_of kubelet); then
+		log "restarting kubelet (pid $pid) to apply the changed $state/kubelet.yaml"
+		kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+	fi
+	waitfor 30 kubelet kubelet_down
+	start_kubelet
+}
+
 if cluster_up; then
 	log "cluster is up (node $node Ready)"
+	if write_kubelet_config; then
+		restart_kubelet
+	else
+		log "kubelet configuration unchanged (podPidsLimit $pod_pids_limit)"
+	fi
 	import_images
 	log "ready: kubeconfig $kubeconfig"
 	echo "$kubeconfig"
@@ -432,42 +520,10 @@ start kube-scheduler "$bin/kube-scheduler" \
 	--kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
 	--bind-address=127.0.0.1 --leader-elect=false --profiling=false --v=1
 
-# kubelet: cgroupfs (no systemd), cgroup v1 allowed, oom_score_adj left at 0 (see above).
-cat >"$state/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: "$pki/ca.crt"}
-authorization:
-  mode: Webhook
-containerRuntimeEndpoint: unix://$sock
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-oomScoreAdj: 0
-rotateCertificates: false
-serializeImagePulls: false
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
-EOF
 sa_ready() { timeout 10 "$kubectl" --kubeconfig "$kubeconfig" get serviceaccount default -n default </dev/null; }
 waitfor 60 kube-controller-manager sa_ready
-log "starting kubelet (node $node)"
-start kubelet "$bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
-	--root-dir="$state/kubelet" --cert-dir="$state/kubelet/pki" --hostname-override="$node" --v=1
-# The kubelet's own health first: after a restart the node object still says
-# Ready from before.
-kubelet_healthy() { curl -sf --max-time 2 http://127.0.0.1:10248/healthz >/dev/null; }
-waitfor 120 kubelet kubelet_healthy
-waitfor 120 kubelet node_ready
+write_kubelet_config || true
+start_kubelet
 log "cluster is up in $((SECONDS - t0))s (node $node Ready)"
 log "ready: kubeconfig $kubeconfig"
 echo "$kubeconfig"

@@ -206,10 +206,42 @@ func kubernetesDoctor(ctx context.Context, f *Factory, image string) []check {
 		}
 		out = append(out, c)
 	}
+	out = append(out, podPidsChecks(cctx, p)...)
 	if found, err := p.ImageOnNode(cctx, image); err == nil {
 		c := check{name: "kubernetes image " + image, ok: found, detail: "on a node"}
 		if !found {
 			c.detail = "on no node (import it: scripts/kube-setup.sh does for the local cluster)"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// maxPidsNodes bounds the nodes whose pod pids limit doctor reads.
+const maxPidsNodes = 10
+
+// podPidsChecks reads each node's pod pids limit (the kubelet's
+// podPidsLimit, through the API server): Kubernetes has no per-container
+// pids limit, and a lease needs the node to limit every pod to
+// kubernetes.DefaultPids processes (or --pids-limit N to N).
+func podPidsChecks(ctx context.Context, p *kubernetes.Provider) []check {
+	nodes, err := p.NodeNames(ctx)
+	if err != nil {
+		return []check{{name: "kubernetes pod pids limit", detail: err.Error()}}
+	}
+	if len(nodes) > maxPidsNodes {
+		nodes = nodes[:maxPidsNodes]
+	}
+	var out []check
+	for _, node := range nodes {
+		c := check{name: "kubernetes pod pids limit on node " + node}
+		switch have, err := p.NodePidsLimit(ctx, node); {
+		case err != nil:
+			c.detail = err.Error()
+		case have != kubernetes.DefaultPids:
+			c.detail = kubernetes.PidsLimitMismatch(node, kubernetes.DefaultPids, have).Error()
+		default:
+			c.ok, c.detail = true, fmt.Sprintf("%d processes and threads per pod (podPidsLimit), the default --pids-limit", have)
 		}
 		out = append(out, c)
 	}

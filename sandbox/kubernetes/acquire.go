@@ -79,9 +79,6 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 		return nil, outposterr.New(outposterr.Configuration,
 			"kubernetes leases have no host mounts (%s): copy files in with CopyIn", spec.Mounts[0].Source)
 	}
-	if spec.Pids > 0 {
-		p.log.Debug("pids limit is a node setting on kubernetes; Spec.Pids ignored", "pids", spec.Pids)
-	}
 	workspace := ""
 	if spec.Workspace != "" {
 		dir, err := filepath.Abs(spec.Workspace)
@@ -153,6 +150,9 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	if err := l.waitRunning(ctx); err != nil {
 		return nil, errors.Join(err, l.Release(ctx))
 	}
+	if err := p.checkPids(ctx, l.nodeName(), cmp.Or(spec.Pids, p.opts.Pids)); err != nil {
+		return nil, errors.Join(err, l.Release(ctx))
+	}
 	if workspace != "" {
 		if err := l.copyWorkspaceIn(ctx); err != nil {
 			return nil, errors.Join(err, l.Release(ctx))
@@ -208,20 +208,14 @@ func ownerAnnotations(a map[string]string) map[string]string {
 func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost bool, uid, gid int64,
 	labels, annotations map[string]string) (*corev1.Pod, error) {
 	annotations[AnnotationHeartbeat] = time.Now().UTC().Format(time.RFC3339)
-	res := corev1.ResourceList{}
-	if cpus := cmp.Or(spec.CPUs, p.opts.CPUs); cpus > 0 {
-		res[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
-	}
-	if mem := cmp.Or(spec.MemoryBytes, p.opts.MemoryBytes); mem > 0 {
-		res[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	if p.opts.EphemeralStorageBytes > 0 {
-		res[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(p.opts.EphemeralStorageBytes, resource.BinarySI)
-	}
 	homeSize := resource.NewQuantity(p.opts.HomeBytes, resource.BinarySI)
+	tmpSize := resource.NewQuantity(p.opts.TmpBytes, resource.BinarySI)
+	workspaceSize := resource.NewQuantity(p.opts.WorkspaceBytes, resource.BinarySI)
 	deadline := int64(p.opts.Lifetime / time.Second)
 	grace := int64(2)
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	sec := containerSecurity(uid, gid, seccomp)
+	sec.ReadOnlyRootFilesystem = new(true)
 	c := corev1.Container{
 		Name:            containerName,
 		Image:           image,
@@ -229,10 +223,11 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 		Command:         []string{"sh", "-c", startScript, "outpost-lease", Home},
 		WorkingDir:      Root,
 		Env:             defaultEnv(spec.Env),
-		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
-		SecurityContext: containerSecurity(uid, gid, seccomp),
+		Resources:       p.resources(spec),
+		SecurityContext: sec,
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "home", MountPath: "/home"},
+			{Name: "tmp", MountPath: Tmp},
 			{Name: "workspace", MountPath: Root},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -267,7 +262,8 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 			Volumes: []corev1.Volume{
 				{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 					Medium: corev1.StorageMediumMemory, SizeLimit: homeSize}}},
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: tmpSize}}},
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: workspaceSize}}},
 			},
 		},
 	}
@@ -287,9 +283,44 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 		}
 		pod.Spec.Containers = append(pod.Spec.Containers, sc)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "sidecar",
-			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				SizeLimit: resource.NewQuantity(sidecarVolumeBytes, resource.BinarySI)}}})
 	}
 	return pod, nil
+}
+
+// resources are the lease container's requests and limits: CPU and
+// memory from spec, else the provider's options (negative: no limit), the
+// provider's ephemeral storage; requests are the provider's, capped at the
+// limits (a resource with a limit and no request would get a request equal
+// to the limit).
+func (p *Provider) resources(spec sandbox.Spec) corev1.ResourceRequirements {
+	lim, req := corev1.ResourceList{}, corev1.ResourceList{}
+	cpus := p.opts.CPUs
+	if spec.CPUs > 0 {
+		cpus = spec.CPUs
+	}
+	cpuReq := p.opts.CPURequest
+	if cpus > 0 {
+		lim[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
+		cpuReq = min(cpuReq, cpus)
+	}
+	req[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpuReq*1000), resource.DecimalSI)
+	mem := p.opts.MemoryBytes
+	if spec.MemoryBytes > 0 {
+		mem = spec.MemoryBytes
+	}
+	memReq := p.opts.MemoryRequestBytes
+	if mem > 0 {
+		lim[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+		memReq = min(memReq, mem)
+	}
+	req[corev1.ResourceMemory] = *resource.NewQuantity(memReq, resource.BinarySI)
+	if disk := p.opts.EphemeralStorageBytes; disk > 0 {
+		lim[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(disk, resource.BinarySI)
+		req[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(min(ephemeralRequestBytes, disk), resource.BinarySI)
+	}
+	return corev1.ResourceRequirements{Requests: req, Limits: lim}
 }
 
 // containerSecurity is the security context of a pod's containers: a

@@ -117,6 +117,18 @@ func (c *client) listNodes(ctx context.Context) (*corev1.NodeList, error) {
 	return out, err
 }
 
+func (c *client) getNode(ctx context.Context, name string) (*corev1.Node, error) {
+	out := &corev1.Node{}
+	err := c.core.Get().Resource("nodes").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// nodeConfigz reads the kubelet configuration of node through the API
+// server's node proxy.
+func (c *client) nodeConfigz(ctx context.Context, node string) ([]byte, error) {
+	return c.core.Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("configz").DoRaw(ctx)
+}
+
 // watchPods watches the pods of ns; the watch ends with ctx or
 // opts.TimeoutSeconds.
 func (c *client) watchPods(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {

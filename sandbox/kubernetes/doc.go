@@ -18,14 +18,29 @@
 //     privileged false, all capabilities dropped, seccomp RuntimeDefault;
 //   - no service account token (automountServiceAccountToken false) and no
 //     service environment variables (enableServiceLinks false);
-//   - a private home at [Home] (mode 0700) on a memory-backed emptyDir
-//     (Options.HomeBytes, counted against the memory limit) and the
-//     workspace at [Root] (/workspace, the working directory) on a
-//     disk-backed emptyDir;
-//   - CPU and memory requests equal to their limits (Spec.CPUs and
-//     Spec.MemoryBytes, else Options.CPUs and Options.MemoryBytes; zero: none)
-//     and Options.EphemeralStorageBytes for the disk. Spec.Pids is a node
-//     setting on Kubernetes and is ignored;
+//   - a read-only root filesystem; what the lease can write is a private
+//     home at [Home] (mode 0700) on a memory-backed emptyDir
+//     (Options.HomeBytes, [DefaultHomeBytes], counted against the memory
+//     limit), [Tmp] (Options.TmpBytes, [DefaultTmpBytes]: the copied CLI,
+//     caches) and the workspace at [Root] (/workspace, the working
+//     directory; Options.WorkspaceBytes, [DefaultWorkspaceBytes]), both
+//     disk-backed emptyDirs with size limits (the kubelet evicts a pod
+//     whose volume outgrows its limit);
+//   - CPU and memory limits: Spec.CPUs and Spec.MemoryBytes, else
+//     Options.CPUs and Options.MemoryBytes, else [DefaultCPUs] (2) and
+//     [DefaultMemoryBytes] (4 GiB), the Docker provider's defaults
+//     (negative Options: no limit); small requests ([DefaultCPURequest],
+//     [DefaultMemoryRequestBytes], capped at the limits), so a small node
+//     runs several leases; an ephemeral-storage limit covering the volumes
+//     (Options.EphemeralStorageBytes);
+//   - the pids limit: Kubernetes has none per container; the kubelet of
+//     each node limits every pod (podPidsLimit). Once the pod runs, the
+//     provider reads the kubelet configuration of its node
+//     ([Provider.NodePidsLimit]) and refuses the lease with a configuration
+//     error when the node's limit is not the one asked for (Spec.Pids, else
+//     Options.Pids, else [DefaultPids]), when the node has none, or when
+//     its configuration cannot be read; Options.Pids negative asks for no
+//     limit and checks nothing;
 //   - activeDeadlineSeconds (Options.Lifetime) as the backstop for a lease
 //     nobody releases, restartPolicy Never, image pull policy
 //     Options.PullPolicy (IfNotPresent unless set);
@@ -84,7 +99,14 @@
 // marker, so a grandchild holding stdout open does not hold Wait; a command
 // killed by signal n reports 128+n, which is read as that signal. The
 // marker also counts out-of-memory kills in the container's cgroup, which
-// sets ExitStatus.OOMKilled. [sandbox.Process.Signal], Close and context
+// sets ExitStatus.OOMKilled; so does a lease container that the memory
+// limit ended (its status says OOMKilled), for every process it ran. A
+// process also implements [sandbox.LimitReporter]: it reports
+// [sandbox.LimitPids] when the container's count of forks refused at the
+// pod's pids limit rose (pids/pids.events on cgroup v1; on cgroup v2 the
+// container's pids.events counts them only when the node mounts cgroup2
+// with pids_localevents, otherwise a reached limit is not reported).
+// [sandbox.Process.Signal], Close and context
 // cancellation run a short second exec that signals the whole group (a
 // cancellation arriving before the pid was written leaves a marker the
 // wrapper honours). The exec stream outlives the caller's context, so a

@@ -370,9 +370,15 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 			p.setExit(p.streamEnd(ctx))
 			return
 		case <-l.gone:
-			if l.releasing.Load() {
+			switch {
+			case l.releasing.Load():
 				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil)
-			} else {
+			case l.oomKilled():
+				// The memory limit ended the container and with it the
+				// command: the limit's doing, reported as for a command the
+				// kernel killed.
+				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL", OOMKilled: true}, nil)
+			default:
 				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, l.goneError(), "exec"))
 			}
 			p.cancelStream()
@@ -417,6 +423,9 @@ func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
 		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
 	}
 	if gerr := l.goneError(); gerr != nil {
+		if l.oomKilled() {
+			return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL", OOMKilled: true}, nil
+		}
 		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, gerr, "exec")
 	}
 	// Ask about the pod: deleted under us, or the API server gone?

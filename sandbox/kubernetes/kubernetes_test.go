@@ -57,7 +57,7 @@ func TestHardening(t *testing.T) {
 	assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
 	assert.Equal(t, int64(1000), *c.SecurityContext.RunAsUser)
 	assert.Equal(t, "500m", c.Resources.Limits.Cpu().String())
-	assert.Equal(t, "500m", c.Resources.Requests.Cpu().String())
+	assert.Equal(t, "50m", c.Resources.Requests.Cpu().String())
 	assert.Equal(t, int64(256<<20), c.Resources.Limits.Memory().Value())
 	var home *corev1.Volume
 	for i := range spec.Volumes {
@@ -294,13 +294,16 @@ func TestStartFailures(t *testing.T) {
 	requireSandboxErr(t, err)
 	assert.Contains(t, err.Error(), "not on the node")
 
-	_, err = p.Acquire(context.Background(), sandbox.Spec{CPUs: 10000})
+	// More CPU asked for than any node has (the request; limits alone do
+	// not stop scheduling).
+	huge := newProvider(t, kubernetes.Options{RunID: runID, StartTimeout: 4 * time.Second, CPUs: -1, CPURequest: 10000})
+	_, err = huge.Acquire(context.Background(), sandbox.Spec{})
 	requireSandboxErr(t, err)
 	assert.Contains(t, err.Error(), "unschedulable")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = p.Acquire(ctx, sandbox.Spec{CPUs: 10000})
+	_, err = huge.Acquire(ctx, sandbox.Spec{})
 	require.Error(t, err)
 
 	assert.Empty(t, podsOfRun(t, p, runID), "failed starts leave no pod")

@@ -51,6 +51,7 @@ type lease struct {
 	gone      chan struct{} // closed when the pod was deleted or ended
 	goneErr   error
 	watchDone chan struct{}
+	pidsSeen  int64 // the refused-fork count last read (see pidsLimitReached)
 
 	releasing atomic.Bool // Release started: a process killed now was killed by it
 	relMu     sync.Mutex

@@ -57,6 +57,32 @@ const (
 	DefaultHeartbeatInterval = time.Minute
 	// DefaultHomeBytes is the size limit of the memory-backed home.
 	DefaultHomeBytes = 1 << 30
+	// DefaultCPUs, DefaultMemoryBytes and DefaultPids are the limits of
+	// every lease unless Options or Spec set others: the Docker provider's
+	// (docker.DefaultCPUs and friends), so a turn gets the same bounds on
+	// either kind.
+	DefaultCPUs              = 2.0
+	DefaultMemoryBytes int64 = 4 << 30
+	DefaultPids        int64 = 1024
+	// DefaultCPURequest and DefaultMemoryRequestBytes are what a lease
+	// asks the scheduler for (capped at its limits): small, so a 2-core
+	// node runs several leases at once; the limits above are what a lease
+	// may use.
+	DefaultCPURequest               = 0.05
+	DefaultMemoryRequestBytes int64 = 256 << 20
+	// DefaultTmpBytes and DefaultWorkspaceBytes are the size limits of the
+	// disk-backed /tmp (the copied CLI, caches) and workspace volumes: the
+	// container's root filesystem is read-only, so they and the home are
+	// all a lease can write.
+	DefaultTmpBytes       int64 = 4 << 30
+	DefaultWorkspaceBytes int64 = 10 << 30
+	// ephemeralSlackBytes is the pod's disk use besides its volumes
+	// (container logs, the sidecar's volume) in the default
+	// ephemeral-storage limit.
+	ephemeralSlackBytes int64 = 1 << 30
+	// ephemeralRequestBytes is the ephemeral-storage request (capped at
+	// the limit).
+	ephemeralRequestBytes int64 = 1 << 30
 	// DefaultMaxSyncBytes bounds what one workspace sync may bring back.
 	DefaultMaxSyncBytes = 4 << 30
 	// DefaultQPS and DefaultBurst are the client's API rate limits.
@@ -70,6 +96,8 @@ const (
 	Home = "/home/agent"
 	// Root is the workspace directory and default working directory.
 	Root = "/workspace"
+	// Tmp is the writable /tmp volume.
+	Tmp = "/tmp"
 	// containerName is the lease's only container.
 	containerName = "lease"
 )
@@ -103,16 +131,36 @@ type Options struct {
 	// cluster's pod network) or "host" (the node's network namespace, for a
 	// server on the node's loopback). Empty: "pod".
 	Network string
-	// CPUs and MemoryBytes are used when Spec leaves them zero; zero here
-	// too means no request and no limit.
+	// CPUs and MemoryBytes are the lease container's limits (a CPU quota
+	// in cores; memory, which the memory-backed home counts against) when
+	// Spec leaves them zero. Zero: [DefaultCPUs], [DefaultMemoryBytes];
+	// negative: no limit.
 	CPUs        float64
 	MemoryBytes int64
-	// EphemeralStorageBytes is the request and limit of the pod's disk use
-	// (workspace, writable layer, logs). Zero: none.
+	// Pids is the pod pids limit leases need when Spec leaves it zero.
+	// Kubernetes has no per-container pids limit: the node's kubelet limits
+	// every pod (podPidsLimit), so the provider reads the kubelet's
+	// configuration of the node each pod runs on and refuses the lease
+	// (a configuration error) when that node's limit differs, or when it
+	// cannot be read. Zero: [DefaultPids]; negative: no limit needed, not
+	// checked.
+	Pids int64
+	// CPURequest and MemoryRequestBytes are the lease container's
+	// requests, capped at its limits. Zero: [DefaultCPURequest],
+	// [DefaultMemoryRequestBytes].
+	CPURequest         float64
+	MemoryRequestBytes int64
+	// EphemeralStorageBytes is the limit of the pod's disk use (the /tmp
+	// and workspace volumes, logs). Zero: TmpBytes + WorkspaceBytes + 1
+	// GiB; negative: none.
 	EphemeralStorageBytes int64
 	// HomeBytes is the size limit of the memory-backed home (it counts
 	// against the memory limit). Zero: [DefaultHomeBytes].
 	HomeBytes int64
+	// TmpBytes and WorkspaceBytes are the size limits of the /tmp and
+	// workspace volumes (disk-backed; the kubelet evicts a pod that
+	// exceeds one). Zero: [DefaultTmpBytes], [DefaultWorkspaceBytes].
+	TmpBytes, WorkspaceBytes int64
 	// NodeSelector, Tolerations, RuntimeClassName and PriorityClassName are
 	// copied into every pod (placement on a many-node cluster; a sandboxing
 	// runtime such as gVisor or Kata through its RuntimeClass).
@@ -162,6 +210,8 @@ type Provider struct {
 
 	mu     sync.Mutex
 	leases map[*lease]struct{}
+	// nodePids caches each node's pod pids limit (-1: none) once read.
+	nodePids map[string]int64
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -170,22 +220,7 @@ var _ sandbox.Provider = (*Provider)(nil)
 // Options.PingTimeout. An unreachable API server is an [outposterr.Sandbox]
 // error; a missing or broken kubeconfig is a configuration error.
 func New(ctx context.Context, opts Options) (*Provider, error) {
-	opts.Image = cmp.Or(opts.Image, DefaultImage)
-	opts.PullPolicy = cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent)
-	opts.User = cmp.Or(opts.User, DefaultUser)
-	opts.Network = cmp.Or(opts.Network, "pod")
-	opts.Version = cmp.Or(opts.Version, "dev")
-	opts.RunID = cmp.Or(opts.RunID, uuid.NewString())
-	opts.PingTimeout = cmp.Or(opts.PingTimeout, DefaultPingTimeout)
-	opts.OpTimeout = cmp.Or(opts.OpTimeout, DefaultOpTimeout)
-	opts.StartTimeout = cmp.Or(opts.StartTimeout, DefaultStartTimeout)
-	opts.ReleaseTimeout = cmp.Or(opts.ReleaseTimeout, DefaultReleaseTimeout)
-	opts.Lifetime = cmp.Or(opts.Lifetime, DefaultLifetime)
-	opts.HeartbeatInterval = cmp.Or(opts.HeartbeatInterval, DefaultHeartbeatInterval)
-	opts.HomeBytes = cmp.Or(opts.HomeBytes, DefaultHomeBytes)
-	opts.MaxSyncBytes = cmp.Or(opts.MaxSyncBytes, DefaultMaxSyncBytes)
-	opts.QPS = cmp.Or(opts.QPS, DefaultQPS)
-	opts.Burst = cmp.Or(opts.Burst, DefaultBurst)
+	opts = opts.withDefaults()
 	switch opts.PullPolicy {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
@@ -197,8 +232,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if _, err := hostNetwork(opts.Network); err != nil {
 		return nil, err
 	}
-	if opts.CPUs < 0 || opts.MemoryBytes < 0 || opts.EphemeralStorageBytes < 0 || opts.HomeBytes < 0 {
-		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
+	if opts.HomeBytes < 0 || opts.TmpBytes < 0 || opts.WorkspaceBytes < 0 || opts.CPURequest < 0 || opts.MemoryRequestBytes < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "negative volume size or resource request")
 	}
 	log := opts.Logger
 	if log == nil {
@@ -214,7 +249,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "kubernetes client")
 	}
 	p := &Provider{cfg: cfg, cs: cs, ns: ns, opts: opts, log: log, owner: procowner.Self(), klog: clientLogger(log),
-		leases: map[*lease]struct{}{}}
+		leases: map[*lease]struct{}{}, nodePids: map[string]int64{}}
 	pctx, cancel := context.WithTimeout(p.withLogger(ctx), opts.PingTimeout)
 	defer cancel()
 	if err := cs.version(pctx); err != nil {
@@ -225,6 +260,35 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	log.Debug("kubernetes provider ready", "server", cfg.Host, "namespace", ns)
 	return p, nil
+}
+
+// withDefaults fills in the zero fields of o.
+func (o Options) withDefaults() Options {
+	o.Image = cmp.Or(o.Image, DefaultImage)
+	o.PullPolicy = cmp.Or(o.PullPolicy, corev1.PullIfNotPresent)
+	o.User = cmp.Or(o.User, DefaultUser)
+	o.Network = cmp.Or(o.Network, "pod")
+	o.Version = cmp.Or(o.Version, "dev")
+	o.RunID = cmp.Or(o.RunID, uuid.NewString())
+	o.PingTimeout = cmp.Or(o.PingTimeout, DefaultPingTimeout)
+	o.OpTimeout = cmp.Or(o.OpTimeout, DefaultOpTimeout)
+	o.StartTimeout = cmp.Or(o.StartTimeout, DefaultStartTimeout)
+	o.ReleaseTimeout = cmp.Or(o.ReleaseTimeout, DefaultReleaseTimeout)
+	o.Lifetime = cmp.Or(o.Lifetime, DefaultLifetime)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
+	o.HomeBytes = cmp.Or(o.HomeBytes, DefaultHomeBytes)
+	o.CPUs = cmp.Or(o.CPUs, DefaultCPUs)
+	o.MemoryBytes = cmp.Or(o.MemoryBytes, DefaultMemoryBytes)
+	o.Pids = cmp.Or(o.Pids, DefaultPids)
+	o.CPURequest = cmp.Or(o.CPURequest, DefaultCPURequest)
+	o.MemoryRequestBytes = cmp.Or(o.MemoryRequestBytes, DefaultMemoryRequestBytes)
+	o.TmpBytes = cmp.Or(o.TmpBytes, DefaultTmpBytes)
+	o.WorkspaceBytes = cmp.Or(o.WorkspaceBytes, DefaultWorkspaceBytes)
+	o.EphemeralStorageBytes = cmp.Or(o.EphemeralStorageBytes, o.TmpBytes+o.WorkspaceBytes+ephemeralSlackBytes)
+	o.MaxSyncBytes = cmp.Or(o.MaxSyncBytes, DefaultMaxSyncBytes)
+	o.QPS = cmp.Or(o.QPS, DefaultQPS)
+	o.Burst = cmp.Or(o.Burst, DefaultBurst)
+	return o
 }
 
 // restConfig builds the client configuration and picks the namespace.

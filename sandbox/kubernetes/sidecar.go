@@ -25,6 +25,10 @@ const DefaultSidecarUser = "65532:65532"
 // DefaultSidecarMemoryBytes is the sidecar container's memory limit.
 const DefaultSidecarMemoryBytes = 512 << 20
 
+// sidecarVolumeBytes is the size limit of the sidecar's own volume, which
+// holds the copied program (the outpost executable, about 41 MB).
+const sidecarVolumeBytes = 256 << 20
+
 const (
 	// sidecarContainer is the name of the pod's second container.
 	sidecarContainer = "sidecar"
