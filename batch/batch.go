@@ -201,6 +201,9 @@ type Options struct {
 	// MaxTurns caps each turn's assistant turns (a job's MaxTurns wins; 0:
 	// no cap).
 	MaxTurns int
+	// DiscardRecords hands each record to OnRecord only: Run keeps none
+	// and returns none, so its memory does not grow with the batch.
+	DiscardRecords bool
 	// Done lists job ids already finished (from an earlier results log).
 	Done map[string]bool
 	// Attempts holds how many result lines each job already has;
@@ -353,12 +356,15 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 		records []Record
 	)
 	// Jobs take their first slot in file order: each waits until the job
-	// before it has taken its own (goroutines would race for it).
+	// before it has taken its own (goroutines would race for it). A job's
+	// goroutine starts only then, so a batch of any size holds goroutines
+	// (and loaded prompts, Job.Load) for its running jobs and one more.
 	prev := make(chan struct{})
 	close(prev)
 	for _, j := range pending {
 		after, admitted := prev, make(chan struct{})
 		prev = admitted
+		<-after
 		wg.Go(func() {
 			rec, ok := r.job(ctx, j, after, admitted)
 			if !ok {
@@ -366,7 +372,9 @@ func Run(ctx context.Context, jobs []Job, turn TurnFunc, opts Options) ([]Record
 			}
 			recMu.Lock()
 			defer recMu.Unlock()
-			records = append(records, rec)
+			if !opts.DiscardRecords {
+				records = append(records, rec)
+			}
 			if opts.OnRecord != nil {
 				opts.OnRecord(rec)
 			}
@@ -578,6 +586,12 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 	var admit sync.Once
 	defer admit.Do(func() { close(admitted) })
 	agents := append([]string{j.Agent}, j.Fallback...)
+	var loadErr error
+	if j.Load != nil {
+		// The job's large parts, for as long as it runs.
+		j.Prompt, j.Metadata, loadErr = j.Load()
+		j.Load = nil
+	}
 	rec := Record{Job: j.ID, Task: j.Task, Trial: j.Trial, Attempt: r.opts.Attempts[j.ID] + 1, Metadata: j.Metadata}
 	if j.Source != nil {
 		rec.Source = &SourceRecord{Repo: j.Source.Repo, Commit: j.Source.Commit, Dir: j.Source.Dir}
@@ -628,6 +642,9 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 			}
 		})
 		return rec, true
+	}
+	if loadErr != nil {
+		return done(j.Agent, nil, outposterr.Wrap(outposterr.Configuration, loadErr, "job %s", j.ID))
 	}
 	select {
 	case <-after:

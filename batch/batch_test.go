@@ -2,7 +2,10 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,4 +397,50 @@ func TestVanishedLeaseRetriedLikeAnOutage(t *testing.T) {
 	require.Len(t, recs, 1)
 	assert.Equal(t, "sandbox", recs[0].Outcome.Class)
 	assert.Equal(t, 1, calls, "not retried")
+}
+
+// TestLoadOnlyRunningJobs: a job's Load runs as it starts, so a long batch
+// holds the large parts of its running jobs and one more, never all of
+// them; a Load that fails fails its job as a configuration error.
+func TestLoadOnlyRunningJobs(t *testing.T) {
+	var mu sync.Mutex
+	loaded, peak := 0, 0
+	var jobs []Job
+	for i := 0; i < 2000; i++ {
+		id := "j" + strconv.Itoa(i)
+		jobs = append(jobs, Job{ID: id, Agent: "a", Load: func() (string, json.RawMessage, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			loaded++
+			peak = max(peak, loaded)
+			if id == "j7" {
+				return "", nil, errors.New("gone")
+			}
+			return "prompt " + id, json.RawMessage(`{"n":1}`), nil
+		}})
+	}
+	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		assert.Equal(t, "prompt "+tr.Job.ID, tr.Prompt)
+		mu.Lock()
+		loaded--
+		mu.Unlock()
+		return ok("c")
+	}
+	var recs []Record
+	var recMu sync.Mutex
+	got, err := Run(context.Background(), jobs, turn, Options{Concurrency: 4, DiscardRecords: true,
+		OnRecord: func(r Record) { recMu.Lock(); recs = append(recs, r); recMu.Unlock() }})
+	require.NoError(t, err)
+	assert.Empty(t, got, "records discarded")
+	require.Len(t, recs, 2000)
+	assert.LessOrEqual(t, peak, 4+2, "loaded: the running jobs, the one waiting for a slot, the failed one")
+	for _, r := range recs {
+		if r.Job == "j7" {
+			assert.Equal(t, "configuration", r.Outcome.Class)
+			assert.Contains(t, r.Outcome.Error, "gone")
+		} else {
+			assert.True(t, r.Outcome.OK, r.Job)
+			assert.JSONEq(t, `{"n":1}`, string(r.Metadata))
+		}
+	}
 }

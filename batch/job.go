@@ -74,6 +74,12 @@ type Job struct {
 
 	// Compiled is Schema compiled by [Job.Compile]; nil without a schema.
 	Compiled *typed.Schema `json:"-"`
+	// Load, when set, returns the job's Prompt and Metadata, which were
+	// left out when the job was read: a batch then holds the large parts
+	// of a job only while it runs, so a jobs file of any size costs memory
+	// for its running jobs, not for all of them. The batch calls it as the
+	// job starts; an error fails the job as a configuration error.
+	Load func() (prompt string, metadata json.RawMessage, err error) `json:"-"`
 	// Task is the id before expansion and Trial the trial number (1..K)
 	// of a job [Expand] made from one with Attempts > 1; zero otherwise.
 	Task  string `json:"-"`
@@ -107,7 +113,7 @@ func (j *Job) Compile() error {
 			j.ID, invisibleIn(j.ID))
 	case j.Agent == "":
 		return bad("no agent")
-	case strings.TrimSpace(j.Prompt) == "":
+	case strings.TrimSpace(j.Prompt) == "" && j.Load == nil:
 		return bad("empty prompt")
 	case j.Source != nil && j.Workspace != "":
 		return bad("give workspace (in place) or source (a fresh copy), not both")

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,9 +294,9 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 		// Drivers declare their secrets themselves; there is no login to choose.
 		o.Run.Credentials.Auth = "none"
 	}
-	var recs []batch.Record
+	finished := 0
 	if len(done) < len(jobs) {
-		if recs, err = runPending(ctx, cmd, f, o, table, jobs, batch.Options{
+		if finished, err = runPending(ctx, cmd, f, o, table, jobs, batch.Options{
 			Concurrency: total, AgentConcurrency: perAgent, MaxParks: noneIfZero(o.MaxParks), MaxPark: o.MaxPark,
 			MaxRetries: noneIfZero(o.MaxRetries), Done: done, Attempts: prev.count,
 			MaxJobCostUSD: o.MaxCostUSD, MaxCostUSD: o.MaxBatchCostUSD, MaxTurns: o.MaxTurns,
@@ -322,31 +323,31 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if err != nil {
 		return &silentError{err}
 	}
-	return verdict(f.IO.ErrOut, jobs, all, len(recs))
+	return verdict(f.IO.ErrOut, jobs, all, finished)
 }
 
 // runPending runs the jobs not in opts.Done and appends their records.
-func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions, table *outpost.AgentTable, jobs []batch.Job, opts batch.Options) ([]batch.Record, error) {
+func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions, table *outpost.AgentTable, jobs []batch.Job, opts batch.Options) (int, error) {
 	s, err := newSession(ctx, f, &o.Run, table)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer s.close()
 	if err := s.r.CheckJobs(jobs); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := s.r.CheckPrices(jobs, opts); err != nil {
-		return nil, err
+		return 0, err
 	}
 	out, err := os.OpenFile(o.Results, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "open results")
+		return 0, outposterr.Wrap(outposterr.Configuration, err, "open results")
 	}
 	defer out.Close()
 	patchDir := o.Results + ".patches"
 	rec, err := openRecord(cmd, &o.Run)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	var attempt func(batch.Turn) (func(adapters.Event), func(*harness.Result))
 	if rec != nil {
@@ -358,10 +359,14 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 	}
 	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
 	var mu sync.Mutex
+	finished := 0
+	// Records go to the results file as they come; none is kept.
+	opts.DiscardRecords = true
 	opts.OnRecord = func(r batch.Record) {
 		b, _ := json.Marshal(r)
 		mu.Lock()
 		defer mu.Unlock()
+		finished++
 		// One write per line, synced: a crash never leaves half a record.
 		_, _ = out.Write(append(b, '\n'))
 		_ = out.Sync()
@@ -383,14 +388,17 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 			_ = rec.Park(job, time.Now(), until)
 		}
 	}
-	recs, err := s.r.Batch(ctx, jobs, outpost.BatchOptions{Options: opts, Attempt: attempt})
+	_, err = s.r.Batch(ctx, jobs, outpost.BatchOptions{Options: opts, Attempt: attempt})
 	prog.finish()
+	mu.Lock()
+	n := finished
+	mu.Unlock()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; to continue, run:\n  %s\n",
-			len(recs), batchResumeCommand(cmd, o))
-		return recs, &silentError{outposterr.New(outposterr.Aborted, "batch interrupted")}
+			n, batchResumeCommand(cmd, o))
+		return n, &silentError{outposterr.New(outposterr.Aborted, "batch interrupted")}
 	}
-	return recs, err
+	return n, err
 }
 
 // savePatch writes a job's patch into dir as ESCAPED-ID.ATTEMPT.patch and
@@ -477,6 +485,7 @@ func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 // --allow-path, every env name be allowed (jobTrust).
 func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error) {
 	var in io.Reader
+	var file string // the jobs file when it is a regular file: large jobs are read again as they start
 	base, baseHelp := "", "the jobs file's directory"
 	if path == "-" {
 		in, path = stdin, "standard input"
@@ -492,7 +501,7 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 			if err != nil {
 				return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs")
 			}
-			base = filepath.Dir(abs)
+			base, file = filepath.Dir(abs), abs
 		}
 	}
 	if base == "" {
@@ -512,8 +521,11 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 	// the file, and an endless line (/dev/zero) fails at the bound.
 	lr := lines.NewReader(in, maxJobLine)
 	lr.OversizedAtOnce()
+	var offset int64 // of the line read next
 	for n := 1; ; n++ {
 		raw, over, err := lr.Next()
+		at := offset
+		offset += int64(len(raw)) + 1
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -546,12 +558,49 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 		if err := trust.check(&j, fmt.Sprintf("%s line %d", path, n)); err != nil {
 			return nil, err
 		}
+		if file != "" && len(raw) > lazyJobBytes {
+			j.Prompt, j.Metadata, j.Load = "", nil, lazyJob(file, n, at, raw)
+		}
 		jobs = append(jobs, j)
 	}
 	if len(jobs) == 0 {
 		return nil, outposterr.New(outposterr.Configuration, "%s holds no jobs", path)
 	}
 	return jobs, nil
+}
+
+// lazyJobBytes: a job line longer than this keeps only its small parts in
+// memory until the job starts (batch.Job.Load).
+const lazyJobBytes = 4 << 10
+
+// lazyJob loads the prompt and metadata of the job on line n of file, at
+// offset at, which read as raw: the line must read the same again (a jobs
+// file changed under a running batch is an error, not another job).
+func lazyJob(file string, n int, at int64, raw []byte) func() (string, json.RawMessage, error) {
+	sum := sha256.Sum256(raw)
+	size := len(raw)
+	return func() (string, json.RawMessage, error) {
+		fh, err := os.Open(file)
+		if err != nil {
+			return "", nil, err
+		}
+		defer fh.Close()
+		line := make([]byte, size)
+		if _, err := fh.ReadAt(line, at); err != nil {
+			return "", nil, fmt.Errorf("%s line %d: read again: %w", file, n, err)
+		}
+		if sha256.Sum256(line) != sum {
+			return "", nil, fmt.Errorf("%s line %d changed while the batch ran", file, n)
+		}
+		var j struct {
+			Prompt   string          `json:"prompt"`
+			Metadata json.RawMessage `json:"metadata"`
+		}
+		if err := json.Unmarshal(line, &j); err != nil {
+			return "", nil, fmt.Errorf("%s line %d: %w", file, n, err)
+		}
+		return j.Prompt, j.Metadata, nil
+	}
 }
 
 // Bounds on one line of a jobs file and of a results file (a result line
@@ -647,15 +696,19 @@ func writePredictions(path, resultsPath string, jobs []batch.Job, all results) (
 			InstanceID      any `json:"instance_id"`
 			ModelNameOrPath any `json:"model_name_or_path"`
 		}
-		if len(j.Metadata) == 0 || json.Unmarshal(j.Metadata, &meta) != nil {
+		last, ok := all.latest[j.ID]
+		if !ok {
+			continue
+		}
+		md := j.Metadata
+		if md == nil && j.Load != nil {
+			md = last.Metadata // the job's, copied into its result line
+		}
+		if len(md) == 0 || json.Unmarshal(md, &meta) != nil {
 			continue
 		}
 		id, ok := meta.InstanceID.(string)
 		if !ok || id == "" {
-			continue
-		}
-		last, ok := all.latest[j.ID]
-		if !ok {
 			continue
 		}
 		p := prediction{InstanceID: id}
