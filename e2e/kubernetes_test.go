@@ -451,3 +451,70 @@ func BenchmarkKubernetesDelivery(b *testing.B) {
 		})
 	}
 }
+
+// floodScript is what a hostile agent runs in its lease: large requests
+// straight to the model gateway with the lease's placeholder key, one
+// after another and whatever the answers, far more than a turn's deadline
+// allows — bash's /dev/tcp needs nothing the image lacks.
+const floodScript = `body='{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"'"$(head -c 200000 /dev/zero | tr '\0' x)"'"}]}'
+hp=${ANTHROPIC_BASE_URL#http://}; hp=${hp%%/*}
+if [ -n "$ANTHROPIC_API_KEY" ]; then auth="x-api-key: $ANTHROPIC_API_KEY"; else auth="authorization: Bearer $CLAUDE_CODE_OAUTH_TOKEN"; fi
+for i in $(seq 1 100000); do
+  exec 3<>"/dev/tcp/${hp%%:*}/${hp##*:}" || continue
+  printf 'POST /v1/messages HTTP/1.1\r\nhost: %s\r\n%s\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s' "$hp" "$auth" "${#body}" "$body" >&3
+  read -r status <&3; echo "flood $i: $status"
+  exec 3<&-
+done
+echo flood done`
+
+// TestKubernetesGatewayBudgetHolds: code in a pod's lease that bypasses
+// its CLI and floods the gateway sidecar with large requests meets the
+// turn's cost cap there: the upstream answers only until the spend
+// crosses the cap (one request at a time), the next request is refused,
+// and the turn ends as budget "cost" at once — not at its deadline — with
+// the gateway's measurement as its usage.
+func TestKubernetesGatewayBudgetHolds(t *testing.T) {
+	testenv.Short(t)
+	kc := testenv.Kubeconfig(t)
+	testenv.CLI(t, "claude")
+	cs := kubeClient(t, kc)
+	self := buildOutpost(t)
+	ctx := context.Background()
+	marker := "sk-ant-api03-MARK-k8s-flood-7c1d"
+	srv, err := outposttest.NewServer()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	vars := map[string]string{"ANTHROPIC_API_KEY": marker, "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+	ws := workspace(t)
+	r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+		Getenv:  func(k string) string { return vars[k] },
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: self}})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+
+	const capUSD = 0.6 // the CLI's own first request (about $0.33), then a few of the flood's ($0.15 each)
+	res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "MARK-kflood " + outposttest.RunDirective(floodScript),
+		Limits: harness.Limits{MaxCostUSD: capUSD, Deadline: 10 * time.Minute}})
+	require.Error(t, err, "%+v", res)
+	assert.Equal(t, outposterr.Process, outposterr.ClassOf(err), "%v", err)
+	assert.Equal(t, "cost", outposterr.BudgetReason(err), "%v", err)
+	var reqs []outposttest.Request
+	for _, q := range srv.Requests() {
+		if q.Path == "/v1/messages" {
+			reqs = append(reqs, q)
+		}
+	}
+	assert.GreaterOrEqual(t, len(reqs), 3, "the CLI's request and the flood's reached the upstream through the gateway (%+v)", res.Usage)
+	assert.Less(t, len(reqs), 20, "the upstream saw the cap's worth, not the flood")
+	for _, q := range reqs {
+		assert.Equal(t, outposttest.KeyFingerprint(marker), q.KeyFingerprint, "the gateway put the real key on %s", q.Path)
+	}
+	assert.Equal(t, "gateway", res.UsageSource)
+	require.True(t, res.Usage.CostKnown)
+	assert.GreaterOrEqual(t, res.Usage.CostUSD, capUSD)
+	assert.Less(t, res.Usage.CostUSD, capUSD+0.5, "overshoot: the request in flight at most")
+	out, _ := json.Marshal(res)
+	assert.NotContains(t, string(out), marker)
+	assert.Empty(t, kubeLeft(t, cs, os.Getpid()))
+}

@@ -778,3 +778,24 @@ func TestQuotaResetIn(t *testing.T) {
 	_, err := outposttest.NewServer(outposttest.WithQuotaResetIn(0))
 	assert.Error(t, err)
 }
+
+// TestRunDirective: the prompt scripts the shell command the agent runs,
+// any text included; after the tool result the turn closes.
+func TestRunDirective(t *testing.T) {
+	srv := newServer(t)
+	cmd := "printf '%s\\n' \"a b\" > 'out.txt' && echo ]] [[done"
+	prompt := msg("user", "MARK-run "+outposttest.RunDirective(cmd))
+	m := streamMessage(t, srv, prompt)
+	require.Equal(t, "tool_use", m.stopReason)
+	require.Len(t, m.blocks, 2)
+	tool := m.blocks[1]
+	assert.Equal(t, "Bash", tool["name"])
+	input := tool["input"].(map[string]any)
+	assert.Equal(t, cmd, input["command"])
+	id, _ := tool["id"].(string)
+	m = streamMessage(t, srv, prompt,
+		msg("assistant", []any{m.blocks[0], map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": input}}),
+		msg("user", []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "ok"}}))
+	assert.Equal(t, "end_turn", m.stopReason)
+	assert.Contains(t, finalText(m), "outpost tool done: ran the command.")
+}

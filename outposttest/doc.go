@@ -88,6 +88,9 @@
 // [ToolFile]); once the request carries a tool result after the current turn
 // it answers "outpost tool done: wrote outpost-MARK-x.txt. outpost ok: ...".
 // The decision is stateless: it depends only on the conversation sent.
+// [RunDirective] scripts the command instead: the agent runs any shell
+// command through its tool ("[[outpost:run=BASE64URL]]" beside the tool
+// directive), the way a test scripts an agent's edits or a hostile agent.
 //
 // # Scripted answers
 //

@@ -1,6 +1,7 @@
 package outposttest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -104,6 +105,31 @@ func scenarioNames() string {
 // Directive returns the prompt directive that selects s for one request,
 // e.g. "[[outpost:scenario=tool]]".
 func Directive(s Scenario) string { return "[[outpost:scenario=" + string(s) + "]]" }
+
+// RunDirective returns a prompt directive that makes the agent run command
+// through its shell tool: [ScenarioTool] with command in place of
+// [ToolCommand]. Once the tool result comes back the answer is
+// ScenarioTool's closing text. The command travels base64url-encoded, so
+// any text survives the prompt.
+func RunDirective(command string) string {
+	return Directive(ScenarioTool) + "[[outpost:run=" + base64.RawURLEncoding.EncodeToString([]byte(command)) + "]]"
+}
+
+// runRE matches a [RunDirective].
+var runRE = regexp.MustCompile(`\[\[outpost:run=([A-Za-z0-9_-]+)\]\]`)
+
+// runCommand returns the command of the current turn's last run directive.
+func (c conversation) runCommand() (string, bool) {
+	m := runRE.FindAllStringSubmatch(c.current, -1)
+	if len(m) == 0 {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(m[len(m)-1][1])
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
 
 // directiveRE matches a directive anywhere in the text of the current user
 // turn. The name is validated separately so a typo is an error, not ok.
@@ -308,11 +334,18 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 		if c.toolResults > 0 {
 			name, _ := ToolFile(c.marker())
 			p.text = "outpost tool done: wrote " + name + ". " + c.okText()
+			if _, ok := c.runCommand(); ok {
+				p.text = "outpost tool done: ran the command. " + c.okText()
+			}
 			return p
 		}
 		name, _ := ToolFile(c.marker())
 		p.preamble = "I will write " + name + "."
 		p.tool = &toolCall{name: "Bash", command: ToolCommand(c.marker()), desc: "Write the outpost marker file"}
+		if cmd, ok := c.runCommand(); ok {
+			p.preamble = "I will run the command."
+			p.tool = &toolCall{name: "Bash", command: cmd, desc: "Run the scripted command"}
+		}
 	case ScenarioRateLimit:
 		secs := int((s.cfg.retryAfter + time.Second - 1) / time.Second)
 		p.failure = &failure{status: 429, kind: "rate_limit_error",
