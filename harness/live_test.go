@@ -301,3 +301,31 @@ func TestLiveInputBackpressure(t *testing.T) {
 	// end of the turn counts as undelivered.
 	assert.Less(t, sent.Load(), int64(5*MaxLiveQueue), "the sender was held back")
 }
+
+// TestSteerDeadlineBoundsTheWholeTurn: one deadline bounds a steered turn
+// end to end — acquisition, the interrupted attempt and the continuation —
+// so a continuation that would fit in a deadline of its own still times
+// out when the turn as a whole is past it.
+func TestSteerDeadlineBoundsTheWholeTurn(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+emit {"type":"usage","scope":"turn","input":5,"output":2}
+hang`)
+	turn.Adapter = &noLiveInput{Adapter: turn.Adapter}
+	turn.Provider = slowAcquire{Provider: turn.Provider, delay: time.Second}
+	turn.Limits.Deadline = 3 * time.Second
+	msg := `emit {"type":"conversation","id":"c1"}
+sleep 2500ms
+emit {"type":"result","text":"late"}
+emit {"type":"finished","ok":true}`
+	live := make(chan string, 1)
+	turn.Live = live
+	turn.OnEvent = func(ev adapters.Event) {
+		if ev.Kind == adapters.KindUsage && ev.Usage != nil && ev.Usage.Input == 5 {
+			live <- msg
+		}
+	}
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err, "%+v", res)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
+	assert.Equal(t, 1, res.Counts[adapters.KindInput], "the message was delivered: the continuation ran")
+}
