@@ -7,7 +7,7 @@
 // authentication texts. It touches no disk, network or clock: times it needs
 // (a relative reset such as "try again in 2 hours") come in as arguments.
 //
-// Departures from DESIGN.md, deliberate:
+// Design choices, deliberate:
 //   - Decoding goes through a per-turn [Decoder] from [Adapter.NewDecoder]
 //     rather than a bare Decode method, so a decoder can keep per-turn state
 //     (tool names by call id, consolidated versus delta messages) without globals.

@@ -585,76 +585,19 @@ func (r *runner) capFor(j Job, jobSpent float64, jobTokens int64) (cost float64,
 func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted chan<- struct{}) (Record, bool) {
 	var admit sync.Once
 	defer admit.Do(func() { close(admitted) })
-	agents := append([]string{j.Agent}, j.Fallback...)
-	var loadErr error
-	if j.Load != nil {
-		// The job's large parts, for as long as it runs.
-		j.Prompt, j.Metadata, loadErr = j.Load()
-		j.Load = nil
-	}
-	rec := Record{Job: j.ID, Task: j.Task, Trial: j.Trial, Attempt: r.opts.Attempts[j.ID] + 1, Metadata: j.Metadata}
-	if j.Source != nil {
-		rec.Source = &SourceRecord{Repo: j.Source.Repo, Commit: j.Source.Commit, Dir: j.Source.Dir}
-	}
-	ai, retries, parks := 0, 0, 0
-	conv, prompt := j.Conversation, j.Prompt
-	var earlier []byte // the patch a continued conversation re-applies
-	var last *harness.Result
-	var jobSpent float64
-	var jobTokens int64
-	var jobRan time.Duration // the job's turns' time, against its timeout
-	maxTurns := j.MaxTurns
-	if maxTurns == 0 {
-		maxTurns = r.opts.MaxTurns
-	}
-	// The job's clock starts with its first turn and stops while it waits
-	// for a slot behind other jobs.
-	var start time.Time
-	var queued time.Duration
-	done := func(agent string, res *harness.Result, err error) (Record, bool) {
-		if res == nil {
-			res = &harness.Result{Agent: agent}
-		}
-		if res.Err == nil {
-			res.Err = err
-		}
-		rec.Agent, rec.Outcome = agent, res.Outcome()
-		rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
-		if start.IsZero() {
-			start = r.opts.Now()
-		}
-		rec.Started = start
-		rec.DurationMS = (r.opts.Now().Sub(start) - queued).Milliseconds()
-		if p := res.Patch; p != nil {
-			rec.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
-			if r.opts.SavePatch != nil && !p.Omitted {
-				path, serr := r.opts.SavePatch(rec, p.Diff)
-				rec.Patch.Path = path
-				if serr != nil {
-					rec.Patch.Error = serr.Error()
-				}
-			}
-		}
-		r.publish(func(s *Status) {
-			s.Done++
-			if err != nil {
-				s.Failed++
-			}
-		})
-		return rec, true
-	}
+	jr, loadErr := r.newJobRun(j)
 	if loadErr != nil {
-		return done(j.Agent, nil, outposterr.Wrap(outposterr.Configuration, loadErr, "job %s", j.ID))
+		return jr.finish(j.Agent, nil, outposterr.Wrap(outposterr.Configuration, loadErr, "job %s", j.ID))
 	}
 	select {
 	case <-after:
 	case <-ctx.Done():
-		return rec, false
+		return jr.rec, false
 	}
 	for {
-		agent := agents[ai]
-		if len(rec.Agents) == 0 || rec.Agents[len(rec.Agents)-1] != agent {
-			rec.Agents = append(rec.Agents, agent)
+		agent := jr.agents[jr.ai]
+		if n := len(jr.rec.Agents); n == 0 || jr.rec.Agents[n-1] != agent {
+			jr.rec.Agents = append(jr.rec.Agents, agent)
 		}
 		if !r.pausedUntil(agent).IsZero() {
 			// A paused account waits for its reset, not for the job
@@ -662,111 +605,49 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 			admit.Do(func() { close(admitted) })
 		}
 		asked := r.opts.Now()
-		release, err := r.acquire(ctx, agent, ai+1 < len(agents))
+		release, err := r.acquire(ctx, agent, jr.ai+1 < len(jr.agents))
 		admit.Do(func() { close(admitted) })
 		if errors.Is(err, errPaused) {
 			// Its account is waiting for a reset: the next agent starts the
 			// job afresh (conversations do not move between CLIs).
-			ai, retries, conv, prompt, earlier = ai+1, 0, "", j.Prompt, nil
+			jr.ai, jr.retries, jr.conv, jr.prompt, jr.earlier = jr.ai+1, 0, "", j.Prompt, nil
 			continue
 		}
 		if err != nil {
-			return rec, false
+			return jr.rec, false
 		}
 		// The caps are read with the slot in hand: turns that ended while
 		// this job waited have spent their share.
-		costCap, tokenCap, spent := r.capFor(j, jobSpent, jobTokens)
-		if spent != "" {
+		t, stop, give := jr.nextTurn(agent)
+		if stop != nil {
 			release()
-			jobCapped := j.MaxCostUSD > 0 || r.opts.MaxJobCostUSD > 0 || j.MaxTokens > 0 || r.opts.MaxJobTokens > 0
-			if r.stopped() || !jobCapped {
-				return rec, false
+			if !give {
+				return jr.rec, false
 			}
-			err := outposterr.New(outposterr.Process, "%s: the job's cost cap is spent ($%.4f)", agent, jobSpent).
-				With(outposterr.Details{Agent: agent, Budget: spent})
-			if spent == "tokens" {
-				err = outposterr.New(outposterr.Process, "%s: the job's token cap is spent (%d tokens)", agent, jobTokens).
-					With(outposterr.Details{Agent: agent, Budget: spent})
-			}
-			if last != nil {
+			if jr.last != nil {
 				// Keep what the last turn left; the verdict is the cap.
-				last.Err = err
+				jr.last.Err = stop
 			}
-			return done(agent, last, err)
+			return jr.finish(agent, jr.last, stop)
 		}
-		if start.IsZero() {
-			start = r.opts.Now()
+		if jr.start.IsZero() {
+			jr.start = r.opts.Now()
 		} else {
-			queued += r.opts.Now().Sub(asked)
-		}
-		var timeout time.Duration
-		jt := time.Duration(j.Timeout)
-		if jt == 0 {
-			jt = r.opts.JobTimeout
-		}
-		if jt > 0 {
-			if timeout = jt - jobRan; timeout <= 0 {
-				release()
-				err := outposterr.New(outposterr.Timeout, "%s: the job's timeout of %s is spent by its earlier turns", agent, jt).
-					With(outposterr.Details{Agent: agent})
-				if last != nil {
-					last.Err = err
-				}
-				return done(agent, last, err)
-			}
+			jr.queued += r.opts.Now().Sub(asked)
 		}
 		r.publish(func(s *Status) { s.Running++ })
 		turnStart := r.opts.Now()
-		res, err := r.turn(ctx, Turn{Job: j, Agent: agent, Prompt: prompt, Continue: conv, Patch: earlier,
-			Timeout: timeout, MaxCostUSD: costCap, MaxTokens: tokenCap, MaxTurns: maxTurns})
-		jobRan += r.opts.Now().Sub(turnStart)
+		res, err := r.turn(ctx, t)
+		jr.ran += r.opts.Now().Sub(turnStart)
 		// A quota pauses its account before the slot is given back: a job
 		// waiting for the slot must find the pause.
 		if reset, ok := outposterr.ResetAt(err); ok && outposterr.IsQuota(err) {
 			r.pause(agent, reset)
 		}
 		release()
-		cost, known := 0.0, false
-		if res != nil && res.Usage.CostKnown {
-			cost, known = res.Usage.CostUSD, true
-		}
-		jobSpent += cost
-		var tokens int64
-		if res != nil {
-			tokens = res.Usage.Tokens()
-		}
-		jobTokens += tokens
-		r.mu.Lock()
-		r.spent += cost
-		r.tokens += tokens
-		if (r.opts.MaxCostUSD > 0 && r.spent >= r.opts.MaxCostUSD) || (r.opts.MaxTokens > 0 && r.tokens >= r.opts.MaxTokens) {
-			r.status.Stopped = true
-		}
-		r.mu.Unlock()
-		r.publish(func(s *Status) {
-			s.Running--
-			if res != nil {
-				s.Tokens += res.Usage.Tokens()
-				s.CostUSD += cost
-				if !known {
-					s.Unpriced++
-				}
-			}
-		})
-		rec.Turns++
-		switch {
-		case res == nil:
-			// Nothing is known of this turn's usage.
-			rec.Usage.Complete, rec.Usage.CostKnown, rec.Usage.CostSource = false, false, ""
-		case rec.Turns == 1:
-			// The sum starts from the first turn: the zero Usage would
-			// make it incomplete and its cost unknown forever.
-			rec.Usage = res.Usage
-		default:
-			rec.Usage = rec.Usage.Add(res.Usage)
-		}
+		jr.account(res)
 		if ctx.Err() != nil && (err == nil || outposterr.ClassOf(err) == outposterr.Aborted) {
-			return rec, false
+			return jr.rec, false
 		}
 		if res == nil {
 			res = &harness.Result{Agent: agent}
@@ -774,60 +655,229 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		if res.Err == nil {
 			res.Err = err
 		}
-		last = res
+		jr.last = res
 		if err == nil {
-			return done(agent, res, nil)
+			return jr.finish(agent, res, nil)
 		}
-		quota := outposterr.IsQuota(err)
-		outage := !quota && (outposterr.UnavailableReason(err) != "" ||
-			(r.opts.RetryTimeouts && outposterr.ClassOf(err) == outposterr.Timeout) ||
-			// A lease that disappeared mid-turn: a new one may do.
-			outposterr.ClassOf(err) == outposterr.Sandbox && outposterr.IsRetryable(err))
-		reset, hasReset := outposterr.ResetAt(err)
-		switch {
-		case quota && ai+1 < len(agents), outage && retries >= r.opts.MaxRetries && ai+1 < len(agents):
-			// The next agent starts the job afresh: conversations do not
-			// move between CLIs.
-			ai, retries, conv, prompt, earlier = ai+1, 0, j.Conversation, j.Prompt, nil
-			if conv != "" && agents[ai] != j.Agent {
-				conv = ""
+		if again, ok := jr.after(ctx, res, err); !again {
+			if !ok {
+				return jr.rec, false
 			}
-		case quota && parks < r.opts.MaxParks:
-			wait := r.opts.DefaultPark
-			if hasReset {
-				wait = reset.Sub(r.opts.Now())
-			}
-			wait = min(max(wait, 0), r.opts.MaxPark)
-			parks++
-			rec.Parks = parks
-			if res.Conversation != "" {
-				// Resume the conversation the limited turn left, not a
-				// restart, in a copy holding the work it did.
-				conv, prompt = res.Conversation, r.opts.ContinuePrompt
-				if res.Patch != nil && !res.Patch.Omitted {
-					earlier = res.Patch.Diff
-				}
-			}
-			if r.opts.OnPark != nil {
-				r.opts.OnPark(j.ID, r.opts.Now().Add(wait))
-			}
-			r.publish(func(s *Status) { s.Parked++ })
-			serr := r.opts.Sleep(ctx, wait)
-			r.publish(func(s *Status) { s.Parked-- })
-			if serr != nil {
-				return rec, false
-			}
-		case outage && retries < r.opts.MaxRetries:
-			d := Backoff(retries, r.opts.BaseBackoff, r.opts.MaxBackoff, r.opts.Jitter())
-			retries++
-			rec.Retries++
-			if err := r.opts.Sleep(ctx, d); err != nil {
-				return rec, false
-			}
-		default:
-			return done(agent, res, err)
+			return jr.finish(agent, res, err)
 		}
 	}
+}
+
+// jobRun is the state of one job across its turns: the record it builds,
+// which agent it is on, its retries and parks, the conversation and prompt
+// of its next turn, and what its turns spent.
+type jobRun struct {
+	r      *runner
+	j      Job
+	rec    Record
+	agents []string // the job's agent, then its fallbacks
+
+	ai, retries, parks int
+	conv, prompt       string
+	earlier            []byte // the patch a continued conversation re-applies
+	last               *harness.Result
+
+	spent  float64
+	tokens int64
+	ran    time.Duration // the job's turns' time, against its timeout
+	// The job's clock starts with its first turn and stops while it waits
+	// for a slot behind other jobs.
+	start  time.Time
+	queued time.Duration
+}
+
+// newJobRun starts the state of job j, with its large parts loaded
+// (Job.Load) for as long as it runs; the error is the load's.
+func (r *runner) newJobRun(j Job) (*jobRun, error) {
+	var loadErr error
+	if j.Load != nil {
+		j.Prompt, j.Metadata, loadErr = j.Load()
+		j.Load = nil
+	}
+	jr := &jobRun{r: r, j: j, agents: append([]string{j.Agent}, j.Fallback...),
+		rec:  Record{Job: j.ID, Task: j.Task, Trial: j.Trial, Attempt: r.opts.Attempts[j.ID] + 1, Metadata: j.Metadata},
+		conv: j.Conversation, prompt: j.Prompt}
+	if j.Source != nil {
+		jr.rec.Source = &SourceRecord{Repo: j.Source.Repo, Commit: j.Source.Commit, Dir: j.Source.Dir}
+	}
+	return jr, loadErr
+}
+
+// finish completes the record with the job's last result and err.
+func (jr *jobRun) finish(agent string, res *harness.Result, err error) (Record, bool) {
+	r := jr.r
+	if res == nil {
+		res = &harness.Result{Agent: agent}
+	}
+	if res.Err == nil {
+		res.Err = err
+	}
+	rec := &jr.rec
+	rec.Agent, rec.Outcome = agent, res.Outcome()
+	rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
+	if jr.start.IsZero() {
+		jr.start = r.opts.Now()
+	}
+	rec.Started = jr.start
+	rec.DurationMS = (r.opts.Now().Sub(jr.start) - jr.queued).Milliseconds()
+	if p := res.Patch; p != nil {
+		rec.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
+		if r.opts.SavePatch != nil && !p.Omitted {
+			path, serr := r.opts.SavePatch(*rec, p.Diff)
+			rec.Patch.Path = path
+			if serr != nil {
+				rec.Patch.Error = serr.Error()
+			}
+		}
+	}
+	r.publish(func(s *Status) {
+		s.Done++
+		if err != nil {
+			s.Failed++
+		}
+	})
+	return *rec, true
+}
+
+// nextTurn is the job's next turn on agent, with what is left of its caps
+// and timeout. When a cap or the timeout is spent it returns the error
+// that ends the job instead, and give says whether the job gets a record
+// (false: the batch's own cap stopped it, or no cap of the job's is set).
+func (jr *jobRun) nextTurn(agent string) (t Turn, stop error, give bool) {
+	r, j := jr.r, jr.j
+	costCap, tokenCap, spent := r.capFor(j, jr.spent, jr.tokens)
+	if spent != "" {
+		jobCapped := j.MaxCostUSD > 0 || r.opts.MaxJobCostUSD > 0 || j.MaxTokens > 0 || r.opts.MaxJobTokens > 0
+		err := outposterr.New(outposterr.Process, "%s: the job's cost cap is spent ($%.4f)", agent, jr.spent).
+			With(outposterr.Details{Agent: agent, Budget: spent})
+		if spent == "tokens" {
+			err = outposterr.New(outposterr.Process, "%s: the job's token cap is spent (%d tokens)", agent, jr.tokens).
+				With(outposterr.Details{Agent: agent, Budget: spent})
+		}
+		return Turn{}, err, !r.stopped() && jobCapped
+	}
+	var timeout time.Duration
+	jt := time.Duration(j.Timeout)
+	if jt == 0 {
+		jt = r.opts.JobTimeout
+	}
+	if jt > 0 {
+		if timeout = jt - jr.ran; timeout <= 0 {
+			return Turn{}, outposterr.New(outposterr.Timeout, "%s: the job's timeout of %s is spent by its earlier turns", agent, jt).
+				With(outposterr.Details{Agent: agent}), true
+		}
+	}
+	maxTurns := j.MaxTurns
+	if maxTurns == 0 {
+		maxTurns = r.opts.MaxTurns
+	}
+	return Turn{Job: j, Agent: agent, Prompt: jr.prompt, Continue: jr.conv, Patch: jr.earlier,
+		Timeout: timeout, MaxCostUSD: costCap, MaxTokens: tokenCap, MaxTurns: maxTurns}, nil, true
+}
+
+// account adds a turn's usage to the job's, the batch's and the status.
+func (jr *jobRun) account(res *harness.Result) {
+	r := jr.r
+	cost, known := 0.0, false
+	if res != nil && res.Usage.CostKnown {
+		cost, known = res.Usage.CostUSD, true
+	}
+	var tokens int64
+	if res != nil {
+		tokens = res.Usage.Tokens()
+	}
+	jr.spent += cost
+	jr.tokens += tokens
+	r.mu.Lock()
+	r.spent += cost
+	r.tokens += tokens
+	if (r.opts.MaxCostUSD > 0 && r.spent >= r.opts.MaxCostUSD) || (r.opts.MaxTokens > 0 && r.tokens >= r.opts.MaxTokens) {
+		r.status.Stopped = true
+	}
+	r.mu.Unlock()
+	r.publish(func(s *Status) {
+		s.Running--
+		if res != nil {
+			s.Tokens += tokens
+			s.CostUSD += cost
+			if !known {
+				s.Unpriced++
+			}
+		}
+	})
+	rec := &jr.rec
+	rec.Turns++
+	switch {
+	case res == nil:
+		// Nothing is known of this turn's usage.
+		rec.Usage.Complete, rec.Usage.CostKnown, rec.Usage.CostSource = false, false, ""
+	case rec.Turns == 1:
+		// The sum starts from the first turn: the zero Usage would make it
+		// incomplete and its cost unknown forever.
+		rec.Usage = res.Usage
+	default:
+		rec.Usage = rec.Usage.Add(res.Usage)
+	}
+}
+
+// after decides what follows a failed turn: the next agent, a park until
+// the quota resets, an outage retry after a backoff (again: the job goes
+// on), or the end of the job (again false). ok is false when the context
+// ended a wait: the job gets no record.
+func (jr *jobRun) after(ctx context.Context, res *harness.Result, err error) (again, ok bool) {
+	r, j := jr.r, jr.j
+	quota := outposterr.IsQuota(err)
+	outage := !quota && (outposterr.UnavailableReason(err) != "" ||
+		(r.opts.RetryTimeouts && outposterr.ClassOf(err) == outposterr.Timeout) ||
+		// A lease that disappeared mid-turn: a new one may do.
+		outposterr.ClassOf(err) == outposterr.Sandbox && outposterr.IsRetryable(err))
+	reset, hasReset := outposterr.ResetAt(err)
+	more := jr.ai+1 < len(jr.agents)
+	switch {
+	case quota && more, outage && jr.retries >= r.opts.MaxRetries && more:
+		// The next agent starts the job afresh: conversations do not move
+		// between CLIs.
+		jr.ai, jr.retries, jr.conv, jr.prompt, jr.earlier = jr.ai+1, 0, j.Conversation, j.Prompt, nil
+		if jr.conv != "" && jr.agents[jr.ai] != j.Agent {
+			jr.conv = ""
+		}
+		return true, true
+	case quota && jr.parks < r.opts.MaxParks:
+		wait := r.opts.DefaultPark
+		if hasReset {
+			wait = reset.Sub(r.opts.Now())
+		}
+		wait = min(max(wait, 0), r.opts.MaxPark)
+		jr.parks++
+		jr.rec.Parks = jr.parks
+		if res.Conversation != "" {
+			// Resume the conversation the limited turn left, not a
+			// restart, in a copy holding the work it did.
+			jr.conv, jr.prompt = res.Conversation, r.opts.ContinuePrompt
+			if res.Patch != nil && !res.Patch.Omitted {
+				jr.earlier = res.Patch.Diff
+			}
+		}
+		if r.opts.OnPark != nil {
+			r.opts.OnPark(j.ID, r.opts.Now().Add(wait))
+		}
+		r.publish(func(s *Status) { s.Parked++ })
+		serr := r.opts.Sleep(ctx, wait)
+		r.publish(func(s *Status) { s.Parked-- })
+		return serr == nil, serr == nil
+	case outage && jr.retries < r.opts.MaxRetries:
+		d := Backoff(jr.retries, r.opts.BaseBackoff, r.opts.MaxBackoff, r.opts.Jitter())
+		jr.retries++
+		jr.rec.Retries++
+		serr := r.opts.Sleep(ctx, d)
+		return serr == nil, serr == nil
+	}
+	return false, true
 }
 
 // String summarizes a status line.

@@ -62,7 +62,7 @@
 // (package typed), and a failed check gets exactly one repair turn on the
 // same conversation and lease; a second failure is a protocol error.
 //
-// Departures from DESIGN.md: the repair turns of typed responses live here,
+// Design choices: the repair turns of typed responses live here,
 // in Run, rather than in a layer above it, so every caller (the CLI, batch,
 // a library user) gets the same bounded repair. Bootstrapping the pinned CLI is not a step of
 // Run. A verified cache entry is mounted read-only into a Docker lease when
