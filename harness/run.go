@@ -36,14 +36,13 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 			res.Duration = t.Now().Sub(started)
 		}
 	}()
-	if err := t.Validate(); err != nil {
+	plan, err := t.validate()
+	if err != nil {
 		return failed(t, started, err)
 	}
+	t.plan = &plan // once for every attempt
 	if t.Sandbox == nil && t.Provider == nil {
 		return failed(t, started, outposterr.New(outposterr.Configuration, "turn has neither a sandbox nor a provider"))
-	}
-	if _, err := planCredentials(t); err != nil {
-		return failed(t, started, err)
 	}
 	if t.Gateway != nil {
 		b, err := t.Gateway.turnBudget(t.Limits)
@@ -212,11 +211,17 @@ func (a *attempt) installCredentials(ctx context.Context) error {
 	if a.creds == nil {
 		return a.bridgeEndpoint(ctx)
 	}
-	// The plan was checked before the lease existed; it is pure, so
-	// planning again gives the same plan.
-	plan, err := planCredentials(a.t)
-	if err != nil {
-		return err
+	// The plan was made once, before the lease existed (Run); a turn not
+	// started by Run plans it here.
+	var plan credentials.Plan
+	if a.t.plan != nil {
+		plan = *a.t.plan
+	} else {
+		p, err := planCredentials(a.t)
+		if err != nil {
+			return err
+		}
+		plan = p
 	}
 	if plan.Bridge == nil {
 		if err := a.bridgeEndpoint(ctx); err != nil {

@@ -16,41 +16,50 @@ import (
 // CLI, starting an engine) call it themselves. Errors are configuration
 // errors.
 func (t Turn) Validate() error {
+	_, err := t.validate()
+	return err
+}
+
+// validate is Validate, returning the credential plan it resolved: Run
+// keeps it for the turn's attempts instead of planning again.
+func (t Turn) validate() (credentials.Plan, error) {
+	var none credentials.Plan
 	a := t.Adapter
 	if a == nil {
-		return outposterr.New(outposterr.Configuration, "turn has no adapter")
+		return none, outposterr.New(outposterr.Configuration, "turn has no adapter")
 	}
 	name := a.Name()
 	if err := t.Input.Validate(); err != nil {
-		return outposterr.Wrap(outposterr.Configuration, err, "%s", name)
+		return none, outposterr.Wrap(outposterr.Configuration, err, "%s", name)
 	}
 	caps := a.Capabilities()
 	live, liveInput := a.(adapters.LiveInput)
 	switch {
 	case t.Input.Fork && !caps.Forkable:
-		return outposterr.New(outposterr.Configuration, "%s does not support fork", name)
+		return none, outposterr.New(outposterr.Configuration, "%s does not support fork", name)
 	case t.Input.Continue != "" && !caps.Resumable:
-		return outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
+		return none, outposterr.New(outposterr.Configuration, "%s does not support resuming a conversation", name)
 	case t.Live != nil && !liveInput && !caps.Resumable:
-		return outposterr.New(outposterr.Configuration, "%s takes no live input into a running turn and cannot continue a conversation", name)
+		return none, outposterr.New(outposterr.Configuration, "%s takes no live input into a running turn and cannot continue a conversation", name)
 	case t.Live != nil && t.Schema != nil:
-		return outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name)
+		return none, outposterr.New(outposterr.Configuration, "%s: a typed response cannot be combined with live input", name)
 	case t.Seed != nil && (t.Sandbox != nil || t.Spec.Workspace != "" || t.Seed.Tar == nil):
-		return outposterr.New(outposterr.Configuration, "%s: a seeded workspace needs a fresh lease of its own (Provider, no Spec.Workspace) and an archive", name)
+		return none, outposterr.New(outposterr.Configuration, "%s: a seeded workspace needs a fresh lease of its own (Provider, no Spec.Workspace) and an archive", name)
 	case t.Patch != nil && !validRev(t.Patch.Base):
-		return outposterr.New(outposterr.Configuration, "%s: the patch base must be a commit id, not %q", name, t.Patch.Base)
-	case t.Limits.MaxCostUSD < 0 || t.Limits.MaxTurns < 0:
-		return outposterr.New(outposterr.Configuration, "%s: negative cost or turn cap", name)
+		return none, outposterr.New(outposterr.Configuration, "%s: the patch base must be a commit id, not %q", name, t.Patch.Base)
+	case t.Limits.MaxCostUSD < 0 || t.Limits.MaxTurns < 0 || t.Limits.MaxTokens < 0:
+		return none, outposterr.New(outposterr.Configuration, "%s: negative cost, token or turn cap", name)
 	}
 	vars := t.Input.Env
 	if t.Credentials != nil {
 		vars = t.Credentials.Vars
 	}
 	if err := credentials.CheckMCPVars(name, t.Input.MCP, vars); err != nil {
-		return err
+		return none, err
 	}
-	if _, err := planCredentials(t); err != nil {
-		return err
+	plan, err := planCredentials(t)
+	if err != nil {
+		return none, err
 	}
 	// The adapter refuses an option its CLI cannot express; the declared
 	// variables take part (a driver's secrets come from them).
@@ -64,14 +73,13 @@ func (t Turn) Validate() error {
 		// exists; any absolute path builds the same command.
 		check.Scratch = "/" + scratchPrefix + "check"
 	}
-	var err error
 	if t.Live != nil && liveInput {
 		_, _, err = live.LiveRequest(check)
 	} else {
 		_, err = a.Request(check)
 	}
 	if err != nil {
-		return asClass(err, outposterr.Configuration, name+": build request")
+		return none, asClass(err, outposterr.Configuration, name+": build request")
 	}
-	return nil
+	return plan, nil
 }
