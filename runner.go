@@ -589,7 +589,7 @@ func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
 	ht := harness.Turn{
 		Adapter: a, Input: in, Store: r.store, Credentials: creds, OnEvent: t.OnEvent, Logger: r.logger,
 		StopOnQuotaRetry: t.StopOnQuotaRetry, Reseed: r.opts.Reseed, Live: t.Live, Schema: t.Schema,
-		Limits: overLimits(r.opts.Limits, t.Limits),
+		Limits: r.opts.Limits.With(t.Limits),
 	}
 	if err := ht.Validate(); err != nil {
 		return ht, row, workspace, err
@@ -622,33 +622,6 @@ func (r *Runner) turnCredentials(names []string) (*harness.Credentials, error) {
 		c.Vars[name] = v
 	}
 	return &c, nil
-}
-
-// overLimits returns base with every non-zero field of over.
-func overLimits(base, over harness.Limits) harness.Limits {
-	set := func(dst *time.Duration, v time.Duration) {
-		if v > 0 {
-			*dst = v
-		}
-	}
-	set(&base.Deadline, over.Deadline)
-	set(&base.IdleTimeout, over.IdleTimeout)
-	set(&base.Settle, over.Settle)
-	set(&base.KillGrace, over.KillGrace)
-	set(&base.Drain, over.Drain)
-	for _, p := range []struct{ dst, v *int }{{&base.TailBytes, &over.TailBytes}, {&base.TextBytes, &over.TextBytes},
-		{&base.KeptEvents, &over.KeptEvents}, {&base.MaxTurns, &over.MaxTurns}} {
-		if *p.v != 0 {
-			*p.dst = *p.v
-		}
-	}
-	if over.MaxCostUSD != 0 {
-		base.MaxCostUSD = over.MaxCostUSD
-	}
-	if over.MaxTokens != 0 {
-		base.MaxTokens = over.MaxTokens
-	}
-	return base
 }
 
 // Run runs one turn. The returned error is the result's classified error;

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"time"
+
 	"context"
 	"testing"
 
@@ -110,4 +112,14 @@ func TestNegativeCapsRefused(t *testing.T) {
 	assert.True(t, outposterr.Is(turn.Validate(), outposterr.Configuration))
 	turn.Limits.MaxCostUSD, turn.Limits.MaxTurns = 0, -1
 	assert.True(t, outposterr.Is(turn.Validate(), outposterr.Configuration))
+}
+
+// TestLimitsWith: a turn's limits override a runner's field by field; zero
+// fields keep the runner's.
+func TestLimitsWith(t *testing.T) {
+	base := Limits{Deadline: time.Hour, IdleTimeout: time.Minute, MaxCostUSD: 5, MaxTokens: 1000, MaxTurns: 3, TextBytes: 10}
+	got := base.With(Limits{Deadline: time.Minute, MaxTokens: 10, KeptEvents: 7})
+	assert.Equal(t, Limits{Deadline: time.Minute, IdleTimeout: time.Minute, MaxCostUSD: 5, MaxTokens: 10, MaxTurns: 3,
+		TextBytes: 10, KeptEvents: 7}, got)
+	assert.Equal(t, base, base.With(Limits{}))
 }

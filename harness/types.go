@@ -104,6 +104,35 @@ func (t Turn) deadlineContext(ctx context.Context) (context.Context, context.Can
 	return context.WithDeadline(ctx, t.deadline)
 }
 
+// With returns l with every non-zero field of over: a turn's own limits
+// over a runner's. Defaults are applied later, by Run, to what is left
+// zero.
+func (l Limits) With(over Limits) Limits {
+	set := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	set(&l.Deadline, over.Deadline)
+	set(&l.IdleTimeout, over.IdleTimeout)
+	set(&l.Settle, over.Settle)
+	set(&l.KillGrace, over.KillGrace)
+	set(&l.Drain, over.Drain)
+	for _, p := range []struct{ dst, v *int }{{&l.TailBytes, &over.TailBytes}, {&l.TextBytes, &over.TextBytes},
+		{&l.KeptEvents, &over.KeptEvents}, {&l.MaxTurns, &over.MaxTurns}} {
+		if *p.v != 0 {
+			*p.dst = *p.v
+		}
+	}
+	if over.MaxCostUSD != 0 {
+		l.MaxCostUSD = over.MaxCostUSD
+	}
+	if over.MaxTokens != 0 {
+		l.MaxTokens = over.MaxTokens
+	}
+	return l
+}
+
 // DefaultLimits returns the limits a zero [Limits] stands for.
 func DefaultLimits() Limits { return Limits{}.withDefaults() }
 
