@@ -142,6 +142,11 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 func gatewayDoctor(upstreams []string, sidecar bool) check {
 	const name = "model gateway"
 	fail := func(err error) check { return check{name: name, detail: err.Error()} }
+	if len(upstreams) == 0 {
+		// No agent's CLI goes through the gateway; the check still starts
+		// its listeners (nothing is forwarded anywhere).
+		upstreams = []string{"http://127.0.0.1"}
+	}
 	gw, err := gateway.New(gateway.Options{Upstreams: upstreams})
 	if err != nil {
 		return fail(err)
