@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/adapters/claude"
-	"github.com/outpost-dev/outpost/adapters/codex"
-	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
@@ -51,32 +48,15 @@ type sidecarBridger interface {
 	sidecarBridge(ht *harness.Turn, upstreams []string) bool
 }
 
-// upstreams is the gateway's allowlist: the model APIs the built-in
-// adapters use, the endpoints the project declares, the scripted server.
+// upstreams is the gateway's allowlist: the model APIs the registered
+// agents' CLIs use given the project's variables (each adapter declares its
+// own, [adapters.Upstreamer]), and the scripted server.
 func (r *Runner) upstreams() []string {
-	ups := []string{claude.DefaultBaseURL, codex.DefaultBaseURL}
-	for _, k := range []string{claude.BaseURLVar, copilot.BaseURLVar} {
-		if v := r.creds.Vars[k]; v != "" {
-			if k == copilot.BaseURLVar {
-				v = trimV1(v)
-			}
-			ups = append(ups, v)
-		}
-	}
+	ups := r.table.Registry.Upstreams(r.creds.Vars)
 	if r.srv != nil {
 		ups = append(ups, r.srv.URL())
 	}
 	return ups
-}
-
-func trimV1(u string) string {
-	for len(u) > 0 && u[len(u)-1] == '/' {
-		u = u[:len(u)-1]
-	}
-	if len(u) > 3 && u[len(u)-3:] == "/v1" {
-		u = u[:len(u)-3]
-	}
-	return u
 }
 
 // bridge puts the runner's gateway in front of ht's credential when its

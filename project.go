@@ -32,9 +32,6 @@ const ConfigDir = ".outpost"
 // EnvFile is the project's declared variables, relative to the project root.
 const EnvFile = ConfigDir + "/.env"
 
-// relocationVars are variables that move a CLI's home-relative login files.
-var relocationVars = []string{"CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"}
-
 // maxEnvFileBytes bounds .outpost/.env.
 const maxEnvFileBytes = 1 << 20
 
@@ -153,8 +150,10 @@ func dotenvKeys(src []byte) []string {
 
 // LoadCredentials resolves the project's declared variables (.outpost/.env
 // plus the forwarded names, whose values come from getenv) into the
-// credential choice auth.
-func LoadCredentials(project string, auth credentials.Auth, forwarded []string, getenv Getenv) (*harness.Credentials, error) {
+// credential choice auth. relocation lists the variables that move a CLI's
+// home-relative login files ([agents.Registry.RelocationVars]): a project
+// may not set them, and their host values say where the login files are.
+func LoadCredentials(project string, auth credentials.Auth, forwarded []string, getenv Getenv, relocation []string) (*harness.Credentials, error) {
 	declared, err := ReadEnvFile(project)
 	if err != nil {
 		return nil, err
@@ -163,13 +162,13 @@ func LoadCredentials(project string, auth credentials.Auth, forwarded []string, 
 		v := getenv.get(k)
 		return v, v != ""
 	}
-	vars, err := credentials.Declared(declared, lookup, forwarded)
+	vars, err := credentials.Declared(declared, lookup, forwarded, relocation)
 	if err != nil {
 		return nil, err
 	}
 	home, _ := os.UserHomeDir()
 	reloc := map[string]string{}
-	for _, k := range relocationVars {
+	for _, k := range relocation {
 		if v := getenv.get(k); v != "" {
 			reloc[k] = v
 		}
@@ -371,6 +370,9 @@ type BootstrapOptions struct {
 	// HTTPClient downloads (nil: a client without a proxy; the outpost
 	// command passes one that honours HTTPS_PROXY).
 	HTTPClient *http.Client
+	// Agents are the agents whose pinned CLIs (their rows' CLI) form the
+	// catalog (nil: [agents.Builtin]).
+	Agents *agents.Registry
 }
 
 // NewBootstrapper builds the bootstrapper of the pinned CLIs.
@@ -392,11 +394,19 @@ func NewBootstrapper(ctx context.Context, o BootstrapOptions) (*bootstrap.Bootst
 	if o.Mirror == "" {
 		o.Mirror = o.Getenv.get(MirrorEnv)
 	}
+	agentRows := o.Agents
+	if agentRows == nil {
+		agentRows = agents.Builtin()
+	}
+	cat, err := agentRows.Catalog()
+	if err != nil {
+		return nil, err
+	}
 	home, _ := os.UserHomeDir()
 	reg := bootstrap.NPMConfig{Setting: o.Registry, Getenv: o.Getenv.get, Dir: o.Project, Home: home,
 		RunNPM: bootstrap.NPMCommand(ctx, "npm")}
 	return bootstrap.New(bootstrap.Options{
-		CacheDir: cache, Registry: reg.Resolve, Mirror: o.Mirror, Offline: o.Offline,
+		CacheDir: cache, Catalog: cat, Registry: reg.Resolve, Mirror: o.Mirror, Offline: o.Offline,
 		HTTPClient: o.HTTPClient, Progress: o.Progress,
 	})
 }

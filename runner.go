@@ -204,6 +204,8 @@ type Runner struct {
 	srv     *outposttest.Server
 	logger  *slog.Logger
 	project string
+	// reloc are the registered CLIs' relocation variables, reserved.
+	reloc []string
 
 	mu       sync.Mutex
 	engine   SandboxEngine
@@ -255,7 +257,8 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if auth.Form == "" {
 		auth.Form = credentials.None
 	}
-	if r.creds, err = LoadCredentials(abs, auth, opts.Forward, opts.Getenv); err != nil {
+	r.reloc = reg.RelocationVars()
+	if r.creds, err = LoadCredentials(abs, auth, opts.Forward, opts.Getenv, r.reloc); err != nil {
 		return nil, err
 	}
 	switch opts.Credentials {
@@ -264,7 +267,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		return nil, outposterr.New(outposterr.Configuration, "credentials must be gateway or inside, not %q", opts.Credentials)
 	}
 	for _, s := range opts.MCP {
-		if err := s.Validate(); err != nil {
+		if err := s.Validate(r.reloc...); err != nil {
 			return nil, err
 		}
 	}
@@ -443,7 +446,7 @@ func (r *Runner) ensureCLI(ctx context.Context, row agents.Agent) (*Installed, e
 	b := r.opts.Bootstrap
 	if b == nil {
 		var err error
-		if b, err = NewBootstrapper(ctx, BootstrapOptions{Project: r.project, Getenv: r.opts.Getenv}); err != nil {
+		if b, err = NewBootstrapper(ctx, BootstrapOptions{Project: r.project, Getenv: r.opts.Getenv, Agents: r.table.Registry}); err != nil {
 			return nil, err
 		}
 		r.opts.Bootstrap = b
@@ -611,6 +614,10 @@ func (r *Runner) turnCredentials(names []string) (*harness.Credentials, error) {
 	for _, name := range names {
 		if !sandbox.ValidEnvName(name) {
 			return nil, outposterr.New(outposterr.Configuration, "env takes variable names, not %q", name)
+		}
+		if credentials.Reserved(name, r.reloc...) {
+			return nil, outposterr.New(outposterr.Configuration,
+				"env %s is reserved: Outpost or the sandbox sets it, it would move a CLI's files, or it loads other code", name)
 		}
 		if _, ok := c.Vars[name]; ok {
 			continue

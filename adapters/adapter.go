@@ -258,6 +258,24 @@ type Declarer interface {
 	DeclaredVars() []string
 }
 
+// Upstreamer is implemented by adapters whose CLI talks to a model API a
+// gateway can stand in front of. Upstreams lists the API base URLs the
+// gateway may forward the CLI's requests to, given the project's variables:
+// the CLI's default API and any endpoint a variable points it at (the
+// Upstream of the bridges its Credentials plan). The runner's gateway
+// allows the union over every registered agent.
+type Upstreamer interface {
+	Upstreams(vars map[string]string) []string
+}
+
+// Relocator is implemented by adapters whose CLI reads variables that move
+// its home-relative files away from where Outpost installs and captures
+// them (CLAUDE_CONFIG_DIR). The host's values say where the login files
+// are; a project may not set them for any CLI.
+type Relocator interface {
+	RelocationVars() []string
+}
+
 // SessionUsage is implemented by adapters whose CLI writes usage only to
 // its session files (Copilot): after the turn the harness runs the bounded,
 // read-only command in the sandbox and parses its output.

@@ -2,9 +2,18 @@
 // [Agent] row holds everything the rest of Outpost needs to know about an
 // agent: how to build its adapter, the golden fixtures `outpost doctor`
 // replays, the bootstrap catalog row of its pinned CLI, and whether it can
-// run offline against the scripted model server. The outpost command's run,
-// batch, bootstrap, doctor, init and stub-model all read the registry, so
-// adding a CLI is one adapter folder, one catalog row and one row here.
+// run offline against the scripted model server. What else is agent-specific
+// the adapter declares through optional interfaces: the model APIs its
+// gateway may forward to ([adapters.Upstreamer]) and the variables that move
+// its files ([adapters.Relocator]). Everything else derives from the
+// registry: the runner's gateway allowlist ([Registry.Upstreams]), the
+// reserved variable names ([Registry.RelocationVars]), the bootstrap catalog
+// ([Registry.Catalog]; `outpost bootstrap --print`, which
+// scripts/install-clis.sh reads), and the help texts of run, batch,
+// bootstrap, image, doctor, init and stub-model. Adding a CLI is one adapter
+// folder and one row here (today its pins are still written in the
+// bootstrap package's default catalog, which the row refers to);
+// package agenttest declares a test-only agent that way.
 //
 // Spec-defined drivers (.outpost/drivers/<id>.json) register into the same
 // table with [Registry.LoadDrivers]; a driver never shadows a built-in agent.
@@ -151,6 +160,49 @@ func (r *Registry) Names() []string {
 		out = append(out, a.Name)
 	}
 	return out
+}
+
+// Upstreams is the model gateway's allowlist for the registered agents:
+// the union of every [adapters.Upstreamer]'s upstreams given the project's
+// variables vars, in registry order, without repeats.
+func (r *Registry) Upstreams(vars map[string]string) []string {
+	var out []string
+	for _, a := range r.All() {
+		if u, ok := a.New().(adapters.Upstreamer); ok {
+			for _, up := range u.Upstreams(vars) {
+				if !slices.Contains(out, up) {
+					out = append(out, up)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// RelocationVars lists, sorted and without repeats, the variables any
+// registered agent's CLI reads to move its files ([adapters.Relocator]):
+// the host's values locate login files; a project may set none of them.
+func (r *Registry) RelocationVars() []string {
+	var out []string
+	for _, a := range r.All() {
+		if rl, ok := a.New().(adapters.Relocator); ok {
+			out = append(out, rl.RelocationVars()...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Catalog is the bootstrap catalog of the registered agents' pinned CLIs
+// (every row's CLI): what `outpost bootstrap` and run install.
+func (r *Registry) Catalog() (bootstrap.Catalog, error) {
+	var rows []bootstrap.Row
+	for _, a := range r.All() {
+		if a.CLI != nil {
+			rows = append(rows, *a.CLI)
+		}
+	}
+	return bootstrap.NewCatalog(rows...)
 }
 
 func (r *Registry) describe() string {

@@ -16,6 +16,8 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/agents"
+	"github.com/outpost-dev/outpost/agents/agenttest"
+	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/usage"
@@ -148,4 +150,29 @@ func modelsIn(v any) []string {
 		}
 	}
 	return out
+}
+
+// TestAgentSpecificsDeriveFromTheRegistry: the gateway's upstreams, the
+// reserved relocation variables and the bootstrap catalog are what the
+// built-in adapters and rows declare, and a further row (the test-only
+// parrot of package agenttest) adds its own without an edit elsewhere.
+func TestAgentSpecificsDeriveFromTheRegistry(t *testing.T) {
+	b := agents.Builtin()
+	assert.Equal(t, []string{"https://api.anthropic.com", "https://api.openai.com"}, b.Upstreams(nil))
+	assert.Equal(t, []string{"https://api.anthropic.com", "https://proxy.example", "https://api.openai.com", "https://byok.example"},
+		b.Upstreams(map[string]string{"ANTHROPIC_BASE_URL": "https://proxy.example", "COPILOT_PROVIDER_BASE_URL": "https://byok.example/v1/"}))
+	assert.Equal(t, []string{"CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"}, b.RelocationVars())
+	cat, err := b.Catalog()
+	require.NoError(t, err)
+	assert.Equal(t, bootstrap.DefaultCatalog().Rows(), cat.Rows(), "the built-in rows' CLIs are the default catalog")
+
+	p := agenttest.Registry()
+	assert.Contains(t, p.Upstreams(nil), agenttest.Upstream)
+	assert.Contains(t, p.Upstreams(map[string]string{agenttest.BaseURLVar: "https://other.example"}), "https://other.example")
+	assert.Equal(t, []string{"CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", agenttest.HomeVar}, p.RelocationVars())
+	cat, err = p.Catalog()
+	require.NoError(t, err)
+	row, ok := cat.Row(agenttest.Name)
+	require.True(t, ok, "the row's CLI is in the catalog")
+	assert.Equal(t, *agenttest.CLI(), row)
 }

@@ -101,6 +101,43 @@ type Row struct {
 	// PinHelp is appended to the error when the row has no source for the
 	// platform, telling the user how to provide a pin.
 	PinHelp string `json:"pin_help,omitempty"`
+	// Launcher is the npm package a person installs the CLI with by hand
+	// (`npm install <Launcher>@<Version>`), which pulls in the platform
+	// package of the host; see [Row.NPMLauncher]. Empty: not on npm.
+	Launcher string `json:"launcher,omitempty"`
+}
+
+// NPMLauncher says how `npm install` installs the pinned CLI by hand for
+// platform p (scripts/install-clis.sh does, for the real-CLI tests): spec
+// is the package to install ("@openai/codex@0.169.0") and bin the
+// executable's path under node_modules: the native executable of the
+// platform package when the launcher depends on one that holds a single
+// file ("@anthropic-ai/claude-code-linux-x64/claude"), else the launcher's
+// own command (".bin/codex"). ok is false when the row has no launcher or
+// no npm source for p. Unlike a bootstrapped CLI, an npm install is not
+// checked against the row's SHA-512 pins.
+func (r Row) NPMLauncher(p Platform) (spec, bin string, ok bool) {
+	s, has := r.Sources[p]
+	if r.Launcher == "" || !has || s.Package == "" {
+		return "", "", false
+	}
+	spec = r.Launcher + "@" + r.Version
+	members, _ := r.Layout(p)
+	if s.Package != r.Launcher && len(members) == 1 && !strings.HasSuffix(members[0].From, "/") {
+		if file, ok := strings.CutPrefix(members[0].From, "package/"); ok {
+			return spec, s.Package + "/" + file, true
+		}
+	}
+	return spec, ".bin/" + r.Command(), true
+}
+
+// WantVersion is the line `<bin> --version` prints for the pinned version:
+// the row's VersionLine with the version filled in, else the version.
+func (r Row) WantVersion() string {
+	if r.VersionLine == "" {
+		return r.Version
+	}
+	return fmt.Sprintf(r.VersionLine, r.Version)
 }
 
 // Layout returns the members and executable path for platform p.
@@ -146,6 +183,9 @@ func (r Row) Validate() error {
 	}
 	if len(r.Sources) > 0 && !validVersion.MatchString(r.Version) {
 		return outposterr.New(outposterr.Configuration, "catalog row %s: invalid version %q", r.Name, r.Version)
+	}
+	if r.Launcher != "" && !validPackage.MatchString(r.Launcher) {
+		return outposterr.New(outposterr.Configuration, "catalog row %s: invalid npm launcher package %q", r.Name, r.Launcher)
 	}
 	if r.VersionLine != "" && strings.Count(r.VersionLine, "%s") != 1 {
 		return outposterr.New(outposterr.Configuration, "catalog row %s: version line %q must hold exactly one %%s", r.Name, r.VersionLine)
@@ -233,6 +273,23 @@ func relPath(p string, dir bool) error {
 // so a program can start from [DefaultCatalog] and adjust it safely.
 type Catalog struct {
 	rows map[string]Row
+}
+
+// NewCatalog returns a catalog of exactly rows, each validated (the outpost
+// command builds its catalog from the agent registry's rows). A row named
+// twice is an error.
+func NewCatalog(rows ...Row) (Catalog, error) {
+	c := Catalog{rows: map[string]Row{}}
+	for _, r := range rows {
+		if _, dup := c.rows[r.Name]; dup {
+			return Catalog{}, outposterr.New(outposterr.Configuration, "catalog row %s is given twice", r.Name)
+		}
+		if err := r.Validate(); err != nil {
+			return Catalog{}, err
+		}
+		c.rows[r.Name] = r.clone()
+	}
+	return c, nil
 }
 
 // Rows returns the rows sorted by name.
@@ -344,6 +401,7 @@ var defaultRows = []Row{
 		Bin:         "claude",
 		Members:     []Member{{From: "package/claude", To: "claude"}},
 		VersionLine: "%s (Claude Code)",
+		Launcher:    "@anthropic-ai/claude-code",
 		Sources: map[Platform]Source{
 			LinuxX64: {
 				Package:   "@anthropic-ai/claude-code-linux-x64",
@@ -368,6 +426,7 @@ var defaultRows = []Row{
 		Version:     "0.169.0",
 		Bin:         "bin/codex",
 		VersionLine: "codex-cli %s",
+		Launcher:    "@openai/codex",
 		Sources: map[Platform]Source{
 			LinuxX64: {
 				Package:       "@openai/codex",
@@ -403,6 +462,7 @@ var defaultRows = []Row{
 		Bin:         "copilot",
 		Members:     []Member{{From: "package/copilot", To: "copilot"}},
 		VersionLine: "GitHub Copilot CLI %s.",
+		Launcher:    "@github/copilot",
 		Sources: map[Platform]Source{
 			LinuxX64: {
 				Package:   "@github/copilot-linux-x64",

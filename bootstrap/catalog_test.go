@@ -159,3 +159,35 @@ func TestParseIntegrity(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// TestNPMLauncher: how npm installs a pin by hand, for scripts/install-clis.sh:
+// a platform package's single native file, else the launcher's own command.
+func TestNPMLauncher(t *testing.T) {
+	c := DefaultCatalog()
+	for name, want := range map[string][3]string{
+		"claude":  {"@anthropic-ai/claude-code@2.1.328", "@anthropic-ai/claude-code-linux-x64/claude", "2.1.328 (Claude Code)"},
+		"codex":   {"@openai/codex@0.169.0", ".bin/codex", "codex-cli 0.169.0"},
+		"copilot": {"@github/copilot@1.0.102", "@github/copilot-linux-x64/copilot", "GitHub Copilot CLI 1.0.102."},
+	} {
+		r, _ := c.Row(name)
+		spec, bin, ok := r.NPMLauncher(LinuxX64)
+		require.True(t, ok, name)
+		assert.Equal(t, want, [3]string{spec, bin, r.WantVersion()}, name)
+	}
+	agy, _ := c.Row("agy")
+	_, _, ok := agy.NPMLauncher(LinuxX64)
+	assert.False(t, ok, "not on npm")
+	copilot, _ := c.Row("copilot")
+	_, _, ok = copilot.NPMLauncher(LinuxX64Musl)
+	assert.False(t, ok, "no source for the platform")
+	assert.Equal(t, "1.2", Row{Version: "1.2"}.WantVersion())
+
+	nc, err := NewCatalog(copilot)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"copilot"}, nc.Names(), "exactly the rows given")
+	_, err = NewCatalog(copilot, copilot)
+	assert.ErrorContains(t, err, "given twice")
+	copilot.Launcher = "Not A Package"
+	_, err = NewCatalog(copilot)
+	assert.ErrorContains(t, err, "invalid npm launcher package")
+}

@@ -293,10 +293,11 @@ func ValidDest(p string) bool {
 // unset). A name given a value by the file AND present in the process
 // environment is an error, never a silent override. forwarded lists names
 // forwarded explicitly from the process (--env); they count as the process
-// source. A name that is not a variable name, or is [Reserved], is a
-// configuration error; so is a value no environment can carry (a NUL byte)
-// or one over [MaxVarBytes]. Errors name variables, never values.
-func Declared(file map[string]string, process func(string) (string, bool), forwarded []string) (map[string]string, error) {
+// source. A name that is not a variable name, or is [Reserved] (relocation
+// being the CLIs' relocation variables), is a configuration error; so is a
+// value no environment can carry (a NUL byte) or one over [MaxVarBytes].
+// Errors name variables, never values.
+func Declared(file map[string]string, process func(string) (string, bool), forwarded, relocation []string) (map[string]string, error) {
 	names := make([]string, 0, len(file)+len(forwarded))
 	for name := range file {
 		names = append(names, name)
@@ -307,7 +308,7 @@ func Declared(file map[string]string, process func(string) (string, bool), forwa
 		switch {
 		case !envName.MatchString(name):
 			return nil, outposterr.New(outposterr.Configuration, "%q is not a variable name (letters, digits and '_', not starting with a digit)", name)
-		case Reserved(name):
+		case Reserved(name, relocation...):
 			return nil, outposterr.New(outposterr.Configuration,
 				"%s is reserved: Outpost or the sandbox sets it for every CLI, or it would move the CLI's files or load other code; remove it", name)
 		}

@@ -84,7 +84,9 @@ func (s MCPServer) HTTPHeaders() map[string]string {
 // reference where a process listing would show it (Command, Args, URL),
 // variable names and header names that are names, and values without
 // control characters that a CLI could not carry (NUL, newlines in headers).
-func (s MCPServer) Validate() error {
+// An env name must not be [Reserved]; relocation lists the CLIs' relocation
+// variables (the registry's), which are reserved too.
+func (s MCPServer) Validate(relocation ...string) error {
 	switch {
 	case !mcpName.MatchString(s.Name):
 		return outposterr.New(outposterr.Configuration, "MCP server name %q: use letters, digits, '_' and '-'", s.Name)
@@ -129,7 +131,7 @@ func (s MCPServer) Validate() error {
 		if !envName.MatchString(k) {
 			return outposterr.New(outposterr.Configuration, "MCP server %s: env name %q is not a variable name", s.Name, k)
 		}
-		if Reserved(k) {
+		if Reserved(k, relocation...) {
 			// The server runs inside the CLI's sandbox: the same names a
 			// project may not set for the CLI (PATH, LD_PRELOAD, ...).
 			return outposterr.New(outposterr.Configuration, "MCP server %s: env %s is reserved (Outpost or the sandbox sets it, or it loads other code)", s.Name, k)

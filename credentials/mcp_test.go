@@ -32,4 +32,8 @@ func TestMCPEnvReserved(t *testing.T) {
 	if err := (MCPServer{Name: "fs", Command: "srv", Env: map[string]string{"MODE": "ro"}}).Validate(); err != nil {
 		t.Errorf("MODE: %v", err)
 	}
+	reloc := MCPServer{Name: "fs", Command: "srv", Env: map[string]string{"CODEX_HOME": "x"}}
+	if err := reloc.Validate("CODEX_HOME"); err == nil || !strings.Contains(err.Error(), "env CODEX_HOME is reserved") {
+		t.Errorf("a CLI's relocation variable: %v", err)
+	}
 }

@@ -61,24 +61,24 @@ func TestDeclared(t *testing.T) {
 	env := map[string]string{"FROM_PROC": "p", "BOTH": "proc-value", "SAME": "same"}
 	proc := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 
-	got, err := Declared(map[string]string{"INHERIT": "", "FROM_PROC": "", "FILE_ONLY": "f", "SAME": "same"}, proc, nil)
+	got, err := Declared(map[string]string{"INHERIT": "", "FROM_PROC": "", "FILE_ONLY": "f", "SAME": "same"}, proc, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"FROM_PROC": "p", "FILE_ONLY": "f", "SAME": "same"}, got,
 		"an empty declaration inherits; an unset one stays absent; undeclared names never leak")
 
-	_, err = Declared(map[string]string{"BOTH": "file-value"}, proc, nil)
+	_, err = Declared(map[string]string{"BOTH": "file-value"}, proc, nil, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "BOTH")
 	assert.NotContains(t, err.Error(), "file-value")
 	assert.NotContains(t, err.Error(), "proc-value")
 
-	got, err = Declared(nil, proc, []string{"FROM_PROC"})
+	got, err = Declared(nil, proc, []string{"FROM_PROC"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "p", got["FROM_PROC"])
 
-	_, err = Declared(map[string]string{"FILE_ONLY": "f"}, proc, []string{"FILE_ONLY"})
+	_, err = Declared(map[string]string{"FILE_ONLY": "f"}, proc, []string{"FILE_ONLY"}, nil)
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "two sources for one name")
-	_, err = Declared(nil, proc, []string{"UNSET"})
+	_, err = Declared(nil, proc, []string{"UNSET"}, nil)
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 }
 
@@ -102,7 +102,7 @@ func TestDeclaredRefusesUnusable(t *testing.T) {
 		"NUL in file":        {file: map[string]string{"TOKEN": "MARK-a\x00b"}, want: "TOKEN in .outpost/.env: the value contains a NUL byte"},
 		"huge inherited":     {file: map[string]string{"BIG": ""}, want: "BIG (from the environment): the value is"},
 	} {
-		_, err := Declared(tc.file, proc, tc.forward)
+		_, err := Declared(tc.file, proc, tc.forward, []string{"CODEX_HOME"})
 		require.Error(t, err, name)
 		assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), name)
 		assert.Contains(t, err.Error(), tc.want, name)
@@ -111,6 +111,8 @@ func TestDeclaredRefusesUnusable(t *testing.T) {
 	assert.True(t, Reserved("XDG_CONFIG_HOME"))
 	assert.True(t, Reserved("OUTPOST_CODEX_API_KEY"))
 	assert.False(t, Reserved("ANTHROPIC_API_KEY"))
+	assert.False(t, Reserved("CODEX_HOME"), "a CLI's relocation variable is reserved when the registry says so")
+	assert.True(t, Reserved("CODEX_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME"))
 }
 
 func TestMergeJSON(t *testing.T) {

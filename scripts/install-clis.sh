@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
 # install-clis.sh — install the pinned agent CLIs from npm for the real-CLI tests.
 #
+# The pins are the agent registry's, printed by `outpost bootstrap --print`
+# (built from this checkout with `go run`; Go's build cache makes later runs
+# quick): one line per CLI, COMMAND|PACKAGE@VERSION|EXECUTABLE UNDER
+# node_modules|VERSION LINE. No version is repeated here.
+#
 # The registry is whatever the user's npm configuration says (NPM_CONFIG_REGISTRY,
 # .npmrc, `npm config get registry`); no registry host is named here. The
 # packages are installed into $OUTPOST_CLI_PREFIX (default /opt/outpost-clis)
-# and their native binaries are linked into $OUTPOST_CLI_PREFIX/bin, which the
-# caller puts on PATH. Idempotent: a CLI already at its pinned version is kept.
+# and their executables are linked into $OUTPOST_CLI_PREFIX/bin, which the
+# caller puts on PATH. Idempotent: a CLI already at its pinned version is kept
+# and npm is not run. (`outpost bootstrap` itself fetches the same pins and
+# checks their SHA-512; this script gives the tests the CLIs as npm installs
+# them.)
 #
-# Until `outpost bootstrap` (verified, cached installs) lands, this is how CI
-# and developers get the real binaries.
+# --print prints the pins it would install and installs nothing.
 set -euo pipefail
 
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 prefix=${OUTPOST_CLI_PREFIX:-/opt/outpost-clis}
 bin="$prefix/bin"
 log() { printf 'install-clis: %s\n' "$*" >&2; }
 
-# name|npm package@version|native binary inside node_modules|expected --version prefix
-pins=(
-	"claude|@anthropic-ai/claude-code@2.1.328|@anthropic-ai/claude-code-linux-x64/claude|2.1.328"
-	"codex|@openai/codex@0.169.0|.bin/codex|codex-cli 0.169.0"
-	"copilot|@github/copilot@1.0.102|@github/copilot-linux-x64/copilot|GitHub Copilot CLI 1.0.102"
-)
+command -v go >/dev/null 2>&1 || { log "go is required (the pins come from outpost bootstrap --print)"; exit 1; }
+pins_out=$(cd "$root" && go run ./cmd/outpost bootstrap --print) || { log "outpost bootstrap --print failed"; exit 1; }
+mapfile -t pins <<<"$pins_out"
+[ "${#pins[@]}" -gt 0 ] && [ -n "${pins[0]}" ] || { log "outpost bootstrap --print printed no pins"; exit 1; }
+if [ "${1:-}" = "--print" ]; then
+	printf '%s\n' "${pins[@]}"
+	exit 0
+fi
 
 command -v npm >/dev/null 2>&1 || { log "npm is required"; exit 1; }
 mkdir -p "$bin"

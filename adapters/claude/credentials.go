@@ -149,11 +149,28 @@ const DefaultBaseURL = "https://api.anthropic.com"
 // BaseURLVar points Claude Code at another Anthropic-compatible endpoint.
 const BaseURLVar = "ANTHROPIC_BASE_URL"
 
+// upstream is the API a gateway forwards Claude Code to: the project's
+// ANTHROPIC_BASE_URL, else [DefaultBaseURL].
+func upstream(vars map[string]string) string {
+	if v, ok := credentials.Var(vars, BaseURLVar); ok {
+		return v
+	}
+	return DefaultBaseURL
+}
+
+// Upstreams implements [adapters.Upstreamer]: the Anthropic API, and the
+// endpoint the project's ANTHROPIC_BASE_URL names.
+func (a *Adapter) Upstreams(vars map[string]string) []string {
+	if up := upstream(vars); up != DefaultBaseURL {
+		return []string{DefaultBaseURL, up}
+	}
+	return []string{DefaultBaseURL}
+}
+
+// RelocationVars implements [adapters.Relocator].
+func (a *Adapter) RelocationVars() []string { return []string{ConfigDirVar} }
+
 // bridge is the gateway bridge of a variable credential.
 func bridge(vars map[string]string, name, secret, scheme string, oauth bool) *credentials.Bridge {
-	up := DefaultBaseURL
-	if v, ok := credentials.Var(vars, BaseURLVar); ok {
-		up = v
-	}
-	return &credentials.Bridge{Var: name, Secret: secret, Scheme: scheme, Upstream: up, OAuth: oauth, Strip: []string{BaseURLVar}}
+	return &credentials.Bridge{Var: name, Secret: secret, Scheme: scheme, Upstream: upstream(vars), OAuth: oauth, Strip: []string{BaseURLVar}}
 }

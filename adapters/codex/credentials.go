@@ -109,3 +109,9 @@ func fresherAuth(host, sandbox []byte) bool {
 
 // DefaultBaseURL is the OpenAI API a gateway forwards Codex to.
 const DefaultBaseURL = "https://api.openai.com"
+
+// Upstreams implements [adapters.Upstreamer]: the OpenAI API.
+func (a *Adapter) Upstreams(map[string]string) []string { return []string{DefaultBaseURL} }
+
+// RelocationVars implements [adapters.Relocator].
+func (a *Adapter) RelocationVars() []string { return []string{HomeVar} }

@@ -51,7 +51,7 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 			if base, ok := credentials.Var(vars, BaseURLVar); ok {
 				if t, _ := credentials.Var(vars, TypeVar); t == "" || t == "openai" {
 					plan.Bridge = &credentials.Bridge{Var: APIKeyVar, Secret: key, Scheme: "bearer",
-						Upstream: strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1"), Strip: []string{BaseURLVar, TypeVar}}
+						Upstream: providerUpstream(base), Strip: []string{BaseURLVar, TypeVar}}
 				}
 			}
 		}
@@ -87,6 +87,26 @@ func (a *Adapter) Credentials(auth credentials.Auth, vars map[string]string) (cr
 	}
 	return credentials.Plan{}, credentials.Unsupported(Name, auth, "account", "account:file", "account:variable", "none")
 }
+
+// providerUpstream is the API base of a bring-your-own provider's
+// COPILOT_PROVIDER_BASE_URL: the URL less trailing slashes and a final /v1
+// (the gateway's routes carry the version).
+func providerUpstream(base string) string {
+	return strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+}
+
+// Upstreams implements [adapters.Upstreamer]: the bring-your-own provider
+// the project's COPILOT_PROVIDER_BASE_URL names, if any. (Copilot's own
+// service is reached with a login installed in the lease, never bridged.)
+func (a *Adapter) Upstreams(vars map[string]string) []string {
+	if base, ok := credentials.Var(vars, BaseURLVar); ok {
+		return []string{providerUpstream(base)}
+	}
+	return nil
+}
+
+// RelocationVars implements [adapters.Relocator].
+func (a *Adapter) RelocationVars() []string { return []string{HomeVar} }
 
 func checkToken(tok string) error {
 	if strings.HasPrefix(tok, "ghp_") {

@@ -5,11 +5,24 @@ import (
 	"strings"
 
 	"github.com/outpost-dev/outpost"
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
 // builtinNames lists the built-in agents, for help texts.
 func builtinNames(f *Factory) string { return strings.Join(f.Agents().Names(), ", ") }
+
+// liveNames lists the built-in agents whose CLI takes live input
+// ([adapters.LiveInput]), for help texts.
+func liveNames(f *Factory) string {
+	var out []string
+	for _, a := range f.Agents().All() {
+		if _, ok := a.New().(adapters.LiveInput); ok {
+			out = append(out, a.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // loadAgents builds the invocation's agent table: the built-in rows plus
 // the spec-defined drivers of the project in the current directory.

@@ -29,6 +29,8 @@ type BootstrapOptions struct {
 	Registry string
 	Mirror   string
 	NoNet    bool
+	// Print lists the npm launchers of the pins instead of fetching.
+	Print bool
 }
 
 // newBootstrapper builds the bootstrapper from flags and settings.
@@ -36,7 +38,7 @@ func newBootstrapper(ctx context.Context, f *Factory, o BootstrapOptions) (*boot
 	wd, _ := os.Getwd()
 	return outpost.NewBootstrapper(ctx, outpost.BootstrapOptions{Registry: o.Registry, Mirror: o.Mirror, Offline: o.NoNet,
 		Project: wd, Getenv: f.Getenv, Progress: progressFunc(f.IO.ErrOut, isTerminal(f.IO.ErrOut)),
-		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}})
+		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}, Agents: f.Agents()})
 }
 
 // NewCmdBootstrap builds `outpost bootstrap`.
@@ -45,23 +47,26 @@ func NewCmdBootstrap(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bootstrap [AGENT...]",
 		Short: "Download, verify (SHA-512) and cache the pinned agent CLIs",
-		Long: `bootstrap fetches the pinned CLIs (default: every npm-distributed one: claude, codex,
-copilot) into the host cache, verifying each archive's SHA-512 against the pin before
+		Long: `bootstrap fetches the pinned CLIs (default: every npm-distributed one: ` + strings.Join(defaultCLIs(f.Agents()), ", ") + `)
+into the host cache, verifying each archive's SHA-512 against the pin before
 anything is extracted. The npm registry comes from ` + registryEnv + ` or --registry, else npm's
 own configuration (NPM_CONFIG_REGISTRY, .npmrc, npm config get registry). run does
-the same on demand, so this is only a prefetch.`,
+the same on demand, so this is only a prefetch.
+
+--print fetches nothing: it prints, one line per CLI, how npm installs the pin by
+hand, as COMMAND|PACKAGE@VERSION|EXECUTABLE UNDER node_modules|VERSION LINE
+(scripts/install-clis.sh reads it; an npm install is not checked against the pins).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			reg := f.Agents()
+			if len(args) == 0 {
+				args = defaultCLIs(reg)
+			}
+			if o.Print {
+				return printLaunchers(f.IO.Out, reg, args)
+			}
 			b, err := newBootstrapper(cmd.Context(), f, o)
 			if err != nil {
 				return err
-			}
-			reg := f.Agents()
-			if len(args) == 0 {
-				for _, a := range reg.All() {
-					if a.Default && a.CLI != nil {
-						args = append(args, a.Name)
-					}
-				}
 			}
 			var errs []string
 			for _, name := range args {
@@ -82,7 +87,58 @@ the same on demand, so this is only a prefetch.`,
 	cmd.Flags().StringVar(&o.Registry, "registry", "", "npm registry URL (default: "+registryEnv+", then npm's configuration)")
 	cmd.Flags().StringVar(&o.Mirror, "mirror", "", "directory of archives to use instead of the network ("+mirrorEnv+")")
 	cmd.Flags().BoolVar(&o.NoNet, "no-download", false, "use only the cache and the mirror")
+	cmd.Flags().BoolVar(&o.Print, "print", false, "print how npm installs each pin (COMMAND|PACKAGE@VERSION|EXECUTABLE|VERSION LINE) and fetch nothing")
 	return cmd
+}
+
+// defaultCLIs are the agents `outpost bootstrap` fetches without arguments:
+// the rows marked Default that have a pinned CLI.
+func defaultCLIs(reg *agents.Registry) []string {
+	var out []string
+	for _, a := range reg.All() {
+		if a.Default && a.CLI != nil {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+// printLaunchers writes the npm launcher line of each named agent's pin for
+// the host platform; an agent without one is a configuration error.
+func printLaunchers(w io.Writer, reg *agents.Registry, names []string) error {
+	var lines []string
+	for _, name := range names {
+		a, ok := reg.Lookup(name)
+		if !ok || a.CLI == nil {
+			return outposterr.New(outposterr.Configuration, "%s: no pinned CLI (agents with one: %s)", name, strings.Join(pinnedCLIs(reg), ", "))
+		}
+		spec, bin, ok := a.CLI.NPMLauncher(bootstrap.HostPlatform())
+		if !ok {
+			return outposterr.New(outposterr.Configuration, "%s: the pin has no npm package for %s", name, bootstrap.HostPlatform())
+		}
+		fields := []string{a.CLI.Command(), spec, bin, a.CLI.WantVersion()}
+		for _, fl := range fields {
+			if strings.ContainsAny(fl, "|\r\n") {
+				return outposterr.New(outposterr.Configuration, "%s: the pin's field %q cannot be printed on one line", name, fl)
+			}
+		}
+		lines = append(lines, strings.Join(fields, "|"))
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	return nil
+}
+
+// pinnedCLIs are the agents with a pinned CLI.
+func pinnedCLIs(reg *agents.Registry) []string {
+	var out []string
+	for _, a := range reg.All() {
+		if a.CLI != nil {
+			out = append(out, a.Name)
+		}
+	}
+	return out
 }
 
 // cliName maps an agent name to its catalog row's name.

@@ -145,7 +145,7 @@ func NewCmdImage(f *Factory) *cobra.Command {
 	var dir, tag, from string
 	var with []string
 	build := &cobra.Command{
-		Use:   "build [--dir .outpost] [--tag outpost/base:dev] | --with claude,codex,copilot [--from IMAGE] [--tag T]",
+		Use:   "build [--dir .outpost] [--tag outpost/base:dev] | --with " + strings.Join(defaultCLIs(f.Agents()), ",") + " [--from IMAGE] [--tag T]",
 		Short: "Build the sandbox image from the project's recipe (.outpost/Dockerfile), or one with the verified CLIs baked in",
 		Long: `build sends the recipe directory (default .outpost, honouring its .dockerignore)
 to the Docker engine and builds the sandbox image. The base debian:bookworm-slim must
@@ -217,7 +217,7 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`
 	}
 	build.Flags().StringVar(&dir, "dir", ".outpost", "recipe directory holding the Dockerfile")
 	build.Flags().StringVar(&tag, "tag", docker.DefaultImage, "image tag (with --with: "+docker.DefaultImage+"-clis)")
-	build.Flags().StringSliceVar(&with, "with", nil, "bake these pinned CLIs (verified cache entries) into an image FROM --from: claude,codex,copilot")
+	build.Flags().StringSliceVar(&with, "with", nil, "bake these pinned CLIs (verified cache entries) into an image FROM --from: "+strings.Join(defaultCLIs(f.Agents()), ","))
 	build.Flags().StringVar(&from, "from", docker.DefaultImage, "with --with: the image to start from")
 	img.AddCommand(build)
 	return img

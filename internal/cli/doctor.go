@@ -17,7 +17,6 @@ import (
 
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/adapters/claude"
 	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/gateway"
@@ -88,7 +87,7 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 			out = append(out, check(ctx, f, image)...)
 		}
 	}
-	out = append(out, gatewayDoctor(f.Self != nil && runtime.GOOS == "linux"))
+	out = append(out, gatewayDoctor(f.Agents().Upstreams(nil), f.Self != nil && runtime.GOOS == "linux"))
 	// Agents: pinned CLIs in the cache, their flags, their fixtures.
 	table, terr := loadAgents(f)
 	if terr != nil {
@@ -138,11 +137,17 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 
 // gatewayDoctor starts the model gateway as a run would (a unix socket for
 // container leases, loopback TCP for the host sandbox) and says where
-// credentials go; sidecar says whether pods get a gateway sidecar.
-func gatewayDoctor(sidecar bool) check {
+// credentials go; upstreams are the agents' default model APIs, sidecar
+// says whether pods get a gateway sidecar.
+func gatewayDoctor(upstreams []string, sidecar bool) check {
 	const name = "model gateway"
 	fail := func(err error) check { return check{name: name, detail: err.Error()} }
-	gw, err := gateway.New(gateway.Options{Upstreams: []string{claude.DefaultBaseURL}})
+	if len(upstreams) == 0 {
+		// No agent's CLI goes through the gateway; the check still starts
+		// its listeners (nothing is forwarded anywhere).
+		upstreams = []string{"http://127.0.0.1"}
+	}
+	gw, err := gateway.New(gateway.Options{Upstreams: upstreams})
 	if err != nil {
 		return fail(err)
 	}

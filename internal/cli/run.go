@@ -49,7 +49,7 @@ one variable from outpost's environment. Values never appear in argv or output.
 
 --live keeps the turn open to steering: each line read from standard input while
 the turn runs is delivered into it as a further user message (agents with live
-input: codex, claude, copilot). Lines read before the CLI can take them wait;
+input: ` + liveNames(f) + `). Lines read before the CLI can take them wait;
 lines it never took are reported as warnings.
 
 ` + exitHelp,

@@ -1,0 +1,71 @@
+package outpost
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/agents/agenttest"
+	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// TestTestOnlyAgentFromOneRow: an agent declared by one adapter folder and
+// one registry row (package agenttest's parrot) gets gateway routing, its
+// reserved relocation variable and its bootstrap pin from the runner,
+// without an edit to this package.
+func TestTestOnlyAgentFromOneRow(t *testing.T) {
+	ctx := context.Background()
+	reg := agenttest.Registry()
+	var mu sync.Mutex
+	var asked []string
+	npm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, req.URL.Path)
+		http.NotFound(w, req)
+	}))
+	defer npm.Close()
+	env := map[string]string{RegistryEnv: npm.URL + "/", CacheEnv: t.TempDir()}
+	newRunner := func(project string, mcp ...credentials.MCPServer) (*Runner, error) {
+		return New(ctx, Options{Project: project, NoStore: true, Agents: reg, MCP: mcp,
+			Sandbox: SandboxOptions{Kind: "host"}, Getenv: func(k string) string { return env[k] }})
+	}
+	r, err := newRunner(t.TempDir())
+	require.NoError(t, err)
+	defer r.Close()
+
+	assert.Contains(t, r.upstreams(), agenttest.Upstream, "the gateway forwards to the parrot's API")
+
+	err = r.CheckJobs([]batch.Job{{ID: "j", Agent: agenttest.Name, Prompt: "hi", Env: []string{agenttest.HomeVar}}})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), agenttest.HomeVar+" is reserved", "a job may not forward the parrot's relocation variable")
+
+	_, err = newRunner(t.TempDir(), credentials.MCPServer{Name: "fs", Command: "srv", Env: map[string]string{agenttest.HomeVar: "x"}})
+	assert.ErrorContains(t, err, "env "+agenttest.HomeVar+" is reserved", "nor an MCP server's env")
+
+	declares := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(declares, ConfigDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(declares, EnvFile), []byte(agenttest.HomeVar+"=x\n"), 0o600))
+	_, err = newRunner(declares)
+	assert.ErrorContains(t, err, agenttest.HomeVar+" is reserved", "nor a project declare it")
+
+	row, err := r.table.Lookup(agenttest.Name)
+	require.NoError(t, err)
+	_, err = r.ensureCLI(ctx, row)
+	require.Error(t, err, "the registry serves nothing")
+	assert.Equal(t, outposterr.Bootstrap, outposterr.ClassOf(err))
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, asked, "the pin was looked for: %v", err)
+	assert.Contains(t, asked[0], agenttest.Launcher, "the runner's catalog holds the parrot's pin")
+}
