@@ -8,8 +8,8 @@
 // drivers, plans credentials from the project's declared variables
 // (.outpost/.env), bootstraps the pinned CLI once — downloaded, verified
 // against its SHA-512, cached on the host — and delivers it into each lease
-// the sandbox engine's way ([Delivery]: a read-only mount, a copy through
-// the sandbox contract, or the host path), chooses the lease user, restores
+// the sandbox engine's way (sandbox.Delivery: a read-only mount, a copy
+// through the sandbox contract, or the host path), restores
 // and captures conversations, and classifies what happened:
 //
 //	r, err := outpost.New(ctx, outpost.Options{Offline: true, Getenv: os.Getenv})
@@ -26,6 +26,11 @@
 // it (forwarded variables, the Docker engine address, npm's registry
 // setting, the state directory) is read through Options.Getenv, which the
 // outpost command sets to os.Getenv.
+//
+// Sandbox kinds come from a registry (Options.Sandboxes; nil: package
+// sandbox/kinds' built-ins): each kind's package opens its engine, which
+// hands out leases and says, as a value (sandbox.Route), how they reach
+// the model gateway; this package names no kind.
 //
 // The model gateway runs in the runner's process for Docker, Podman and
 // host leases, and in a sidecar container of each Kubernetes pod when

@@ -21,7 +21,7 @@ func Example() {
 	// Offline: the real Claude Code CLI answers through the scripted model server.
 	// Drop Offline and set Auth for a real account; leave Sandbox empty for Docker.
 	r, err := outpost.New(ctx, outpost.Options{Project: project, Offline: true, NoStore: true, Getenv: os.Getenv,
-		Sandbox: outpost.SandboxOptions{Kind: "host", HostEnv: map[string]string{"PATH": os.Getenv("PATH")}}})
+		Sandbox: outpost.SandboxOptions{Kind: "host"}})
 	if err != nil {
 		panic(err)
 	}

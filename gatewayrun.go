@@ -15,7 +15,6 @@ import (
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
-	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
 // runnerGateway is the model gateway of a runner, started with its first
@@ -31,21 +30,6 @@ type runnerGateway struct {
 func (g *runnerGateway) close() {
 	_ = g.gw.Close()
 	_ = os.RemoveAll(g.dir)
-}
-
-// gatewayBridger is implemented by sandbox engines whose leases can reach
-// the runner's gateway: bridge adapts the lease spec and returns the
-// gateway's URL as the lease sees it.
-type gatewayBridger interface {
-	// bridge returns ok false when this lease cannot reach the gateway.
-	bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (url string, ok bool)
-}
-
-// sidecarBridger is implemented by sandbox engines that can run the model
-// gateway beside each lease: sidecarBridge points ht at a gateway started
-// with its lease and reports whether it did.
-type sidecarBridger interface {
-	sidecarBridge(ht *harness.Turn, upstreams []string) bool
 }
 
 // upstreams is the gateway's allowlist: the model APIs the registered
@@ -85,26 +69,15 @@ func (r *Runner) bridge(ht *harness.Turn, shared *gateway.Budget) error {
 		}
 		return nil
 	}
-	if sb, ok := r.engine.(sidecarBridger); ok && sb.sidecarBridge(ht, r.upstreams()) {
-		ht.Gateway.Budget, ht.Gateway.Endpoint = shared, endpoint
+	route := r.engine.Gateway()
+	if route.Via == sandbox.ViaSidecar {
+		sc := &sidecarGateway{sidecars: route.Sidecar}
+		ht.Provider = route.Sidecar.WithSidecar(sidecarArgs(r.upstreams()))
+		ht.Gateway = &harness.Bridge{Remote: sc.remote, Budget: shared, Endpoint: endpoint}
 		r.logger.Debug("credential bridged through a gateway sidecar in the lease's pod", "agent", ht.Adapter.Name())
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, ok := r.engine.(gatewayBridger)
-	if ok && r.gw == nil {
-		g, err := startGateway(r.upstreams(), r)
-		if err != nil {
-			return err
-		}
-		r.gw = g
-	}
-	var url string
-	if ok {
-		url, ok = b.bridge(&ht.Spec, r.gw, r.opts.Sandbox.Network)
-	}
-	if !ok {
+	if route.Via == sandbox.ViaNone {
 		if r.opts.Credentials == CredentialsGateway {
 			return outposterr.New(outposterr.Configuration,
 				"the %s sandbox's leases cannot reach the model gateway here (a pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.kind.Name)
@@ -112,8 +85,37 @@ func (r *Runner) bridge(ht *harness.Turn, shared *gateway.Budget) error {
 		r.logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.kind.Name)
 		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gw == nil {
+		g, err := startGateway(r.upstreams(), r)
+		if err != nil {
+			return err
+		}
+		r.gw = g
+	}
+	url := r.gw.tcpURL
+	if route.Via == sandbox.ViaForward {
+		// The lease reaches the gateway's socket through a forwarder on
+		// its own loopback, and needs no network unless one was asked for.
+		ht.Spec.Forwards = append(ht.Spec.Forwards, sandbox.Forward{Socket: r.gw.socket, Port: gateway.DefaultLeasePort})
+		if r.opts.Sandbox.Network == "" {
+			ht.Spec.Network = "none"
+		}
+		url = gateway.LeaseURL(gateway.DefaultLeasePort)
+	}
 	ht.Gateway = &harness.Bridge{Gateway: r.gw.gw, URL: url, Budget: shared, Endpoint: endpoint}
 	return nil
+}
+
+// sidecarArgs are the arguments of the gateway sidecar: the outpost
+// command's gateway, on the pod's loopback, with the runner's upstreams.
+func sidecarArgs(ups []string) []string {
+	args := []string{"gateway", "sidecar", "--listen", "127.0.0.1:0"}
+	for _, u := range ups {
+		args = append(args, "--upstream", u)
+	}
+	return args
 }
 
 func startGateway(ups []string, r *Runner) (*runnerGateway, error) {
@@ -138,64 +140,10 @@ func startGateway(ups []string, r *Runner) (*runnerGateway, error) {
 	return g, nil
 }
 
-// bridge: a container lease reaches the gateway's socket through a
-// forwarder on its own loopback, and needs no network unless the user asked
-// for one.
-func (e *dockerEngine) bridge(spec *sandbox.Spec, g *runnerGateway, userNetwork string) (string, bool) {
-	spec.Forwards = append(spec.Forwards, sandbox.Forward{Socket: g.socket, Port: gateway.DefaultLeasePort})
-	if userNetwork == "" {
-		spec.Network = "none"
-	}
-	return gateway.LeaseURL(gateway.DefaultLeasePort), true
-}
-
-// bridge: the host sandbox reaches the gateway on loopback TCP.
-func (e *hostEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) (string, bool) {
-	return g.tcpURL, true
-}
-
-// sidecarBridge: with an outpost executable to run there, every pod gets a
-// gateway sidecar, reached on the pod's loopback; its grant is opened over
-// the sidecar's standard input once the pod runs.
-func (e *kubeEngine) sidecarBridge(ht *harness.Turn, ups []string) bool {
-	if e.o.GatewayBinary == "" {
-		return false
-	}
-	args := []string{"gateway", "sidecar", "--listen", "127.0.0.1:0"}
-	for _, u := range ups {
-		args = append(args, "--upstream", u)
-	}
-	tp, ok := unwrapKubeTurn(ht.Provider)
-	if !ok {
-		return false
-	}
-	tp.sc = &kubernetes.Sidecar{Binary: e.o.GatewayBinary, Args: args}
-	ht.Gateway = &harness.Bridge{Remote: tp.remote}
-	return true
-}
-
-// unwrapKubeTurn finds the kubeTurnProvider under p's wrappers (the CLI
-// copy-in wraps it).
-func unwrapKubeTurn(p sandbox.Provider) (*kubeTurnProvider, bool) {
-	for {
-		if k, ok := p.(*kubeTurnProvider); ok {
-			return k, true
-		}
-		u, ok := p.(interface{ Unwrap() sandbox.Provider })
-		if !ok {
-			return nil, false
-		}
-		p = u.Unwrap()
-	}
-}
-
-// kubeTurnProvider is a turn's view of the Kubernetes provider: it
-// acquires the turn's pod, with the gateway sidecar when the turn's
-// credential goes through one, and keeps the control client of that pod's
-// gateway.
-type kubeTurnProvider struct {
-	p  *kubernetes.Provider
-	sc *kubernetes.Sidecar
+// sidecarGateway is a turn's gateway sidecar: the control client of the
+// gateway beside its lease, started once per lease.
+type sidecarGateway struct {
+	sidecars sandbox.Sidecars
 
 	mu     sync.Mutex
 	lease  string // the lease the fields below are about
@@ -204,27 +152,18 @@ type kubeTurnProvider struct {
 	err    error // the sidecar did not start
 }
 
-func (s *kubeTurnProvider) Name() string { return s.p.Name() }
-
-func (s *kubeTurnProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if s.sc == nil {
-		return s.p.Acquire(ctx, spec)
-	}
-	return s.p.AcquireWithSidecar(ctx, spec, *s.sc)
-}
-
 // sidecarReady bounds the wait for the gateway sidecar's announcement.
 const sidecarReady = 30 * time.Second
 
 // remote returns the control client of sb's gateway sidecar, started once
 // per lease.
-func (s *kubeTurnProvider) remote(ctx context.Context, sb sandbox.Sandbox) (*gateway.Remote, string, error) {
+func (s *sidecarGateway) remote(ctx context.Context, sb sandbox.Sandbox) (*gateway.Remote, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lease == sb.ID() {
 		return s.client, s.url, s.err
 	}
-	conn, ok := kubernetes.SidecarStreams(sb)
+	conn, ok := s.sidecars.SidecarStreams(sb)
 	if !ok {
 		return nil, "", outposterr.New(outposterr.Sandbox, "lease %s has no gateway sidecar", sb.ID())
 	}
@@ -245,15 +184,4 @@ func (s *kubeTurnProvider) remote(ctx context.Context, sb sandbox.Sandbox) (*gat
 	}
 	s.client, s.url = c, urls[0]
 	return c, s.url, nil
-}
-
-// bridge: a pod on the host's network (--network host, hostNetwork) shares
-// this machine's loopback when the cluster's node is this machine, and
-// reaches the gateway's loopback listener there; other pods cannot reach
-// it, and their credentials go inside.
-func (e *kubeEngine) bridge(_ *sandbox.Spec, g *runnerGateway, _ string) (string, bool) {
-	if e.o.Network != "host" || !e.p.NodeIsLocal() {
-		return "", false
-	}
-	return g.tcpURL, true
 }

@@ -41,10 +41,11 @@ type Options struct {
 	// variables turns may use and .outpost/drivers its spec-defined
 	// drivers (empty: the current directory).
 	Project string
-	// Sandbox says where turns run (kind, image, network, user).
+	// Sandbox says where turns run (kind, image, network, user, limits,
+	// the kind's own settings).
 	Sandbox SandboxOptions
-	// Sandboxes is the table of sandbox kinds (nil: [SandboxKinds]).
-	Sandboxes map[string]SandboxKind
+	// Sandboxes is the registry of sandbox kinds (nil: [SandboxKinds]).
+	Sandboxes sandbox.Kinds
 	// Agents is the agent registry (nil: [agents.Builtin]); the project's
 	// drivers are added to it.
 	Agents *agents.Registry
@@ -198,7 +199,7 @@ type Turn struct {
 type Runner struct {
 	opts    Options
 	table   *AgentTable
-	kind    SandboxKind
+	kind    sandbox.Kind
 	creds   *harness.Credentials
 	store   conversation.Store
 	srv     *outposttest.Server
@@ -208,7 +209,7 @@ type Runner struct {
 	reloc []string
 
 	mu       sync.Mutex
-	engine   SandboxEngine
+	engine   sandbox.Engine
 	gw       *runnerGateway
 	adapters map[string]adapters.Adapter
 	clis     map[string]*Installed
@@ -243,7 +244,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if r.opts.Sandboxes == nil {
 		r.opts.Sandboxes = SandboxKinds()
 	}
-	if r.kind, err = lookupSandbox(r.opts.Sandboxes, opts.Sandbox.Kind); err != nil {
+	if r.kind, err = r.opts.Sandboxes.Lookup(opts.Sandbox.Kind); err != nil {
 		return nil, err
 	}
 	reg := opts.Agents
@@ -388,7 +389,7 @@ func (r *Runner) adapter(name string) (agents.Agent, adapters.Adapter, error) {
 
 // lease returns the provider and lease spec for a turn of row in
 // workspace: the engine is opened once, the agent's pinned CLI bootstrapped
-// once and delivered the engine's way.
+// once and delivered the engine's way (a copy is made by [Runner.deliver]).
 func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) (sandbox.Provider, sandbox.Spec, *Installed, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -397,16 +398,12 @@ func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) 
 	}
 	if r.engine == nil {
 		o := r.opts.Sandbox
-		if r.srv != nil && o.Network == "" {
-			o.Network = "host" // the scripted server listens on loopback
+		c := sandbox.Config{Kind: o.Kind, Common: o.Common, Settings: o.Settings, Getenv: r.opts.Getenv,
+			GatewayBinary: o.GatewayBinary, Version: r.opts.Version, Logger: r.logger}
+		if r.srv != nil && c.Network == "" {
+			c.Network = "host" // the scripted server listens on loopback
 		}
-		if o.Project == "" {
-			o.Project = r.project
-		}
-		if o.Version == "" {
-			o.Version = r.opts.Version
-		}
-		e, err := r.kind.Open(ctx, o, r.logger)
+		e, err := r.kind.Open(ctx, c)
 		if err != nil {
 			return nil, sandbox.Spec{}, nil, err
 		}
@@ -416,22 +413,22 @@ func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) 
 	if err != nil {
 		return nil, sandbox.Spec{}, nil, err
 	}
-	prov, spec, err := r.engine.Lease(cli, workspace)
+	prov, spec, err := r.engine.Lease(cli.forEngine(), workspace)
 	if err != nil {
 		return nil, spec, nil, err
 	}
-	if cli != nil && r.engine.Delivery() == DeliverCopy {
-		prov = cli.Bootstrapper.CopyInProvider(prov, cli.Entry, basePath, r.engineCLIDir())
-	}
+	spec.Hide = append(spec.Hide, hiddenDirs(r.project, workspace)...)
 	return prov, spec, cli, nil
 }
 
-// engineCLIDir is where a copied CLI goes in the engine's leases.
-func (r *Runner) engineCLIDir() string {
-	if d, ok := r.engine.(interface{ CLIDir() string }); ok {
-		return d.CLIDir()
+// deliver wraps p so each lease gets cli copied in, when the engine
+// delivers CLIs by copy.
+func (r *Runner) deliver(p sandbox.Provider, cli *Installed) sandbox.Provider {
+	d := r.engine.Delivery()
+	if cli == nil || d.Mode != sandbox.DeliverCopy {
+		return p
 	}
-	return ""
+	return cli.Bootstrapper.CopyInProvider(p, cli.Entry, sandbox.BasePath, d.Dir)
 }
 
 // ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
@@ -660,7 +657,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 		return nil, err
 	}
 	if t.Image != "" || t.CPUs != 0 || t.MemoryBytes != 0 || t.Pids != 0 {
-		if r.engine.Delivery() == DeliverHostPath {
+		if r.engine.Delivery().Mode == sandbox.DeliverHostPath {
 			var what []string
 			for _, f := range []struct {
 				name string
@@ -693,6 +690,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	if err := r.bridge(&ht, t.Budget); err != nil {
 		return nil, err
 	}
+	ht.Provider = r.deliver(ht.Provider, cli)
 	res, err := harness.Run(ctx, ht)
 	if res != nil && res.CLIVersion == "" && cli != nil {
 		// The CLI printed no version (Codex, Copilot): it is the pinned,

@@ -71,7 +71,7 @@ func TestRunnerDocker(t *testing.T) {
 func TestRunnerRefusesBadTurnsBeforeAnySandbox(t *testing.T) {
 	ctx := context.Background()
 	r, err := outpost.New(ctx, outpost.Options{Project: t.TempDir(), NoStore: true,
-		Sandbox: outpost.SandboxOptions{Engine: docker.Endpoint{Host: "unix:///nonexistent/docker.sock"}}})
+		Getenv: func(k string) string { return map[string]string{"DOCKER_HOST": "unix:///nonexistent/docker.sock"}[k] }})
 	require.NoError(t, err, "nothing is opened before the first turn")
 	defer r.Close()
 	_, err = r.Run(ctx, outpost.Turn{Agent: "nope", Prompt: "hi"})

@@ -37,8 +37,16 @@ func fakeRunner(t *testing.T, getenv func(string) string) *outpost.Runner {
 	reg := agents.New()
 	require.NoError(t, reg.Register(agents.Agent{Name: "fake", New: func() adapters.Adapter { return fakecli.New(exe) }}))
 	r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, Agents: reg,
-		Sandbox: outpost.SandboxOptions{Kind: "host", HostEnv: map[string]string{"PATH": os.Getenv("PATH")}},
-		Getenv:  getenv, TempDir: t.TempDir()})
+		Sandbox: outpost.SandboxOptions{Kind: "host"},
+		Getenv: func(k string) string {
+			if k == "PATH" {
+				return os.Getenv("PATH") // the host sandbox's PATH
+			}
+			if getenv == nil {
+				return ""
+			}
+			return getenv(k)
+		}, TempDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	return r

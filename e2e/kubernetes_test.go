@@ -32,6 +32,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
@@ -92,7 +93,7 @@ func kubeLeft(t *testing.T, cs k8s.Interface, pid int) []string {
 func kubeRunner(t *testing.T, kubeconfig, project string, store conversation.Store, srv ...outposttest.Option) *outpost.Runner {
 	t.Helper()
 	o := outpost.Options{Project: project, Offline: true, OfflineServer: srv, Getenv: os.Getenv, Store: store, NoStore: store == nil,
-		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kubeconfig}}
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kubeconfig}}}
 	r, err := outpost.New(context.Background(), o)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
@@ -277,7 +278,7 @@ func TestKubernetesGateway(t *testing.T) {
 			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
 				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 				Getenv:  func(k string) string { return vars[k] },
-				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: c.binary}})
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host"}, GatewayBinary: c.binary}})
 			require.NoError(t, err)
 			t.Cleanup(r.Close)
 
@@ -371,7 +372,7 @@ func TestKubernetesGatewaySidecarFails(t *testing.T) {
 	r, err := outpost.New(ctx, outpost.Options{Project: workspace(t), NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
 		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 		Getenv:  func(k string) string { return vars[k] },
-		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: bad}})
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host"}, GatewayBinary: bad}})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	_, err = r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-never"})
@@ -406,7 +407,7 @@ func BenchmarkKubernetesGateway(b *testing.B) {
 			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
 				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 				Getenv:  func(k string) string { return vars[k] },
-				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: c.binary}})
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host"}, GatewayBinary: c.binary}})
 			require.NoError(b, err)
 			defer r.Close()
 			for b.Loop() {
@@ -441,7 +442,7 @@ func BenchmarkKubernetesDelivery(b *testing.B) {
 			ws := b.TempDir()
 			require.NoError(b, os.Chmod(ws, 0o777))
 			r, err := outpost.New(ctx, outpost.Options{Project: ws, Offline: true, NoStore: true, Getenv: os.Getenv,
-				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Image: c.image}})
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Image: c.image}}})
 			require.NoError(b, err)
 			defer r.Close()
 			for b.Loop() {
@@ -489,7 +490,7 @@ func TestKubernetesGatewayBudgetHolds(t *testing.T) {
 	r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
 		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 		Getenv:  func(k string) string { return vars[k] },
-		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Kubeconfig: kc, Network: "host", GatewayBinary: self}})
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host"}, GatewayBinary: self}})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 

@@ -20,9 +20,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/kinds"
 )
 
 // Version is the outpost version: the module version and VCS revision the
@@ -80,7 +81,7 @@ type Factory struct {
 	// invocation adds the project's spec-defined drivers to its own copy.
 	Agents func() *agents.Registry
 	// Sandboxes are the sandbox kinds --sandbox chooses from.
-	Sandboxes map[string]outpost.SandboxKind
+	Sandboxes sandbox.Kinds
 	// Self returns the path of this outpost executable, which runs the
 	// model gateway beside Kubernetes leases (nil: no gateway sidecar).
 	Self func() (string, error)
@@ -94,7 +95,7 @@ func NewFactory() *Factory {
 		Getenv:    os.Getenv,
 		Now:       time.Now,
 		Agents:    agents.Builtin,
-		Sandboxes: outpost.SandboxKinds(),
+		Sandboxes: kinds.Builtin(),
 		Self:      os.Executable,
 	}
 }

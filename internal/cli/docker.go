@@ -13,130 +13,101 @@ import (
 
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/docker"
-	"github.com/outpost-dev/outpost/sandbox/host"
-	"github.com/outpost-dev/outpost/sandbox/kubernetes"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/kinds"
 )
 
 // NewCmdGC builds `outpost gc`.
 func NewCmdGC(f *Factory) *cobra.Command {
 	var dryRun bool
 	var grace time.Duration
-	var kube SandboxOptions
+	var kind string
+	var settings map[string]*string
+	var defaults, named []string
+	for _, k := range f.Sandboxes.Sorted() {
+		if k.Reap == nil {
+			continue
+		}
+		named = append(named, k.Name)
+		if k.ReapDefault {
+			defaults = append(defaults, k.Name)
+		}
+	}
 	cmd := &cobra.Command{
-		Use:   "gc [--dry-run]",
-		Short: "Remove sandbox leftovers (Docker resources, host sandbox homes) that no live outpost process owns",
+		Use:   "gc [--dry-run] [--sandbox KIND]",
+		Short: "Remove sandbox leftovers (containers, pods, host sandbox homes) that no live outpost process owns",
 		Long: `gc removes what runs that died without cleaning up left behind (kill -9, a crash, a
-lost machine):
+lost machine) in the sandbox kinds ` + strings.Join(defaults, " and ") + ` (--sandbox KIND: in KIND instead;
+one of ` + strings.Join(named, ", ") + `):
 
   - containers, volumes and networks labelled dev.outpost.managed on the Docker engine
-    (DOCKER_HOST), and
-  - host sandbox lease directories (` + host.LeasePrefix + `* in the temporary directory,
-    holding private homes with logins and transcripts) of this user,
+    (DOCKER_HOST),
+  - host sandbox lease directories (outpost-host-* in the temporary directory, holding
+    private homes with logins and transcripts) of this user, and
+  - with --sandbox kubernetes, pods and Secrets in every namespace the kubeconfig may list,
 
 whose owning outpost process is gone (or, for resources of another host or without an
 owner record, older than --grace). Resources of runs still going on are left alone.
-An unreachable engine is reported (exit 7) after the host sandbox is swept.`,
+An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if grace < 0 {
 				return &flagError{fmt.Errorf("--grace must be 0 or more, not %s", grace)}
 			}
-			switch kube.Kind {
-			case "", "docker":
-			case "kubernetes":
-				return gcKubernetes(cmd.Context(), f, kube, dryRun, grace)
-			default:
-				return &flagError{fmt.Errorf("--sandbox must be docker or kubernetes for gc, not %q", kube.Kind)}
+			sweep, err := gcKinds(f, kind, named)
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
 			found := 0
-			state := func(removed bool) string {
-				if removed {
-					return "removed"
+			var errs []error
+			for _, k := range sweep {
+				left, err := k.Reap(ctx, sandbox.ReapConfig{Settings: kindSettings(settings), Getenv: f.Getenv,
+					DryRun: dryRun, Grace: grace, Version: Version})
+				for _, l := range left {
+					found++
+					state := "left over"
+					if l.Removed {
+						state = "removed"
+					}
+					fmt.Fprintf(f.IO.Out, "%s %s\n", state, l.What)
 				}
-				return "left over"
+				errs = append(errs, err)
 			}
-			homes, hostErr := host.Reap(ctx, host.ReapOptions{DryRun: dryRun, Grace: grace})
-			for _, l := range homes {
-				found++
-				fmt.Fprintf(f.IO.Out, "%s host sandbox %s (%s)\n", state(l.Removed), l.Path, l.Reason)
-			}
-			left, dockerErr := reapDocker(ctx, f, docker.ReapOptions{DryRun: dryRun, Grace: grace})
-			for _, l := range left {
-				found++
-				fmt.Fprintf(f.IO.Out, "%s %s %s (%s): %s\n", state(l.Removed), l.Kind, shortName(l), l.Reason, l.Labels[docker.LabelRun])
-			}
-			if found == 0 && dockerErr == nil && hostErr == nil {
+			err = errors.Join(errs...)
+			if found == 0 && err == nil {
 				fmt.Fprintln(f.IO.Out, "no leftovers")
 			}
-			return errors.Join(dockerErr, hostErr)
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list leftovers without removing them")
-	cmd.Flags().DurationVar(&grace, "grace", docker.DefaultReapGrace, "age after which resources of unknown owners count as left over")
-	cmd.Flags().StringVar(&kube.Kind, "sandbox", "", "docker (default) or kubernetes: pods and Secrets in every namespace the kubeconfig may list")
-	cmd.Flags().StringVar(&kube.Kubeconfig, "kubeconfig", "", "with --sandbox kubernetes: the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
-	cmd.Flags().StringVar(&kube.Context, "context", "", "with --sandbox kubernetes: the kubeconfig context")
+	cmd.Flags().DurationVar(&grace, "grace", sandbox.DefaultReapGrace, "age after which resources of unknown owners count as left over")
+	cmd.Flags().StringVar(&kind, "sandbox", "", "sweep this sandbox kind: "+strings.Join(named, ", ")+" (default: "+strings.Join(defaults, " and ")+")")
+	settings = addKindFlags(f, cmd.Flags(), true)
 	return cmd
 }
 
-// gcKubernetes removes pods and Secrets whose owning outpost process is gone.
-func gcKubernetes(ctx context.Context, f *Factory, o SandboxOptions, dryRun bool, grace time.Duration) error {
-	path := kubeconfig(f, o.Kubeconfig)
-	if path == "" {
-		return outposterr.New(outposterr.Configuration, "gc --sandbox kubernetes needs a kubeconfig (--kubeconfig or KUBECONFIG)")
-	}
-	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: path, Context: o.Context, Version: Version})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	left, err := p.Reap(ctx, kubernetes.ReapOptions{DryRun: dryRun, Grace: grace})
-	for _, l := range left {
-		state := "removed"
-		if !l.Removed {
-			state = "left over"
+// gcKinds are the kinds gc sweeps: those swept by default, or the one
+// --sandbox names (a kind swept by default brings the others along).
+func gcKinds(f *Factory, name string, named []string) ([]sandbox.Kind, error) {
+	var out []sandbox.Kind
+	if name != "" {
+		k, ok := f.Sandboxes[name]
+		if !ok || k.Reap == nil {
+			return nil, &flagError{fmt.Errorf("--sandbox must be one of %s for gc, not %q", strings.Join(named, ", "), name)}
 		}
-		fmt.Fprintf(f.IO.Out, "%s %s %s/%s (%s)\n", state, l.Kind, l.Namespace, l.Name, l.Reason)
+		if !k.ReapDefault {
+			return []sandbox.Kind{k}, nil
+		}
 	}
-	if len(left) == 0 {
-		fmt.Fprintln(f.IO.Out, "no leftovers")
+	for _, k := range f.Sandboxes.Sorted() {
+		if k.Reap != nil && k.ReapDefault {
+			out = append(out, k)
+		}
 	}
-	return err
-}
-
-// reapDocker sweeps the engine at DOCKER_HOST; an unreachable engine is a
-// sandbox error that says so.
-func reapDocker(ctx context.Context, f *Factory, opts docker.ReapOptions) ([]docker.Leftover, error) {
-	ep, err := dockerEndpoint(f)
-	if err != nil {
-		return nil, err
-	}
-	cli, err := docker.NewEndpointClient(ep)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(ctx, docker.DefaultPingTimeout)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s, nothing swept there (is dockerd running?)", cli.DaemonHost())
-	}
-	return docker.Reap(ctx, cli, opts)
-}
-
-func shortName(l docker.Leftover) string {
-	if l.Name != "" {
-		return l.Name
-	}
-	if len(l.ID) > 12 {
-		return l.ID[:12]
-	}
-	return l.ID
+	return out, nil
 }
 
 // NewCmdImage builds `outpost image`.
@@ -166,7 +137,7 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`
 					return &flagError{fmt.Errorf("--with builds FROM --from, not from a recipe directory: give one of --dir and --with")}
 				}
 				if !cmd.Flags().Changed("tag") {
-					tag = docker.DefaultImage + "-clis"
+					tag = sandbox.DefaultImage + "-clis"
 				}
 				tmp, err := os.MkdirTemp("", "outpost-bake-")
 				if err != nil {
@@ -199,16 +170,7 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`
 				}
 				contextDir = abs
 			}
-			ep, err := dockerEndpoint(f)
-			if err != nil {
-				return err
-			}
-			cli, err := docker.NewEndpointClient(ep)
-			if err != nil {
-				return err
-			}
-			defer cli.Close()
-			if err := docker.BuildImage(ctx, cli, contextDir, dockerfile, tag, f.IO.ErrOut); err != nil {
+			if err := kinds.BuildImage(ctx, f.Getenv, contextDir, dockerfile, tag, f.IO.ErrOut); err != nil {
 				return err
 			}
 			fmt.Fprintln(f.IO.Out, tag)
@@ -216,9 +178,9 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`
 		},
 	}
 	build.Flags().StringVar(&dir, "dir", ".outpost", "recipe directory holding the Dockerfile")
-	build.Flags().StringVar(&tag, "tag", docker.DefaultImage, "image tag (with --with: "+docker.DefaultImage+"-clis)")
+	build.Flags().StringVar(&tag, "tag", sandbox.DefaultImage, "image tag (with --with: "+sandbox.DefaultImage+"-clis)")
 	build.Flags().StringSliceVar(&with, "with", nil, "bake these pinned CLIs (verified cache entries) into an image FROM --from: "+strings.Join(defaultCLIs(f.Agents()), ","))
-	build.Flags().StringVar(&from, "from", docker.DefaultImage, "with --with: the image to start from")
+	build.Flags().StringVar(&from, "from", sandbox.DefaultImage, "with --with: the image to start from")
 	img.AddCommand(build)
 	return img
 }

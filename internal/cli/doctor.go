@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -21,8 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/docker"
-	"github.com/outpost-dev/outpost/sandbox/kubernetes"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // check is one doctor verdict.
@@ -40,7 +38,8 @@ func NewCmdDoctor(f *Factory) *cobra.Command {
 		Use:   "doctor [--image I] [--download]",
 		Short: "Check the engine, the image, the pinned CLIs, the protocol fixtures and the CLIs' flags",
 		Long: `doctor reports one line per check, pass or fail, and exits non-zero when any fails:
-the Docker engine answers; the sandbox image exists; each pinned CLI is in the verified
+each sandbox kind's engine answers (the Docker engine; Podman's service and the cluster
+of $KUBECONFIG when there are any) and has the sandbox image; each pinned CLI is in the verified
 cache (--download fetches what is missing); each adapter's golden fixtures replay to
 their recorded outcomes; each cached CLI's --help still lists every flag its adapter
 emits; each spec-defined driver in .outpost/drivers/ is valid.`,
@@ -62,7 +61,7 @@ emits; each spec-defined driver in .outpost/drivers/ is valid.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&image, "image", docker.DefaultImage, "sandbox image to look for")
+	cmd.Flags().StringVar(&image, "image", sandbox.DefaultImage, "sandbox image to look for")
 	cmd.Flags().BoolVar(&download, "download", false, "bootstrap CLIs missing from the cache")
 	return cmd
 }
@@ -76,15 +75,13 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 		}
 		out = append(out, c)
 	}
-	// Sandbox engines, in a stable order.
-	kinds := make([]string, 0, len(f.Sandboxes))
-	for n := range f.Sandboxes {
-		kinds = append(kinds, n)
-	}
-	sort.Strings(kinds)
-	for _, n := range kinds {
-		if check, ok := sandboxDoctors[n]; ok {
-			out = append(out, check(ctx, f, image)...)
+	// Sandbox engines, kind by kind.
+	for _, k := range f.Sandboxes.Sorted() {
+		if k.Doctor == nil {
+			continue
+		}
+		for _, c := range k.Doctor(ctx, sandbox.DoctorConfig{Image: image, Getenv: f.Getenv, Version: Version}) {
+			out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
 		}
 	}
 	out = append(out, gatewayDoctor(f.Agents().Upstreams(nil), f.Self != nil && runtime.GOOS == "linux"))
@@ -169,131 +166,6 @@ func gatewayDoctor(upstreams []string, sidecar bool) check {
 	}
 	return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
 		"(--credentials gateway), and pods on this machine's network; login files (--auth account) and other pods get theirs inside"}
-}
-
-// sandboxDoctors check each sandbox kind's engine, by kind name.
-var sandboxDoctors = map[string]func(ctx context.Context, f *Factory, image string) []check{
-	"docker":     engineDoctor("docker engine", dockerEndpoint),
-	"podman":     podmanDoctor,
-	"kubernetes": kubernetesDoctor,
-}
-
-// kubernetesDoctor checks the cluster of $KUBECONFIG (or ~/.kube/config):
-// reachable, the namespace, permission to create pods and Secrets and to
-// exec, and the sandbox image on a node. Without a kubeconfig there is
-// nothing to check.
-func kubernetesDoctor(ctx context.Context, f *Factory, image string) []check {
-	path := kubeconfig(f, "")
-	if path == "" {
-		return nil
-	}
-	p, err := kubernetes.New(ctx, kubernetes.Options{Kubeconfig: path, Version: Version})
-	if err != nil {
-		return []check{{name: "kubernetes cluster", detail: err.Error()}}
-	}
-	defer p.Close()
-	out := []check{{name: "kubernetes cluster", ok: true, detail: p.Server() + " namespace " + p.Namespace()}}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	for _, perm := range []struct{ verb, resource, sub string }{
-		{"create", "pods", ""}, {"create", "secrets", ""}, {"create", "pods", "exec"}, {"delete", "pods", ""},
-	} {
-		name := "kubernetes may " + perm.verb + " " + perm.resource
-		if perm.sub != "" {
-			name += "/" + perm.sub
-		}
-		ok, err := p.Can(cctx, perm.verb, perm.resource, perm.sub)
-		c := check{name: name, ok: ok && err == nil, detail: "allowed"}
-		if err != nil {
-			c.detail = err.Error()
-		} else if !ok {
-			c.detail = "denied in namespace " + p.Namespace()
-		}
-		out = append(out, c)
-	}
-	out = append(out, podPidsChecks(cctx, p)...)
-	if found, err := p.ImageOnNode(cctx, image); err == nil {
-		c := check{name: "kubernetes image " + image, ok: found, detail: "on a node"}
-		if !found {
-			c.detail = "on no node (import it: scripts/kube-setup.sh does for the local cluster)"
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// maxPidsNodes bounds the nodes whose pod pids limit doctor reads.
-const maxPidsNodes = 10
-
-// podPidsChecks reads each node's pod pids limit (the kubelet's
-// podPidsLimit, through the API server): Kubernetes has no per-container
-// pids limit, and a lease needs the node to limit every pod to
-// kubernetes.DefaultPids processes (or --pids-limit N to N).
-func podPidsChecks(ctx context.Context, p *kubernetes.Provider) []check {
-	nodes, err := p.NodeNames(ctx)
-	if err != nil {
-		return []check{{name: "kubernetes pod pids limit", detail: err.Error()}}
-	}
-	if len(nodes) > maxPidsNodes {
-		nodes = nodes[:maxPidsNodes]
-	}
-	var out []check
-	for _, node := range nodes {
-		c := check{name: "kubernetes pod pids limit on node " + node}
-		switch have, err := p.NodePidsLimit(ctx, node); {
-		case err != nil:
-			c.detail = err.Error()
-		case have != kubernetes.DefaultPids:
-			c.detail = kubernetes.PidsLimitMismatch(node, kubernetes.DefaultPids, have).Error()
-		default:
-			c.ok, c.detail = true, fmt.Sprintf("%d processes and threads per pod (podPidsLimit), the default --pids-limit", have)
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-// engineDoctor checks a Docker-compatible engine found by endpoint (named
-// name in the report), what it is, how CLIs reach its leases, and the
-// sandbox image.
-func engineDoctor(name string, endpoint func(*Factory) (docker.Endpoint, error)) func(context.Context, *Factory, string) []check {
-	return func(ctx context.Context, f *Factory, image string) []check {
-		ep, err := endpoint(f)
-		if err != nil {
-			return []check{{name: name, detail: err.Error()}}
-		}
-		p, err := docker.New(ctx, docker.Options{Host: ep.Host, TLS: ep.TLS, SSHFlags: ep.SSHFlags, Remote: ep.Remote, Version: Version})
-		if err != nil {
-			return []check{{name: name, detail: err.Error()}}
-		}
-		defer p.Close()
-		cli := p.Client()
-		detail := fmt.Sprintf("%s, API %s, CLIs delivered by bind mount", p.Engine(), cli.ClientVersion())
-		if !p.Local() {
-			detail = fmt.Sprintf("%s, API %s, not on this machine: CLIs are copied into leases, workspaces cannot be mounted", p.Engine(), cli.ClientVersion())
-		}
-		out := []check{{name: name, ok: true, detail: detail}}
-		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, ierr := cli.ImageInspect(ictx, image)
-		cancel()
-		if ierr != nil {
-			hint := "run scripts/docker-setup.sh or outpost image build"
-			if p.Engine() == "podman" {
-				hint = "load it with docker save " + image + " | podman load (scripts/engines-setup.sh), or podman build"
-			}
-			return append(out, check{name: "image " + image, detail: fmt.Sprintf("image %s missing: %s", image, hint)})
-		}
-		return append(out, check{name: "image " + image, ok: true, detail: "present"})
-	}
-}
-
-// podmanDoctor checks the Podman service when there is one: Podman is an
-// option, so a machine without it passes with a note.
-func podmanDoctor(ctx context.Context, f *Factory, image string) []check {
-	if _, err := podmanEndpoint(f); err != nil {
-		return []check{{name: "podman service", ok: true, detail: "none found (only --sandbox podman needs one)"}}
-	}
-	return engineDoctor("podman service", podmanEndpoint)(ctx, f, image)
 }
 
 // driverChecks reports every driver file of the project: one check each.

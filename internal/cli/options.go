@@ -10,7 +10,7 @@ import (
 
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/harness"
-	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // RunOptions are the flags of `outpost run` (and resume, fork, batch), in
@@ -52,8 +52,8 @@ type SandboxOptions struct {
 	Image     string
 	Network   string
 	User      string
-	// Kubeconfig, Context and Namespace reach a cluster (--sandbox kubernetes).
-	Kubeconfig, Context, Namespace string
+	// Settings are the kinds' own flags by name (sandbox.Kind.Flags).
+	Settings map[string]*string
 	// CPUs, Memory and Pids limit each container lease (--cpus, --memory,
 	// --pids-limit; 0: no limit). Unset flags keep the documented defaults.
 	CPUs   float64
@@ -111,13 +111,11 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.StringVar(&o.Sandbox.Workspace, "workspace", "", "workspace directory (default: the current directory)")
 	fl.StringVar(&o.Sandbox.Image, "image", "", "container image (default: the Outpost base image)")
 	fl.StringVar(&o.Sandbox.Network, "network", "", "container network mode: none, bridge, host or a network name")
-	fl.StringVar(&o.Sandbox.Kubeconfig, "kubeconfig", "", "with --sandbox kubernetes: the kubeconfig file (default $KUBECONFIG, else ~/.kube/config)")
-	fl.StringVar(&o.Sandbox.Context, "context", "", "with --sandbox kubernetes: the kubeconfig context (default: the current one)")
-	fl.StringVar(&o.Sandbox.Namespace, "namespace", "", "with --sandbox kubernetes: the namespace of the pods (default: the context's)")
+	o.Sandbox.Settings = addKindFlags(f, fl, false)
 	fl.StringVar(&o.Sandbox.User, "user", "", "container lease user uid:gid, never root (default: yours; as root, the workspace owner's, else 1000:1000)")
-	fl.Float64Var(&o.Sandbox.CPUs, "cpus", docker.DefaultCPUs, "CPU quota of each container lease, in CPUs (0: no limit)")
-	fl.StringVar(&o.Sandbox.Memory, "memory", units.BytesSize(float64(docker.DefaultMemoryBytes)), "memory limit of each container lease, swap disabled, e.g. 512m, 8g (0: no limit)")
-	fl.Int64Var(&o.Sandbox.Pids, "pids-limit", docker.DefaultPids, "processes and threads of each container lease (0: no limit)")
+	fl.Float64Var(&o.Sandbox.CPUs, "cpus", sandbox.DefaultCPUs, "CPU quota of each container lease, in CPUs (0: no limit)")
+	fl.StringVar(&o.Sandbox.Memory, "memory", units.BytesSize(float64(sandbox.DefaultMemoryBytes)), "memory limit of each container lease, swap disabled, e.g. 512m, 8g (0: no limit)")
+	fl.Int64Var(&o.Sandbox.Pids, "pids-limit", sandbox.DefaultPids, "processes and threads of each container lease (0: no limit)")
 	o.Sandbox.changed = fl.Changed
 
 	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
@@ -151,9 +149,9 @@ const (
 )
 
 // limits turns the limit flags into the library's values: an unset flag is
-// 0 (the default), an explicit 0 is -1 (no limit); negative values are
+// 0 (the default), an explicit 0 is sandbox.NoLimit; negative values are
 // usage errors. (The host sandbox refuses any limit: it cannot enforce one.)
-func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
+func (o SandboxOptions) limits() (cpus, mem, pids sandbox.Limit, err error) {
 	changed := func(name string) bool { return o.changed != nil && o.changed(name) }
 	if changed("cpus") {
 		switch {
@@ -162,9 +160,9 @@ func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
 		case o.CPUs > maxCPUs:
 			return 0, 0, 0, &flagError{fmt.Errorf("--cpus %v is more than any machine has (at most %d; 0 for no limit)", o.CPUs, maxCPUs)}
 		case o.CPUs == 0:
-			cpus = -1
+			cpus = sandbox.NoLimit
 		default:
-			cpus = o.CPUs
+			cpus = sandbox.Limit(o.CPUs)
 		}
 	}
 	if changed("memory") {
@@ -173,13 +171,13 @@ func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
 		case perr != nil || n < 0:
 			return 0, 0, 0, &flagError{fmt.Errorf("--memory must be a size such as 512m or 8g, 0 for no limit, not %q", o.Memory)}
 		case n == 0:
-			mem = -1
+			mem = sandbox.NoLimit
 		case n < 6<<20:
 			return 0, 0, 0, &flagError{fmt.Errorf("--memory %s is below the engine's minimum of 6 MiB", o.Memory)}
 		case n > maxMemory:
 			return 0, 0, 0, &flagError{fmt.Errorf("--memory %s is more than any machine has (at most %s; 0 for no limit)", o.Memory, units.BytesSize(maxMemory))}
 		default:
-			mem = n
+			mem = sandbox.Limit(n)
 		}
 	}
 	if changed("pids-limit") {
@@ -187,9 +185,9 @@ func (o SandboxOptions) limits() (cpus float64, mem, pids int64, err error) {
 		case o.Pids < 0:
 			return 0, 0, 0, &flagError{fmt.Errorf("--pids-limit must be a number of processes, 0 for no limit, not %d", o.Pids)}
 		case o.Pids == 0:
-			pids = -1
+			pids = sandbox.NoLimit
 		default:
-			pids = o.Pids
+			pids = sandbox.Limit(o.Pids)
 		}
 	}
 	return cpus, mem, pids, nil

@@ -15,6 +15,8 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/internal/fakecli"
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/sandboxtest/testkind"
 )
 
 // TestOneRowRegistersAnAgentEverywhere: an agent added as one registry
@@ -35,7 +37,7 @@ func TestOneRowRegistersAnAgentEverywhere(t *testing.T) {
 		f := testFactory(strings.NewReader(""), &out, &errOut, func(k string) string {
 			return map[string]string{"PATH": os.Getenv("PATH"), "OUTPOST_CACHE_DIR": t.TempDir()}[k]
 		}, time.Now)
-		f.Agents, f.Sandboxes = reg, map[string]outpost.SandboxKind{"host": outpost.SandboxKinds()["host"]}
+		f.Agents, f.Sandboxes = reg, sandbox.Kinds{"host": outpost.SandboxKinds()["host"]}
 		code := Execute(context.Background(), f, args)
 		return code, out.String(), errOut.String()
 	}
@@ -60,4 +62,52 @@ emit {"type":"finished","ok":true}`)
 	code, _, errOut = run("run", "--agent", "fake", "--sandbox", "docker", "--auth", "none", "hi")
 	assert.Equal(t, int(ExitConfiguration), code)
 	assert.Contains(t, errOut, `--sandbox must be one of host, not "docker"`, "the sandbox table decides, not an if-chain")
+}
+
+// TestOneRowRegistersASandboxKind: a sandbox kind added as one registry
+// row (package testkind) is listed by run's help with its own flag, runs
+// turns with that flag's value, is checked by doctor and swept by gc with
+// its gc flag — with no line of this package naming it.
+func TestOneRowRegistersASandboxKind(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		f := testFactory(strings.NewReader(""), &out, &errOut, func(k string) string {
+			return map[string]string{"PATH": os.Getenv("PATH"), "OUTPOST_CACHE_DIR": t.TempDir()}[k]
+		}, time.Now)
+		f.Agents = func() *agents.Registry {
+			r := agents.New()
+			require.NoError(t, r.Register(agents.Agent{Name: "fake", New: func() adapters.Adapter { return fakecli.New(exe) },
+				Fixtures: fakecli.Fixtures}))
+			return r
+		}
+		k := testkind.Kind()
+		f.Sandboxes = sandbox.Kinds{"host": outpost.SandboxKinds()["host"], k.Name: k}
+		code := Execute(context.Background(), f, args)
+		return code, out.String(), errOut.String()
+	}
+
+	code, out, _ := run("run", "-h")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "sandbox: host, testkind (default docker)")
+	assert.Regexp(t, `--testkind-label string +with --sandbox testkind: a label the test kind reports`, out)
+
+	code, out, errOut := run("run", "--agent", "fake", "--sandbox", "testkind", "--testkind-label", "L-1",
+		"--auth", "none", "--no-store", "--json", "env TESTKIND_LABEL\nemit {\"type\":\"finished\",\"ok\":true}")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"text":"TESTKIND_LABEL=L-1"`, "the kind's flag reached its engine")
+
+	_, out, _ = run("doctor", "--image", "img:1")
+	assert.Contains(t, out, "pass  testkind engine")
+	assert.Contains(t, out, "image img:1")
+
+	code, out, _ = run("gc", "-h")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "sweep this sandbox kind: host, testkind (default: host)")
+	assert.Contains(t, out, "--testkind-label")
+
+	code, out, errOut = run("gc", "--sandbox", "testkind", "--testkind-label", "L-2", "--dry-run")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "left over testkind lease L-2 (dry run true)\n", out, "only the named kind is swept")
 }

@@ -252,32 +252,21 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 		return nil, err
 	}
 	o := outpost.Options{
-		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind, Image: opts.Sandbox.Image, Network: opts.Sandbox.Network,
-			User: opts.Sandbox.User, HostEnv: hostEnv(f),
-			Kubeconfig: kubeconfig(f, opts.Sandbox.Kubeconfig), KubeContext: opts.Sandbox.Context, Namespace: opts.Sandbox.Namespace,
-			CPUs: cpus, MemoryBytes: mem, Pids: pids},
+		Sandbox: outpost.SandboxOptions{Kind: opts.Sandbox.Kind,
+			Common: sandbox.Common{Image: opts.Sandbox.Image, Network: opts.Sandbox.Network, User: opts.Sandbox.User,
+				CPUs: cpus, Memory: mem, Pids: pids},
+			Settings: kindSettings(opts.Sandbox.Settings)},
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
 		Credentials: outpost.CredentialMode(opts.Credentials.Mode),
 		NoStore:     opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},
 		Getenv: f.Getenv, Logger: slog.New(slog.DiscardHandler), Version: Version,
 	}
-	switch kindOrDefault(opts.Sandbox.Kind) {
-	case "docker":
-		if o.Sandbox.Engine, err = dockerEndpoint(f); err != nil {
-			return nil, err
-		}
-	case "podman":
-		if o.Sandbox.Engine, err = podmanEndpoint(f); err != nil {
-			return nil, err
-		}
-	case "kubernetes":
-		// This executable runs the model gateway beside each pod, when
-		// the pod can run it (a Linux build).
-		if f.Self != nil && runtime.GOOS == "linux" {
-			if self, err := f.Self(); err == nil {
-				o.Sandbox.GatewayBinary = self
-			}
+	// This executable can run the model gateway beside a lease (the
+	// kubernetes kind's sidecar), when the lease can run it (a Linux build).
+	if f.Self != nil && runtime.GOOS == "linux" {
+		if self, err := f.Self(); err == nil {
+			o.Sandbox.GatewayBinary = self
 		}
 	}
 	if opts.Output.Verbose {

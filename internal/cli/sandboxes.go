@@ -1,102 +1,61 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/outpost-dev/outpost"
-	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/spf13/pflag"
+
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // kindOrDefault is the sandbox kind --sandbox names ("": the default).
 func kindOrDefault(name string) string {
 	if name == "" {
-		return outpost.DefaultSandbox
+		return sandbox.DefaultKind
 	}
 	return name
 }
 
 // sandboxNames lists the kinds for help and errors.
-func (f *Factory) sandboxNames() string { return strings.Join(outpost.SandboxNames(f.Sandboxes), ", ") }
+func (f *Factory) sandboxNames() string { return strings.Join(f.Sandboxes.Names(), ", ") }
 
-// hostEnv is the environment the host sandbox passes to CLIs: the few
-// variables a program needs to run, never the whole environment (which holds
-// secrets the caller did not choose to forward).
-func hostEnv(f *Factory) map[string]string {
-	env := map[string]string{}
-	for _, k := range []string{"PATH", "LANG", "LC_ALL", "TMPDIR", "TERM"} {
-		if v := f.Getenv(k); v != "" {
-			env[k] = v
+// addKindFlags registers every kind's own flags on fl (with reap, only
+// those gc takes), each once, its help naming the kinds that take it; it
+// returns where their values go.
+func addKindFlags(f *Factory, fl *pflag.FlagSet, reap bool) map[string]*string {
+	type flag struct {
+		usage string
+		kinds []string
+	}
+	flags := map[string]*flag{}
+	var order []string
+	for _, k := range f.Sandboxes.Sorted() {
+		for _, kf := range k.Flags {
+			if reap && !kf.Reap {
+				continue
+			}
+			if flags[kf.Name] == nil {
+				flags[kf.Name] = &flag{usage: kf.Usage}
+				order = append(order, kf.Name)
+			}
+			flags[kf.Name].kinds = append(flags[kf.Name].kinds, k.Name)
 		}
 	}
-	env["TZ"] = "UTC"
-	return env
+	values := map[string]*string{}
+	for _, name := range order {
+		fg := flags[name]
+		values[name] = fl.String(name, "", "with --sandbox "+strings.Join(fg.kinds, " or ")+": "+fg.usage)
+	}
+	return values
 }
 
-// kubeconfig is the kubeconfig file: --kubeconfig, else $KUBECONFIG (its
-// first entry), else ~/.kube/config when it exists.
-func kubeconfig(f *Factory, flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if v := f.Getenv("KUBECONFIG"); v != "" {
-		first, _, _ := strings.Cut(v, string(filepath.ListSeparator))
-		return first
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".kube", "config")
-		if _, err := os.Stat(p); err == nil {
-			return p
+// kindSettings are the values of the kind flags given.
+func kindSettings(values map[string]*string) map[string]string {
+	out := map[string]string{}
+	for name, v := range values {
+		if *v != "" {
+			out[name] = *v
 		}
 	}
-	return ""
-}
-
-// dockerEndpoint is the engine the docker kind uses, from the docker
-// command's variables: DOCKER_HOST, and for a tcp:// address
-// DOCKER_CERT_PATH and DOCKER_TLS_VERIFY (certificates in ~/.docker when
-// only the latter is set). The engine's certificate is always verified.
-func dockerEndpoint(f *Factory) (docker.Endpoint, error) {
-	e := docker.Endpoint{Host: f.Getenv("DOCKER_HOST")}
-	if !strings.HasPrefix(e.Host, "tcp://") {
-		return e, nil
-	}
-	dir := f.Getenv("DOCKER_CERT_PATH")
-	if dir == "" && f.Getenv("DOCKER_TLS_VERIFY") != "" {
-		home := f.Getenv("HOME")
-		if home == "" {
-			return e, outposterr.New(outposterr.Configuration, "DOCKER_TLS_VERIFY is set but neither DOCKER_CERT_PATH nor HOME says where the certificates are")
-		}
-		dir = filepath.Join(home, ".docker")
-	}
-	if dir != "" {
-		e.TLS = docker.TLSFromDir(dir)
-	}
-	return e, nil
-}
-
-// rootfulPodmanSocket is where a rootful Podman API service listens.
-var rootfulPodmanSocket = "/run/podman/podman.sock"
-
-// podmanEndpoint finds Podman's API service: CONTAINER_HOST, else the
-// rootful socket /run/podman/podman.sock, else the rootless one under
-// XDG_RUNTIME_DIR — the first socket this process may connect to.
-func podmanEndpoint(f *Factory) (docker.Endpoint, error) {
-	if h := f.Getenv("CONTAINER_HOST"); h != "" {
-		return docker.Endpoint{Host: h}, nil
-	}
-	candidates := []string{rootfulPodmanSocket}
-	if d := f.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		candidates = append(candidates, filepath.Join(d, "podman", "podman.sock"))
-	}
-	for _, c := range candidates {
-		if usableSocket(c) {
-			return docker.Endpoint{Host: "unix://" + c}, nil
-		}
-	}
-	return docker.Endpoint{}, outposterr.New(outposterr.Sandbox,
-		"no Podman API service found at %s: start one (podman system service --time=0, or systemctl enable --now podman.socket) or set CONTAINER_HOST",
-		strings.Join(candidates, " or "))
+	return out
 }

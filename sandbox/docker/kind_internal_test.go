@@ -1,4 +1,4 @@
-package outpost
+package docker
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // TestRemoteEngineDelivery: an engine that cannot see this machine's
@@ -20,11 +20,11 @@ import (
 func TestRemoteEngineDelivery(t *testing.T) {
 	host, flags := testenv.SSHEngine(t)
 	ctx := context.Background()
-	p, err := docker.New(ctx, docker.Options{Host: host, SSHFlags: flags, Version: "test"})
+	p, err := New(ctx, Options{Host: host, SSHFlags: flags, Version: "test"})
 	require.NoError(t, err)
-	e := &dockerEngine{ctx: ctx, p: p}
+	e := &engine{ctx: ctx, p: p}
 	defer e.Close()
-	assert.Equal(t, DeliverCopy, e.Delivery())
+	assert.Equal(t, sandbox.DeliverCopy, e.Delivery().Mode)
 	_, _, err = e.Lease(nil, t.TempDir())
 	require.Error(t, err)
 	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
@@ -33,14 +33,14 @@ func TestRemoteEngineDelivery(t *testing.T) {
 
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if c, err := docker.NewClient(""); err != nil {
+	if c, err := NewClient(""); err != nil {
 		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
 	} else if _, err := c.Ping(dctx); err != nil {
 		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
 	}
-	lp, err := docker.New(ctx, docker.Options{Version: "test"})
+	lp, err := New(ctx, Options{Version: "test"})
 	require.NoError(t, err)
-	local := &dockerEngine{ctx: ctx, p: lp}
+	local := &engine{ctx: ctx, p: lp}
 	defer local.Close()
-	assert.Equal(t, DeliverMount, local.Delivery())
+	assert.Equal(t, sandbox.DeliverMount, local.Delivery().Mode)
 }

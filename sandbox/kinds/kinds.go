@@ -1,0 +1,32 @@
+// Package kinds is the registry of the built-in sandbox kinds: one row
+// per kind (docker, podman, host, kubernetes), each from its own package
+// (sandbox/<kind>). The root package and the outpost command loop over a
+// registry for help, flags, doctor and gc and import no kind package; a
+// caller (or a test) adds a kind with one row.
+package kinds
+
+import (
+	"context"
+	"io"
+
+	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox/host"
+	"github.com/outpost-dev/outpost/sandbox/kubernetes"
+)
+
+// Builtin returns a fresh registry of the built-in sandbox kinds.
+func Builtin() sandbox.Kinds {
+	t := sandbox.Kinds{}
+	for _, k := range []sandbox.Kind{docker.Kind(), docker.PodmanKind(), host.Kind(), kubernetes.Kind()} {
+		t[k.Name] = k
+	}
+	return t
+}
+
+// BuildImage builds the sandbox image tag from contextDir's dockerfile on
+// the Docker engine that DOCKER_HOST names (getenv), printing the build's
+// output to out (`outpost image build`).
+func BuildImage(ctx context.Context, getenv func(string) string, contextDir, dockerfile, tag string, out io.Writer) error {
+	return docker.BuildImageAt(ctx, getenv, contextDir, dockerfile, tag, out)
+}
