@@ -1,10 +1,9 @@
 package harness
 
 import (
-	"time"
-
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
