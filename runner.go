@@ -534,31 +534,40 @@ func checkWorkspace(abs string, homes []string) error {
 	return nil
 }
 
+// Prepared is a turn ready to run: the harness turn, the agent's registry
+// row, and the host directory it works in ("" when the turn works on a
+// copy of its Source, made by Run).
+type Prepared struct {
+	Turn      harness.Turn
+	Agent     agents.Agent
+	Workspace string
+}
+
 // Prepare builds the harness turn of t without running it: the agent is
 // looked up, the input and credentials are resolved and the turn is
 // validated (harness.Turn.Validate) — but no sandbox is opened and no CLI
 // bootstrapped. Run calls it first.
-func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
+func (r *Runner) Prepare(t Turn) (*Prepared, error) {
 	row, a, err := r.adapter(t.Agent)
 	if err != nil {
-		return harness.Turn{}, row, "", err
+		return nil, err
 	}
 	var workspace string
 	if t.Source != nil {
 		// A fresh lease of its own; the copy is made by Run.
 		if t.Workspace != "" {
-			return harness.Turn{}, row, "", outposterr.New(outposterr.Configuration, "a turn has a workspace or a source, not both")
+			return nil, outposterr.New(outposterr.Configuration, "a turn has a workspace or a source, not both")
 		}
 		if err := t.Source.Validate(); err != nil {
-			return harness.Turn{}, row, "", err
+			return nil, err
 		}
 	} else if workspace, err = r.resolveWorkspace(t.Workspace); err != nil {
-		return harness.Turn{}, row, "", err
+		return nil, err
 	}
 	if row.Driver != nil && workspace != "" {
 		// The driver's workdir must stay inside this turn's workspace too.
 		if err := row.Driver.CheckWorkdir(workspace); err != nil {
-			return harness.Turn{}, row, "", err
+			return nil, err
 		}
 	}
 	if t.Effort == "" {
@@ -584,7 +593,7 @@ func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
 	in.MaxRetries = &retries
 	creds, err := r.turnCredentials(t.Env)
 	if err != nil {
-		return harness.Turn{}, row, workspace, err
+		return nil, err
 	}
 	ht := harness.Turn{
 		Adapter: a, Input: in, Store: r.store, Credentials: creds, OnEvent: t.OnEvent, Logger: r.logger,
@@ -592,9 +601,9 @@ func (r *Runner) Prepare(t Turn) (harness.Turn, agents.Agent, string, error) {
 		Limits: r.opts.Limits.With(t.Limits),
 	}
 	if err := ht.Validate(); err != nil {
-		return ht, row, workspace, err
+		return nil, err
 	}
-	return ht, row, workspace, nil
+	return &Prepared{Turn: ht, Agent: row, Workspace: workspace}, nil
 }
 
 // turnCredentials are the runner's credentials plus the variables names
@@ -631,10 +640,11 @@ func (r *Runner) turnCredentials(names []string) (*harness.Credentials, error) {
 // Run runs one turn. The returned error is the result's classified error;
 // the result is nil only when the turn was refused before anything ran.
 func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
-	ht, row, workspace, err := r.Prepare(t)
+	p, err := r.Prepare(t)
 	if err != nil {
 		return nil, err
 	}
+	ht, row, workspace := p.Turn, p.Agent, p.Workspace
 	if t.Source != nil {
 		snap, err := r.prepareSource(ctx, *t.Source)
 		if err != nil {
