@@ -25,6 +25,7 @@ import (
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/gatewayroute"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -210,7 +211,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	engine   sandbox.Engine
-	gw       *runnerGateway
+	router   *gatewayroute.Router
 	adapters map[string]adapters.Adapter
 	clis     map[string]*Installed
 	sources  *source.Preparer
@@ -288,7 +289,27 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
 		}
 	}
+	mode := gatewayroute.Auto
+	switch opts.Credentials {
+	case CredentialsGateway:
+		mode = gatewayroute.Gateway
+	case CredentialsInside:
+		mode = gatewayroute.Inside
+	}
+	r.router = &gatewayroute.Router{Mode: mode, Upstreams: r.upstreams, Offline: r.srv != nil,
+		Network: opts.Sandbox.Network, Kind: r.kind.Name, Logger: r.logger}
 	return r, nil
+}
+
+// upstreams is the gateway's allowlist: the model APIs the registered
+// agents' CLIs use given the project's variables (each adapter declares its
+// own, [adapters.Upstreamer]), and the scripted server.
+func (r *Runner) upstreams() []string {
+	ups := r.table.Registry.Upstreams(r.creds.Vars)
+	if r.srv != nil {
+		ups = append(ups, r.srv.URL())
+	}
+	return ups
 }
 
 // Close releases what the runner still holds: the sandbox engine (every
@@ -304,9 +325,7 @@ func (r *Runner) Close() {
 	if r.engine != nil {
 		r.engine.Close()
 	}
-	if r.gw != nil {
-		r.gw.close()
-	}
+	r.router.Close()
 	if r.sources != nil {
 		if err := r.sources.Close(); err != nil {
 			r.logger.Warn("remove prepared sources", "err", err)
@@ -697,7 +716,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 			ht.Spec.Pids = t.Pids
 		}
 	}
-	if err := r.bridge(&ht, t.Budget); err != nil {
+	if err := r.router.Bridge(&ht, r.engine.Gateway(), t.Budget); err != nil {
 		return nil, err
 	}
 	ht.Provider = r.deliver(ht.Provider, cli)

@@ -1,8 +1,17 @@
-package outpost
+// Package gatewayroute decides, turn by turn, whether a turn's credential
+// goes through the model gateway and how its lease reaches it: the
+// runner's own gateway (started with the first bridged turn, on a unix
+// socket forwarded into container leases and on loopback TCP for the
+// host), a gateway sidecar beside the lease (a Kubernetes pod), or none
+// (the credential is installed in the lease). The sandbox kind says which
+// through its engine's route value (sandbox.Route); this package
+// acts on it, so the root package holds no routing of its own.
+package gatewayroute
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +26,43 @@ import (
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
-// runnerGateway is the model gateway of a runner, started with its first
-// bridged turn: a unix socket in a private directory for container leases
-// and a loopback TCP listener for the host sandbox.
+// Mode is where a credential that could stay outside the lease goes.
+type Mode int
+
+const (
+	// Auto bridges where the lease can reach a gateway, else installs the
+	// credential inside.
+	Auto Mode = iota
+	// Gateway requires the gateway: a lease that cannot reach one is a
+	// configuration error.
+	Gateway
+	// Inside always installs the credential in the lease.
+	Inside
+)
+
+// Router bridges the turns of one runner. It is safe for concurrent use.
+type Router struct {
+	// Mode says where credentials go.
+	Mode Mode
+	// Upstreams returns the gateway's allowlist (asked when the gateway
+	// starts and for each sidecar).
+	Upstreams func() []string
+	// Offline is set when turns talk to the scripted server: a capped turn
+	// then goes through the gateway too (harness.Bridge.Endpoint).
+	Offline bool
+	// Network is the network the user asked leases to have ("" : none
+	// asked, so a lease that reaches the gateway by a forward gets none).
+	Network string
+	// Kind names the sandbox kind in errors.
+	Kind   string
+	Logger *slog.Logger
+
+	mu sync.Mutex
+	gw *runnerGateway
+}
+
+// runnerGateway is the runner's own gateway: a unix socket in a private
+// directory for container leases and a loopback TCP listener for the host.
 type runnerGateway struct {
 	gw     *gateway.Gateway
 	dir    string
@@ -32,27 +75,30 @@ func (g *runnerGateway) close() {
 	_ = os.RemoveAll(g.dir)
 }
 
-// upstreams is the gateway's allowlist: the model APIs the registered
-// agents' CLIs use given the project's variables (each adapter declares its
-// own, [adapters.Upstreamer]), and the scripted server.
-func (r *Runner) upstreams() []string {
-	ups := r.table.Registry.Upstreams(r.creds.Vars)
-	if r.srv != nil {
-		ups = append(ups, r.srv.URL())
+// Close stops the runner's gateway, if one started. Idempotent.
+func (r *Router) Close() {
+	if r == nil {
+		return
 	}
-	return ups
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gw != nil {
+		r.gw.close()
+		r.gw = nil
+	}
 }
 
-// bridge puts the runner's gateway in front of ht's credential when its
-// plan can be bridged and the mode and sandbox allow it.
-func (r *Runner) bridge(ht *harness.Turn, shared *gateway.Budget) error {
-	if r.opts.Credentials == CredentialsInside {
-		r.logger.Debug("credential installed inside the lease (credentials inside)")
+// Bridge puts a gateway in front of ht's credential when its plan can be
+// bridged and the mode and the sandbox's route allow it; shared is a
+// budget the turn's grants draw on besides the turn's own caps (a batch's).
+func (r *Router) Bridge(ht *harness.Turn, route sandbox.Route, shared *gateway.Budget) error {
+	if r.Mode == Inside {
+		r.Logger.Debug("credential installed inside the lease (credentials inside)")
 		return nil
 	}
 	// A capped turn on the offline scripted server goes through the
 	// gateway as a real credential would: the caps hold where requests go.
-	endpoint := r.srv != nil && ht.Input.Endpoint != nil &&
+	endpoint := r.Offline && ht.Input.Endpoint != nil &&
 		(ht.Limits.MaxCostUSD > 0 || ht.Limits.MaxTokens > 0 || shared != nil)
 	var plan credentials.Plan
 	if a, ok := ht.Adapter.(adapters.Authenticator); ok && ht.Credentials != nil {
@@ -64,31 +110,30 @@ func (r *Runner) bridge(ht *harness.Turn, shared *gateway.Budget) error {
 	}
 	if plan.Bridge == nil && !endpoint {
 		if len(plan.Files) > 0 || len(plan.Env) > 0 {
-			r.logger.Debug("credential installed inside the lease: the CLI refreshes this login itself, so it cannot stay outside",
+			r.Logger.Debug("credential installed inside the lease: the CLI refreshes this login itself, so it cannot stay outside",
 				"agent", ht.Adapter.Name(), "auth", ht.Credentials.Auth.String())
 		}
 		return nil
 	}
-	route := r.engine.Gateway()
-	if route.Via == sandbox.ViaSidecar {
+	switch route.Via {
+	case sandbox.ViaSidecar:
 		sc := &sidecarGateway{sidecars: route.Sidecar}
-		ht.Provider = route.Sidecar.WithSidecar(sidecarArgs(r.upstreams()))
+		ht.Provider = route.Sidecar.WithSidecar(sidecarArgs(r.Upstreams()))
 		ht.Gateway = &harness.Bridge{Remote: sc.remote, Budget: shared, Endpoint: endpoint}
-		r.logger.Debug("credential bridged through a gateway sidecar in the lease's pod", "agent", ht.Adapter.Name())
+		r.Logger.Debug("credential bridged through a gateway sidecar in the lease's pod", "agent", ht.Adapter.Name())
 		return nil
-	}
-	if route.Via == sandbox.ViaNone {
-		if r.opts.Credentials == CredentialsGateway {
+	case sandbox.ViaNone:
+		if r.Mode == Gateway {
 			return outposterr.New(outposterr.Configuration,
-				"the %s sandbox's leases cannot reach the model gateway here (a pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.kind.Name)
+				"the %s sandbox's leases cannot reach the model gateway here (a pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.Kind)
 		}
-		r.logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.kind.Name)
+		r.Logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.Kind)
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gw == nil {
-		g, err := startGateway(r.upstreams(), r)
+		g, err := startGateway(r.Upstreams(), r.Logger)
 		if err != nil {
 			return err
 		}
@@ -99,7 +144,7 @@ func (r *Runner) bridge(ht *harness.Turn, shared *gateway.Budget) error {
 		// The lease reaches the gateway's socket through a forwarder on
 		// its own loopback, and needs no network unless one was asked for.
 		ht.Spec.Forwards = append(ht.Spec.Forwards, sandbox.Forward{Socket: r.gw.socket, Port: gateway.DefaultLeasePort})
-		if r.opts.Sandbox.Network == "" {
+		if r.Network == "" {
 			ht.Spec.Network = "none"
 		}
 		url = gateway.LeaseURL(gateway.DefaultLeasePort)
@@ -118,8 +163,8 @@ func sidecarArgs(ups []string) []string {
 	return args
 }
 
-func startGateway(ups []string, r *Runner) (*runnerGateway, error) {
-	gw, err := gateway.New(gateway.Options{Upstreams: ups, Logger: r.logger})
+func startGateway(ups []string, log *slog.Logger) (*runnerGateway, error) {
+	gw, err := gateway.New(gateway.Options{Upstreams: ups, Logger: log})
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "start the model gateway")
 	}

@@ -1,0 +1,80 @@
+package gatewayroute
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/claude"
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/gateway"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+func keyTurn() harness.Turn {
+	return harness.Turn{Adapter: claude.New(), Input: adapters.Input{Prompt: "p"},
+		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.Usage},
+			Vars: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test"}}}
+}
+
+func router(mode Mode) *Router {
+	return &Router{Mode: mode, Upstreams: func() []string { return []string{claude.DefaultBaseURL} },
+		Kind: "testkind", Logger: slog.New(slog.DiscardHandler)}
+}
+
+// TestBridgeByRoute: the engine's route decides how a key-bearing turn
+// reaches the gateway: a socket forwarded to the lease's loopback (no
+// network unless asked), loopback TCP, or nowhere — then the key goes
+// inside, or the turn is refused when the gateway was required.
+func TestBridgeByRoute(t *testing.T) {
+	r := router(Auto)
+	defer r.Close()
+
+	ht := keyTurn()
+	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaForward}, nil))
+	require.NotNil(t, ht.Gateway)
+	assert.Equal(t, gateway.LeaseURL(gateway.DefaultLeasePort), ht.Gateway.URL)
+	require.Len(t, ht.Spec.Forwards, 1)
+	assert.Equal(t, "none", ht.Spec.Network)
+
+	ht = keyTurn()
+	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaLoopback}, nil))
+	require.NotNil(t, ht.Gateway)
+	assert.True(t, strings.HasPrefix(ht.Gateway.URL, "http://127.0.0.1:"), ht.Gateway.URL)
+	assert.Empty(t, ht.Spec.Forwards)
+
+	ht = keyTurn()
+	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaNone}, nil))
+	assert.Nil(t, ht.Gateway, "the key goes inside")
+
+	err := router(Gateway).Bridge(&ht, sandbox.Route{Via: sandbox.ViaNone}, nil)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "testkind")
+
+	ht = keyTurn()
+	require.NoError(t, router(Inside).Bridge(&ht, sandbox.Route{Via: sandbox.ViaForward}, nil))
+	assert.Nil(t, ht.Gateway)
+
+	// A turn without a key to keep outside is left alone, unless it is a
+	// capped offline turn.
+	ht = harness.Turn{Adapter: claude.New(), Input: adapters.Input{Prompt: "p", Endpoint: &adapters.Endpoint{BaseURL: "http://127.0.0.1:1", OAuthToken: "t"}}}
+	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaLoopback}, nil))
+	assert.Nil(t, ht.Gateway)
+	off := router(Auto)
+	off.Offline = true
+	defer off.Close()
+	ht.Limits.MaxTokens = 10
+	require.NoError(t, off.Bridge(&ht, sandbox.Route{Via: sandbox.ViaLoopback}, nil))
+	require.NotNil(t, ht.Gateway)
+	assert.True(t, ht.Gateway.Endpoint)
+
+	r.Close()
+	r.Close() // idempotent
+}
