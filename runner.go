@@ -742,7 +742,8 @@ type BatchOptions struct {
 // in its workspace (default: the project) or a fresh copy of its source,
 // with its schema, model, effort, limits, resources and forwarded
 // variables. Every job's agent, fallbacks and variables are checked before
-// anything runs. A nil opts.Account is [Runner.AccountFingerprint].
+// anything runs. A nil opts.Account is [Runner.AccountFingerprint], a nil
+// opts.Verify [Runner.Verify].
 func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions) ([]batch.Record, error) {
 	if err := r.CheckJobs(jobs); err != nil {
 		return nil, err
@@ -753,6 +754,9 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions
 	}
 	if opts.Account == nil {
 		opts.Account = r.AccountFingerprint
+	}
+	if opts.Verify == nil {
+		opts.Verify = r.Verify
 	}
 	// The batch's caps, enforced at the gateway across its concurrent
 	// turns (each turn also gets what was left when it started).

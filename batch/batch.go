@@ -121,6 +121,12 @@ type Record struct {
 	Source *SourceRecord `json:"source,omitempty"`
 	// Patch describes what the job changed (jobs with a git source).
 	Patch *PatchRecord `json:"patch,omitempty"`
+	// Verdict is the verifier's (jobs with one): pass, fail or error; a
+	// job without a verifier is not graded and has none. Reward is the
+	// verifier's reward (none for an error); Verify how it ran.
+	Verdict harness.Verdict       `json:"verdict,omitempty"`
+	Reward  *float64              `json:"reward,omitempty"`
+	Verify  *harness.Verification `json:"verify,omitempty"`
 }
 
 // SourceRecord is the source a job's workspace was copied from.
@@ -153,6 +159,9 @@ type Status struct {
 	Paused []Pause
 	// Stopped says the batch's cost cap stopped scheduling.
 	Stopped bool
+	// Graded counts finished jobs a verifier graded, Solved those it
+	// passed.
+	Graded, Solved int
 }
 
 // Pause is an agent (on one account) that starts no turn before Until.
@@ -216,6 +225,11 @@ type Options struct {
 	// SavePatch stores a finished job's patch and returns its path (nil:
 	// not stored; the record keeps the size and files).
 	SavePatch func(rec Record, diff []byte) (string, error)
+	// Verify grades a finished job that has a verifier (Job.Verify) given
+	// its patch (nil: none; the untouched source is graded), whatever the
+	// job's outcome; the verification holds one of the Concurrency slots.
+	// Nil: jobs are not graded. [outpost.Runner.Batch] sets it.
+	Verify func(ctx context.Context, j Job, patch []byte) *harness.Verification
 	// OnRecord receives each finished job's record, from one goroutine at a time.
 	OnRecord func(Record)
 	// OnStatus receives a snapshot whenever something changes.
@@ -587,7 +601,7 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 	defer admit.Do(func() { close(admitted) })
 	jr, loadErr := r.newJobRun(j)
 	if loadErr != nil {
-		return jr.finish(j.Agent, nil, outposterr.Wrap(outposterr.Configuration, loadErr, "job %s", j.ID))
+		return jr.finish(ctx, j.Agent, nil, outposterr.Wrap(outposterr.Configuration, loadErr, "job %s", j.ID))
 	}
 	select {
 	case <-after:
@@ -628,7 +642,7 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 				// Keep what the last turn left; the verdict is the cap.
 				jr.last.Err = stop
 			}
-			return jr.finish(agent, jr.last, stop)
+			return jr.finish(ctx, agent, jr.last, stop)
 		}
 		if jr.start.IsZero() {
 			jr.start = r.opts.Now()
@@ -657,13 +671,13 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		}
 		jr.last = res
 		if err == nil {
-			return jr.finish(agent, res, nil)
+			return jr.finish(ctx, agent, res, nil)
 		}
 		if again, ok := jr.after(ctx, res, err); !again {
 			if !ok {
 				return jr.rec, false
 			}
-			return jr.finish(agent, res, err)
+			return jr.finish(ctx, agent, res, err)
 		}
 	}
 }
@@ -708,8 +722,10 @@ func (r *runner) newJobRun(j Job) (*jobRun, error) {
 	return jr, loadErr
 }
 
-// finish completes the record with the job's last result and err.
-func (jr *jobRun) finish(agent string, res *harness.Result, err error) (Record, bool) {
+// finish completes the record with the job's last result and err, and
+// its verdict; ok is false when the run was cancelled while the job was
+// being graded.
+func (jr *jobRun) finish(ctx context.Context, agent string, res *harness.Result, err error) (rec Record, ok bool) {
 	r := jr.r
 	if res == nil {
 		res = &harness.Result{Agent: agent}
@@ -717,22 +733,27 @@ func (jr *jobRun) finish(agent string, res *harness.Result, err error) (Record, 
 	if res.Err == nil {
 		res.Err = err
 	}
-	rec := &jr.rec
-	rec.Agent, rec.Outcome = agent, res.Outcome()
-	rec.Conversation, rec.CLIVersion = res.Conversation, res.CLIVersion
+	rp := &jr.rec
+	rp.Agent, rp.Outcome = agent, res.Outcome()
+	rp.Conversation, rp.CLIVersion = res.Conversation, res.CLIVersion
 	if jr.start.IsZero() {
 		jr.start = r.opts.Now()
 	}
-	rec.Started = jr.start
-	rec.DurationMS = (r.opts.Now().Sub(jr.start) - jr.queued).Milliseconds()
+	rp.Started = jr.start
+	rp.DurationMS = (r.opts.Now().Sub(jr.start) - jr.queued).Milliseconds()
 	if p := res.Patch; p != nil {
-		rec.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
+		rp.Patch = &PatchRecord{Base: p.Base, Bytes: p.Bytes, Files: p.Files, Omitted: p.Omitted}
 		if r.opts.SavePatch != nil && !p.Omitted {
-			path, serr := r.opts.SavePatch(*rec, p.Diff)
-			rec.Patch.Path = path
+			path, serr := r.opts.SavePatch(*rp, p.Diff)
+			rp.Patch.Path = path
 			if serr != nil {
-				rec.Patch.Error = serr.Error()
+				rp.Patch.Error = serr.Error()
 			}
+		}
+	}
+	if jr.j.Verify != nil && r.opts.Verify != nil {
+		if !jr.grade(ctx, res) {
+			return *rp, false
 		}
 	}
 	r.publish(func(s *Status) {
@@ -740,8 +761,47 @@ func (jr *jobRun) finish(agent string, res *harness.Result, err error) (Record, 
 		if err != nil {
 			s.Failed++
 		}
+		if rp.Verdict != "" {
+			s.Graded++
+		}
+		if rp.Verdict == harness.VerdictPass {
+			s.Solved++
+		}
 	})
-	return *rec, true
+	return *rp, true
+}
+
+// grade runs the job's verifier on its last result's patch, in one of the
+// batch's slots, and puts the verdict in the record; false when the
+// context ended first.
+func (jr *jobRun) grade(ctx context.Context, res *harness.Result) bool {
+	r, rp := jr.r, &jr.rec
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	var patch []byte
+	p := res.Patch
+	var v *harness.Verification
+	if p != nil && p.Omitted {
+		v = &harness.Verification{Verdict: harness.VerdictError,
+			Error: fmt.Sprintf("the attempt's patch (%d bytes) was over the bound and not kept: nothing to grade", p.Bytes)}
+	} else {
+		if p != nil {
+			patch = p.Diff
+		}
+		v = r.opts.Verify(ctx, jr.j, patch)
+	}
+	<-r.sem
+	if ctx.Err() != nil {
+		return false
+	}
+	if v == nil {
+		return true
+	}
+	rp.Verdict, rp.Reward, rp.Verify = v.Verdict, v.Reward, v
+	return true
 }
 
 // nextTurn is the job's next turn on agent, with what is left of its caps
@@ -885,6 +945,9 @@ func (s Status) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d/%d done (%d failed), %d running, %d parked, %d tokens, $%.4f",
 		s.Done, s.Total, s.Failed, s.Running, s.Parked, s.Tokens, s.CostUSD)
+	if s.Graded > 0 {
+		fmt.Fprintf(&b, ", %d of %d graded solved", s.Solved, s.Graded)
+	}
 	if s.Unpriced > 0 {
 		fmt.Fprintf(&b, " (+%d turns of unknown cost)", s.Unpriced)
 	}

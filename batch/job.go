@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,9 @@ type Job struct {
 	// Attempts runs K independent trials of the job (0 or 1: one), each
 	// with its own id (ID#1 … ID#K), workspace and conversation.
 	Attempts int `json:"attempts,omitempty"`
+	// Verify grades each attempt in a lease of its own once its last turn
+	// ended (Options.Verify); it needs a git source.
+	Verify *VerifySpec `json:"verify,omitempty"`
 
 	// Compiled is Schema compiled by [Job.Compile]; nil without a schema.
 	Compiled *typed.Schema `json:"-"`
@@ -130,6 +134,9 @@ func (j *Job) Compile() error {
 		if err := j.Source.Validate(); err != nil {
 			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
 		}
+	}
+	if err := j.Verify.check(j); err != nil {
+		return err
 	}
 	for _, name := range j.Env {
 		if !sandbox.ValidEnvName(name) {
@@ -272,4 +279,50 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit k, m, g or t", s)
 	}
 	return int64(f * float64(mult)), nil
+}
+
+// VerifySpec is a job's verifier: a command run with sh -c in a fresh
+// lease holding the job's source, the attempt's patch and then the test
+// files over them (see harness.Verify).
+type VerifySpec struct {
+	Command string `json:"command"`
+	// Files is a directory of test files the agent never saw, extracted
+	// over the workspace after the patch (absolute here; the outpost
+	// command resolves it against the jobs file's directory).
+	Files string `json:"files,omitempty"`
+	// Timeout bounds the command (0: harness.DefaultVerifyTimeout).
+	Timeout Duration `json:"timeout,omitempty"`
+	// Image is the lease's image (empty: the job's).
+	Image string `json:"image,omitempty"`
+	// Network is the lease's network (empty: "none").
+	Network string `json:"network,omitempty"`
+}
+
+// maxVerifyCommand bounds a verifier's command.
+const maxVerifyCommand = 64 << 10
+
+func (v *VerifySpec) check(j *Job) error {
+	if v == nil {
+		return nil
+	}
+	bad := func(format string, args ...any) error {
+		return outposterr.New(outposterr.Configuration, "job %s: verify: "+format, append([]any{j.ID}, args...)...)
+	}
+	switch {
+	case j.Source == nil:
+		return bad("a verifier grades the patch of a job's source: give the job a \"source\" ({\"repo\",\"commit\"})")
+	case !j.Source.Git():
+		return bad("a source dir yields no patch to grade: make the directory a git repository and name it as {\"repo\": DIR, \"commit\": …}")
+	case strings.TrimSpace(v.Command) == "":
+		return bad("no command")
+	case len(v.Command) > maxVerifyCommand || strings.ContainsRune(v.Command, 0):
+		return bad("the command is over %d KiB or holds a NUL byte", maxVerifyCommand>>10)
+	case v.Timeout < 0:
+		return bad("negative timeout")
+	case v.Files != "" && !filepath.IsAbs(v.Files):
+		return bad("files %q is not absolute", v.Files)
+	case strings.ContainsAny(v.Image+v.Network, "\x00\n\r"):
+		return bad("image and network take one line of text")
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/harness"
 	outpostcli "github.com/outpost-dev/outpost/internal/cli"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposttest"
@@ -287,7 +288,7 @@ func TestEvalBatch(t *testing.T) {
 		assert.True(t, pids[int64(300+i)], "task %d's pids limit reached a lease (seen %v)", i, pids)
 	}
 
-	// Predictions: valid JSONL, the three fields, one per job.
+	// Predictions: valid JSONL, the three fields, one per instance.
 	fh, err := os.Open(preds)
 	require.NoError(t, err)
 	defer fh.Close()
@@ -306,7 +307,10 @@ func TestEvalBatch(t *testing.T) {
 		n++
 	}
 	require.NoError(t, sc.Err())
-	assert.Equal(t, 10, n)
+	assert.Equal(t, 5, n)
+	all, err := os.ReadFile(strings.TrimSuffix(preds, ".jsonl") + ".all.jsonl")
+	require.NoError(t, err)
+	assert.Equal(t, 10, strings.Count(string(all), `"instance_id":"outpost__task`), "every attempt's prediction beside")
 }
 
 // TestEvalRootOwnedWorkspace: a root-owned workspace the lease user cannot
@@ -644,5 +648,10 @@ func TestEvalReadmeExample(t *testing.T) {
 		assert.Positive(t, r.Patch.Bytes)
 	}
 	assert.Contains(t, string(out), "+MARK-task1", "the patch was printed")
-	assert.Equal(t, 4, strings.Count(string(out), `"instance_id":"demo__task-`), "the predictions were printed")
+	for _, r := range recs {
+		assert.Equal(t, harness.VerdictPass, r.Verdict, "%s: graded on its hidden test: %+v", r.Job, r.Verify)
+	}
+	assert.Contains(t, string(out), "solved 4 of 4 graded jobs (0 failed, 0 verifier errors); pass@1 1.000, pass@2 1.000 over 2 tasks")
+	assert.Contains(t, string(out), `"pass_at_1": 1`, "the scores were printed")
+	assert.Equal(t, 2, strings.Count(string(out), `"instance_id":"demo__task-`), "the predictions were printed, one per instance")
 }

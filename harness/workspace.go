@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -99,7 +99,21 @@ func prepareWorkspace(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 }
 
 func seed(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
-	rc, err := t.Seed.Tar(ctx)
+	if err := copyArchive(ctx, sb, t.Seed.Tar); err != nil {
+		return err
+	}
+	if len(t.Seed.Patch) == 0 {
+		return nil
+	}
+	if err := applyPatch(ctx, sb, t.Seed.Patch); err != nil {
+		return fmt.Errorf("apply the earlier turns' patch: %w", err)
+	}
+	return nil
+}
+
+// copyArchive extracts the archive tarFn returns into the workspace root.
+func copyArchive(ctx context.Context, sb sandbox.Sandbox, tarFn func(context.Context) (io.ReadCloser, error)) error {
+	rc, err := tarFn(ctx)
 	if err != nil {
 		return err
 	}
@@ -109,14 +123,14 @@ func seed(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 	if cerr := rc.Close(); err != nil && cerr != nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
-	if len(t.Seed.Patch) == 0 {
-		return nil
-	}
+	return err
+}
+
+// applyPatch applies patch in the workspace (git apply --binary), from a
+// scratch directory in the lease's home that is removed afterwards.
+func applyPatch(ctx context.Context, sb sandbox.Sandbox, patch []byte) error {
 	dir := newScratch(sb.Home())
-	td, err := materializeTurnFiles(ctx, sb, dir, nil)
+	td, err := materializeTurnFiles(ctx, sb, dir, []adapters.TurnFile{{Name: "earlier.patch", Data: patch}})
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		_ = td.Close(cctx)
@@ -125,26 +139,8 @@ func seed(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "earlier.patch", Mode: 0o600, Size: int64(len(t.Seed.Patch)),
-		Typeflag: tar.TypeReg, ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(t.Seed.Patch); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := sb.CopyIn(ctx, dir, &buf); err != nil {
-		return err
-	}
 	_, _, err = runGit(ctx, sb, nil, 0, "apply", "--binary", "--whitespace=nowarn", "--", path.Join(dir, "earlier.patch"))
-	if err != nil {
-		return fmt.Errorf("apply the earlier turns' patch: %w", err)
-	}
-	return nil
+	return err
 }
 
 // checkWritable fails the turn as a configuration error when the lease

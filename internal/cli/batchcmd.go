@@ -53,8 +53,10 @@ type BatchOptions struct {
 	MaxBatchTokens int64
 	// MaxTurns caps each turn's assistant turns.
 	MaxTurns int
-	// Predictions is the SWE-bench predictions file to write.
-	Predictions string
+	// Predictions is the SWE-bench predictions file to write;
+	// PredictionsPick the policy choosing an instance's attempt.
+	Predictions     string
+	PredictionsPick string
 	// AllowPaths are directories besides the jobs file's own that job
 	// paths may resolve into; AllowEnv the host variables a job's env may
 	// forward (besides those --env forwards to every job).
@@ -74,7 +76,8 @@ line per finished job to the results file. A job line:
   {"id","agent","prompt", "source":{"repo","commit"}|{"dir"} | "workspace",
    "metadata":{…}, "model","effort","timeout","idle_timeout","env":[…],
    "image","cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
-   "conversation","fallback":[…],"schema":{…}}
+   "conversation","fallback":[…],"schema":{…},
+   "verify":{"command","files","timeout","image","network"}}
 
 Relative paths resolve against the jobs file's directory ("-" reads the jobs from
 standard input; paths then resolve against the current directory). A jobs file
@@ -93,8 +96,19 @@ the patch of everything the agent changed is stored next to the results file
 
 A result line holds job, attempt (its count of lines for the job), agent, outcome
 (as printed by "outpost replay"), duration_ms, conversation, cli_version, turns,
-retries, parks, agents, usage, metadata, source and patch. The latest line of a
-job is its result.
+retries, parks, agents, usage, metadata, source and patch, and for a job with a
+verifier its verdict, reward and verify (exit_code, duration_ms, output, error).
+The latest line of a job is its result.
+
+A verifier ("verify", jobs with a git source) grades each attempt once its last turn
+ended, in a fresh lease of its own: the source at its commit, the attempt's patch, then
+the test files of "files" (a directory, under the same path rules as a source dir)
+copied over it, then "command" run with sh -c (timeout default 10m, network default
+none, image default the job's). Verdict pass (exit 0), fail (another exit, or a patch
+that does not apply) or error (the verifier could not run: no lease, exit 126/127,
+killed, over its timeout); reward the number written to $OUTPOST_REWARD_FILE, else 1
+for pass and 0 for fail. The batch then prints solved, pass@1 and pass@k per task and
+writes RESULTS.scores.json; verdicts do not change the exit code.
 
 Quota failures try the next fallback agent, else are parked until their reset time
 (or --max-park) and resumed on the conversation they left (in a copy holding the
@@ -125,8 +139,11 @@ class, else 1 (configuration errors: 2; a signal: 128 + its number).
 (every attempt's trajectory, the results, parks and a manifest) for outpost report.
 
 --predictions FILE writes SWE-bench predictions (instance_id, model_name_or_path,
-model_patch) for every job whose metadata has an instance_id; "{trial}" in FILE
-writes one file per trial of jobs with attempts.`,
+model_patch), one line per metadata.instance_id: the first attempt whose verifier
+passed, else the first with a patch, else the first (--predictions-pick passed; patch
+skips the verdicts, first takes the first attempt). When an instance has several
+attempts every one is written to FILE.all.jsonl (preds.jsonl: preds.all.jsonl) with
+its job, trial and verdict. "{trial}" in FILE writes one file per trial instead.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Jobs = args[0]
@@ -155,7 +172,8 @@ writes one file per trial of jobs with attempts.`,
 	fl.Int64Var(&o.MaxTokens, "max-tokens", 0, "stop a job once it has used this many tokens, of every class (0: no cap; needs no price)")
 	fl.Int64Var(&o.MaxBatchTokens, "max-batch-tokens", 0, "start no further turn once the batch has used this many tokens (0: no cap)")
 	fl.IntVar(&o.MaxTurns, "max-turns", 0, "stop a turn after this many assistant turns (0: no cap)")
-	fl.StringVar(&o.Predictions, "predictions", "", "write SWE-bench predictions JSONL from the jobs' metadata.instance_id")
+	fl.StringVar(&o.Predictions, "predictions", "", "write SWE-bench predictions JSONL from the jobs' metadata.instance_id, one line per instance")
+	fl.StringVar(&o.PredictionsPick, "predictions-pick", pickPassed, "the attempt an instance's prediction takes: passed (the first whose verifier passed, else the first with a patch), patch (the first with a patch) or first")
 	fl.StringArrayVar(&o.AllowPaths, "allow-path", nil, "a directory (links resolved) job paths may name besides the jobs file's own (repeatable)")
 	fl.StringArrayVar(&o.AllowEnv, "allow-env", nil, "a host variable a job's env may forward into that job's sandbox (repeatable; names only)")
 	return cmd
@@ -227,6 +245,11 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	}
 	if o.MaxCostUSD < 0 || o.MaxBatchCostUSD < 0 || o.MaxTurns < 0 || o.MaxTokens < 0 || o.MaxBatchTokens < 0 {
 		return &flagError{fmt.Errorf("--max-cost-usd, --max-batch-cost-usd, --max-tokens, --max-batch-tokens and --max-turns take positive values")}
+	}
+	switch o.PredictionsPick {
+	case pickPassed, pickPatch, pickFirst:
+	default:
+		return &flagError{fmt.Errorf("--predictions-pick: passed, patch or first, not %q", o.PredictionsPick)}
 	}
 	switch {
 	case o.MaxRetries < 0:
@@ -313,12 +336,13 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if rerr != nil {
 		return rerr
 	}
+	if err := reportScores(f.IO.ErrOut, o.Results, jobs, all); err != nil {
+		return err
+	}
 	if o.Predictions != "" {
-		n, perr := writePredictions(o.Predictions, o.Results, jobs, all)
-		if perr != nil {
-			return perr
+		if err := writePredictions(f.IO.ErrOut, o.Predictions, o.PredictionsPick, o.Results, jobs, all); err != nil {
+			return err
 		}
-		fmt.Fprintf(f.IO.ErrOut, "wrote %d predictions to %s\n", n, o.Predictions)
 	}
 	if err != nil {
 		return &silentError{err}
@@ -613,6 +637,7 @@ const (
 // resultLine is what batch reads back of a result line.
 type resultLine struct {
 	Job      string              `json:"job"`
+	Task     string              `json:"task"`
 	Trial    int                 `json:"trial"`
 	Attempt  int                 `json:"attempt"`
 	Agent    string              `json:"agent"`
@@ -620,6 +645,8 @@ type resultLine struct {
 	Metadata json.RawMessage     `json:"metadata"`
 	Patch    *batch.PatchRecord  `json:"patch"`
 	Source   *batch.SourceRecord `json:"source"`
+	Verdict  harness.Verdict     `json:"verdict"`
+	Reward   *float64            `json:"reward"`
 }
 
 type resultOutcome struct {
@@ -673,83 +700,6 @@ func readResults(path string) (results, error) {
 		r.count[l.Job]++
 		r.latest[l.Job] = l
 	}
-}
-
-// prediction is one line of a SWE-bench predictions file.
-type prediction struct {
-	InstanceID      string `json:"instance_id"`
-	ModelNameOrPath string `json:"model_name_or_path"`
-	ModelPatch      string `json:"model_patch"`
-}
-
-// maxPredictionPatch bounds a patch read back into a predictions file.
-const maxPredictionPatch = 64 << 20
-
-// writePredictions writes the predictions of jobs whose metadata has an
-// instance_id, from their latest result lines, in job order; "{trial}" in
-// path writes one file per trial number. It returns the lines written.
-func writePredictions(path, resultsPath string, jobs []batch.Job, all results) (int, error) {
-	byFile := map[string][]prediction{}
-	var order []string
-	for _, j := range jobs {
-		var meta struct {
-			InstanceID      any `json:"instance_id"`
-			ModelNameOrPath any `json:"model_name_or_path"`
-		}
-		last, ok := all.latest[j.ID]
-		if !ok {
-			continue
-		}
-		md := j.Metadata
-		if md == nil && j.Load != nil {
-			md = last.Metadata // the job's, copied into its result line
-		}
-		if len(md) == 0 || json.Unmarshal(md, &meta) != nil {
-			continue
-		}
-		id, ok := meta.InstanceID.(string)
-		if !ok || id == "" {
-			continue
-		}
-		p := prediction{InstanceID: id}
-		if name, ok := meta.ModelNameOrPath.(string); ok && name != "" {
-			p.ModelNameOrPath = name
-		} else {
-			p.ModelNameOrPath = "outpost-" + last.Agent
-			if m := cmpOr(last.Outcome.Model, j.Model); m != "" {
-				p.ModelNameOrPath += "-" + m
-			}
-		}
-		if last.Patch != nil && last.Patch.Path != "" {
-			b, err := readPatch(filepath.Join(filepath.Dir(resultsPath), filepath.FromSlash(last.Patch.Path)))
-			if err != nil {
-				return 0, outposterr.Wrap(outposterr.Configuration, err, "predictions: job %s", j.ID)
-			}
-			p.ModelPatch = string(b)
-		}
-		file := path
-		if strings.Contains(path, "{trial}") {
-			file = strings.ReplaceAll(path, "{trial}", strconv.Itoa(max(j.Trial, 1)))
-		}
-		if _, ok := byFile[file]; !ok {
-			order = append(order, file)
-		}
-		byFile[file] = append(byFile[file], p)
-	}
-	n := 0
-	for _, file := range order {
-		var b bytes.Buffer
-		for _, p := range byFile[file] {
-			line, _ := json.Marshal(p)
-			b.Write(line)
-			b.WriteByte('\n')
-			n++
-		}
-		if err := atomicfile.Write(file, b.Bytes(), 0o644); err != nil {
-			return n, outposterr.Wrap(outposterr.Configuration, err, "write predictions")
-		}
-	}
-	return n, nil
 }
 
 func cmpOr(a, b string) string {
@@ -806,7 +756,17 @@ func (p *batchProgress) record(r batch.Record) {
 	if r.Patch != nil {
 		patch = fmt.Sprintf(", patch %d files", len(r.Patch.Files))
 	}
-	p.line.Logf("job %s: %s via %s in %s%s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond, patch)
+	graded := ""
+	if r.Verdict != "" {
+		graded = "; verdict " + string(r.Verdict)
+		if r.Reward != nil {
+			graded += fmt.Sprintf(" (reward %g)", *r.Reward)
+		}
+		if r.Verify != nil && r.Verify.Error != "" {
+			graded += ": " + r.Verify.Error
+		}
+	}
+	p.line.Logf("job %s: %s via %s in %s%s%s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond, patch, graded)
 }
 
 func (p *batchProgress) park(job string, until time.Time) {

@@ -98,6 +98,14 @@ func (t *jobTrust) resolve(j *batch.Job) {
 		}
 		j.Source = &s
 	}
+	if j.Verify != nil && j.Verify.Files != "" {
+		v := *j.Verify
+		if !filepath.IsAbs(v.Files) {
+			v.Files = filepath.Join(t.base, v.Files)
+		}
+		v.Files = filepath.Clean(v.Files)
+		j.Verify = &v
+	}
 }
 
 // check refuses a job that names a host path outside the roots or a
@@ -119,6 +127,9 @@ func (t *jobTrust) check(j *batch.Job, where string) error {
 		if p, local := localRepo(s.Repo); local {
 			paths = append(paths, field{"source.repo", p})
 		}
+	}
+	if j.Verify != nil && j.Verify.Files != "" {
+		paths = append(paths, field{"verify.files", j.Verify.Files})
 	}
 	for _, f := range paths {
 		real, err := resolveExisting(f.path)

@@ -1,0 +1,353 @@
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// Verdict is what a verifier said of an attempt.
+type Verdict string
+
+// Verdicts. An error is never a fail: the verifier itself could not say.
+const (
+	// VerdictPass: the verifier's command exited 0.
+	VerdictPass Verdict = "pass"
+	// VerdictFail: it exited non-zero, or the attempt's patch does not
+	// apply to the source.
+	VerdictFail Verdict = "fail"
+	// VerdictError: the verifier could not run (no lease, a source or test
+	// files that could not be copied, its command not found or not
+	// executable — exit 126 or 127 —, killed by a signal or out of memory,
+	// over its timeout, or a reward file that holds no number).
+	VerdictError Verdict = "error"
+)
+
+// Defaults of a [Verifier].
+const (
+	DefaultVerifyTimeout = 10 * time.Minute
+	// DefaultVerifyOutput bounds the tail of a verifier's output kept.
+	DefaultVerifyOutput = 16 << 10
+	// RewardFileEnv names the variable holding the path a verifier may
+	// write its reward to.
+	RewardFileEnv = "OUTPOST_REWARD_FILE"
+)
+
+// maxRewardBytes bounds a reward file read back.
+const maxRewardBytes = 256
+
+// Verifier grades an attempt in a lease of its own: the source, the
+// attempt's patch, then the test files over them, then the command.
+type Verifier struct {
+	// Command runs with sh -c in the workspace root.
+	Command string
+	// Files, when set, returns a tar archive of the test files (which the
+	// agent never saw), extracted over the workspace after the patch: a
+	// patch that changed them changes nothing. Called twice (the entries
+	// are listed first).
+	Files func(ctx context.Context) (io.ReadCloser, error)
+	// Timeout bounds the command (0: DefaultVerifyTimeout).
+	Timeout time.Duration
+	// MaxOutput bounds the output tail kept (0: DefaultVerifyOutput).
+	MaxOutput int
+}
+
+// VerifyInput is one verification: a lease from Provider and Spec, seeded
+// with Source (its archive; its Patch is the attempt's, applied with git
+// apply), graded by Verifier.
+type VerifyInput struct {
+	Provider sandbox.Provider
+	Spec     sandbox.Spec
+	Source   Seed
+	Verifier Verifier
+}
+
+// Verification is what a verifier said and how.
+type Verification struct {
+	// Verdict and Reward are carried at the top of a batch record; they
+	// are not part of this object's JSON.
+	Verdict Verdict  `json:"-"`
+	Reward  *float64 `json:"-"`
+	// ExitCode is the command's exit code (nil: it did not run or was
+	// killed).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// DurationMS is the verification's wall time: lease, copies, command.
+	DurationMS int64 `json:"duration_ms"`
+	// Output is the tail of the command's output (stdout and stderr).
+	Output string `json:"output,omitempty"`
+	// Error says why the verdict is error, or why a fail did not come
+	// from the command (a patch that does not apply).
+	Error string `json:"error,omitempty"`
+}
+
+// Verify runs one verification and returns its verdict; it never fails
+// otherwise. The lease is released before it returns. The reward is the
+// number the command wrote to the file named by $OUTPOST_REWARD_FILE (a
+// path in a fresh directory outside the workspace, made just before the
+// command runs, so the attempt's patch cannot plant it), else 1 for pass
+// and 0 for fail; an error has none.
+func Verify(ctx context.Context, in VerifyInput) *Verification {
+	start := time.Now()
+	v := &Verification{}
+	defer func() { v.DurationMS = time.Since(start).Milliseconds() }()
+	fail := func(verdict Verdict, format string, args ...any) *Verification {
+		v.Verdict, v.Error = verdict, fmt.Sprintf(format, args...)
+		if verdict == VerdictFail {
+			zero := 0.0
+			v.Reward = &zero
+		}
+		return v
+	}
+	vf := in.Verifier
+	if strings.TrimSpace(vf.Command) == "" {
+		return fail(VerdictError, "no verifier command")
+	}
+	if vf.Timeout <= 0 {
+		vf.Timeout = DefaultVerifyTimeout
+	}
+	if vf.MaxOutput <= 0 {
+		vf.MaxOutput = DefaultVerifyOutput
+	}
+	actx, cancel := context.WithTimeout(ctx, vf.Timeout+workspaceTimeout)
+	sb, err := in.Provider.Acquire(actx, in.Spec)
+	cancel()
+	if err != nil {
+		return fail(VerdictError, "acquire the verifier's sandbox: %v", err)
+	}
+	defer func() {
+		c, cancel := withCleanup(ctx)
+		_ = sb.Release(c)
+		cancel()
+	}()
+	if in.Source.Tar == nil {
+		return fail(VerdictError, "no source to verify")
+	}
+	// Copies and the patch: bounded apart from the command's timeout.
+	wctx, wcancel := context.WithTimeout(ctx, vf.Timeout+workspaceTimeout)
+	defer wcancel()
+	if err := copyArchive(wctx, sb, in.Source.Tar); err != nil {
+		return fail(VerdictError, "copy the source into the verifier's sandbox: %v", err)
+	}
+	if len(in.Source.Patch) > 0 {
+		if err := applyPatch(wctx, sb, in.Source.Patch); err != nil {
+			if ctx.Err() != nil || errors.Is(wctx.Err(), context.DeadlineExceeded) {
+				return fail(VerdictError, "apply the attempt's patch: %v", err)
+			}
+			return fail(VerdictFail, "the attempt's patch does not apply to the source: %v", err)
+		}
+	}
+	if vf.Files != nil {
+		if err := copyTestFiles(wctx, sb, vf.Files); err != nil {
+			return fail(VerdictError, "copy the test files into the verifier's sandbox: %v", err)
+		}
+	}
+	dir := newScratch(sb.Home())
+	td, err := materializeTurnFiles(wctx, sb, dir, nil)
+	defer func() {
+		c, cancel := withCleanup(ctx)
+		_ = td.Close(c)
+		cancel()
+	}()
+	if err != nil {
+		return fail(VerdictError, "make the reward directory: %v", err)
+	}
+	rewardFile := path.Join(dir, "reward")
+	cctx, ccancel := context.WithTimeout(ctx, vf.Timeout)
+	defer ccancel()
+	cmd := sandbox.Command{Args: []string{"sh", "-c", vf.Command}, Dir: sb.Root(),
+		Env: map[string]string{RewardFileEnv: rewardFile}}
+	st, out, err := execTail(cctx, sb, cmd, vf.MaxOutput)
+	v.Output = out
+	switch {
+	case ctx.Err() != nil:
+		return fail(VerdictError, "the verification was interrupted: %v", ctx.Err())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		return fail(VerdictError, "the verifier ran over its timeout of %s", vf.Timeout)
+	case err != nil:
+		return fail(VerdictError, "run the verifier: %v", err)
+	case st.OOMKilled || st.Signal != "":
+		return fail(VerdictError, "the verifier was %s", st)
+	}
+	code := st.Code
+	v.ExitCode = &code
+	if code == 126 || code == 127 {
+		return fail(VerdictError, "the verifier's command could not run (exit %d: not found or not executable)", code)
+	}
+	rctx, rcancel := withCleanup(ctx)
+	defer rcancel()
+	reward, found, rerr := readReward(rctx, sb, rewardFile)
+	if rerr != nil {
+		return fail(VerdictError, "%s: %v", RewardFileEnv, rerr)
+	}
+	v.Verdict = VerdictFail
+	if code == 0 {
+		v.Verdict = VerdictPass
+	}
+	if !found {
+		reward = 0
+		if code == 0 {
+			reward = 1
+		}
+	}
+	v.Reward = &reward
+	return v
+}
+
+// withCleanup is a bounded context for cleanup that outlives ctx's
+// cancellation.
+func withCleanup(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}
+
+// unlinkScript reads "TYPE PATH" lines (TYPE d for a directory, f for
+// anything else; parents before children) and removes, in the workspace
+// $1, what would make extracting the test files write elsewhere or fail: a
+// symbolic link at any of their paths, a file where a directory goes, a
+// directory where a file goes.
+const unlinkScript = `cd "$1" || exit 1
+while IFS= read -r line; do
+  t=${line%% *}; p=${line#* }
+  if [ -L "$p" ]; then rm -f -- "$p"
+  elif [ "$t" = d ] && [ -e "$p" ] && [ ! -d "$p" ]; then rm -f -- "$p"
+  elif [ "$t" != d ] && [ -d "$p" ]; then rm -rf -- "$p"
+  fi
+done`
+
+// copyTestFiles extracts the test files over the workspace so that they
+// win over whatever the patch did at their paths.
+func copyTestFiles(ctx context.Context, sb sandbox.Sandbox, files func(context.Context) (io.ReadCloser, error)) error {
+	rc, err := files(ctx)
+	if err != nil {
+		return err
+	}
+	var list bytes.Buffer
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			_ = rc.Close()
+			return err
+		}
+		name := strings.TrimSuffix(path.Clean(h.Name), "/")
+		if strings.ContainsAny(name, "\n\x00") || name == "." || strings.HasPrefix(name, "/") || strings.HasPrefix(name, "..") {
+			_ = rc.Close()
+			return fmt.Errorf("test file name %q", h.Name)
+		}
+		t := "f"
+		if h.Typeflag == tar.TypeDir {
+			t = "d"
+		}
+		list.WriteString(t + " " + name + "\n")
+	}
+	_ = rc.Close()
+	_, stderr, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", unlinkScript, "outpost-unlink", sb.Root()},
+		Stdin: list.Bytes()}, 0)
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
+		return fmt.Errorf("clear the test files' paths: %s: %s", st, strings.TrimSpace(stderr))
+	}
+	return copyArchive(ctx, sb, files)
+}
+
+// readReward reads the reward file: found is false when the verifier
+// wrote none; a file that holds no finite number is an error.
+func readReward(ctx context.Context, sb sandbox.Sandbox, file string) (float64, bool, error) {
+	script := `[ -e "$1" ] || exit 3; exec cat -- "$1"`
+	out, stderr, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", script, "outpost-reward", file}}, maxRewardBytes)
+	if err != nil {
+		return 0, false, fmt.Errorf("read the reward file: %w", err)
+	}
+	if st.Code == 3 {
+		return 0, false, nil
+	}
+	if !st.Success() {
+		return 0, false, fmt.Errorf("read the reward file: %s: %s", st, strings.TrimSpace(stderr))
+	}
+	if len(out) > maxRewardBytes {
+		return 0, false, fmt.Errorf("the reward file is over %d bytes: write one number", maxRewardBytes)
+	}
+	s := strings.TrimSpace(string(out))
+	f, perr := strconv.ParseFloat(s, 64)
+	if perr != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false, fmt.Errorf("the reward file holds %q, not a number", s)
+	}
+	return f, true, nil
+}
+
+// execTail runs cmd and returns its exit status and the tail (at most max
+// bytes) of its stdout and stderr together. When ctx ends the process is
+// closed (killed) and ctx's error returned, with the output so far.
+func execTail(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, max int) (sandbox.ExitStatus, string, error) {
+	p, err := sb.Exec(ctx, cmd)
+	if err != nil {
+		return sandbox.ExitStatus{}, "", err
+	}
+	defer p.Close()
+	tail := &tailBuffer{max: max}
+	type done struct {
+		st  sandbox.ExitStatus
+		err error
+	}
+	ch := make(chan done, 1)
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = io.Copy(tail, p.Stderr()) })
+		_, _ = io.Copy(tail, p.Stdout())
+		wg.Wait()
+		st, err := p.Wait()
+		ch <- done{st, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.st, tail.String(), d.err
+	case <-ctx.Done():
+		_ = p.Close()
+		return sandbox.ExitStatus{}, tail.String(), ctx.Err()
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it; safe for concurrent
+// writers.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+	cut bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.ToValidUTF8(string(t.b), "\uFFFD")
+	if t.cut {
+		s = "…" + s
+	}
+	return s
+}

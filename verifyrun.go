@@ -1,0 +1,99 @@
+package outpost
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/outpost-dev/outpost/agents"
+	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/source"
+)
+
+// Verify grades one attempt of job j with its verifier (j.Verify) in a
+// fresh lease of the runner's sandbox engine: the job's source at its
+// commit (the snapshot the agent's lease was made from), patch applied
+// with git apply (nil: the untouched source), the verifier's test files
+// copied over the workspace, then its command (see [harness.Verify]). The
+// lease takes the verifier's image (default the job's, then the runner's),
+// the job's resources, and network "none" unless the verifier names one
+// (the host sandbox, which isolates nothing, leaves the network as it is);
+// no credential and no CLI go into it. It is [batch.Options.Verify] for
+// [Runner.Batch]; it returns nil for a job without a verifier.
+func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness.Verification {
+	vs := j.Verify
+	if vs == nil {
+		return nil
+	}
+	errorf := func(err error, what string) *harness.Verification {
+		return &harness.Verification{Verdict: harness.VerdictError, Error: what + ": " + err.Error()}
+	}
+	if err := j.Compile(); err != nil {
+		return errorf(err, "the job")
+	}
+	snap, err := r.prepareSource(ctx, *j.Source)
+	if err != nil {
+		return errorf(err, "prepare the source")
+	}
+	vf := harness.Verifier{Command: vs.Command, Timeout: time.Duration(vs.Timeout)}
+	if vs.Files != "" {
+		files, err := r.prepareSource(ctx, source.Spec{Dir: vs.Files})
+		if err != nil {
+			return errorf(err, "the test files")
+		}
+		vf.Files = func(ctx context.Context) (io.ReadCloser, error) { return files.Tar(ctx), nil }
+	}
+	// No agent: the lease gets no CLI.
+	prov, spec, _, err := r.lease(ctx, agents.Agent{}, "")
+	if err != nil {
+		return errorf(err, "the verifier's sandbox")
+	}
+	hostPath := r.engineDelivery() == DeliverHostPath
+	switch {
+	case vs.Network != "":
+		spec.Network = vs.Network
+	case !hostPath:
+		// The host sandbox isolates nothing, the network included.
+		spec.Network = "none"
+	}
+	image := vs.Image
+	if image == "" {
+		image = j.Image
+	}
+	if image != "" || j.CPUs != 0 || j.Memory != 0 || j.Pids != 0 {
+		if hostPath {
+			// The host sandbox runs the verifier as it is, like the
+			// agent's turns: it has no image or limits to apply.
+			if image != "" {
+				return &harness.Verification{Verdict: harness.VerdictError,
+					Error: "the " + r.kind.Name + " sandbox cannot run the verifier's image " + image + ": run in an isolated sandbox (docker, podman or kubernetes)"}
+			}
+		} else {
+			if image != "" {
+				spec.Image = image
+			}
+			if j.CPUs > 0 {
+				spec.CPUs = j.CPUs
+			}
+			if j.Memory > 0 {
+				spec.MemoryBytes = int64(j.Memory)
+			}
+			if j.Pids > 0 {
+				spec.Pids = j.Pids
+			}
+		}
+	}
+	return harness.Verify(ctx, harness.VerifyInput{Provider: prov, Spec: spec, Verifier: vf,
+		Source: harness.Seed{Tar: func(ctx context.Context) (io.ReadCloser, error) { return snap.Tar(ctx), nil }, Patch: patch}})
+}
+
+// engineDelivery is the open engine's delivery.
+func (r *Runner) engineDelivery() Delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.engine == nil {
+		return ""
+	}
+	return r.engine.Delivery()
+}
