@@ -8,6 +8,7 @@ import (
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/source"
 )
 
@@ -49,7 +50,7 @@ func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness
 	if err != nil {
 		return errorf(err, "the verifier's sandbox")
 	}
-	hostPath := r.engineDelivery() == DeliverHostPath
+	hostPath := r.engineDelivery() == sandbox.DeliverHostPath
 	switch {
 	case vs.Network != "":
 		spec.Network = vs.Network
@@ -89,11 +90,11 @@ func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness
 }
 
 // engineDelivery is the open engine's delivery.
-func (r *Runner) engineDelivery() Delivery {
+func (r *Runner) engineDelivery() sandbox.DeliveryMode {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.engine == nil {
 		return ""
 	}
-	return r.engine.Delivery()
+	return r.engine.Delivery().Mode
 }
