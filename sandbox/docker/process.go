@@ -78,7 +78,7 @@ type process struct {
 	conn    types.HijackedResponse
 	started time.Time
 
-	stdout, stderr *bufPipe
+	stdout, stderr *leasekit.Pipe
 	stdin          *stdinWriter // nil unless keepStdin
 
 	streamDone chan struct{} // closed when the attach stream ended
@@ -179,8 +179,8 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 		pidBase:    pidBase,
 		conn:       conn,
 		started:    time.Now(),
-		stdout:     newBufPipe(),
-		stderr:     newBufPipe(),
+		stdout:     leasekit.NewPipe(),
+		stderr:     leasekit.NewPipe(),
 		streamDone: make(chan struct{}),
 		done:       make(chan struct{}),
 		closing:    make(chan struct{}),

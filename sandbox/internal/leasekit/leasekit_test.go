@@ -67,6 +67,20 @@ func TestPipe(t *testing.T) {
 	_, err = p.Write([]byte("x"))
 	assert.ErrorIs(t, err, io.ErrClosedPipe)
 
+	// A write larger than the buffer goes through while a reader drains it.
+	p = NewPipe()
+	big := bytes.Repeat([]byte("x"), PipeBuffer+10)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := p.Write(big)
+		p.CloseWrite()
+		wrote <- err
+	}()
+	got, err := io.ReadAll(p)
+	require.NoError(t, err)
+	require.NoError(t, <-wrote)
+	assert.Len(t, got, len(big))
+
 	// Close unblocks a blocked writer and readers.
 	p = NewPipe()
 	done := make(chan error, 1)
@@ -93,3 +107,4 @@ func TestSignals(t *testing.T) {
 	assert.Empty(t, LinuxSignalName(64))
 	assert.Equal(t, "SIGTERM", HostSignalName(syscall.SIGTERM))
 }
+
