@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
@@ -144,15 +143,6 @@ func TestHeaderRoundTrip(t *testing.T) {
 	assert.Equal(t, "the rest of stdin", parts[7], "the command's own input follows the header")
 	_, err = os.Stat(pwned)
 	assert.ErrorIs(t, err, os.ErrNotExist, "a value ran as code")
-}
-
-func TestStatusOf(t *testing.T) {
-	assert.Equal(t, sandbox.ExitStatus{Code: 0}, statusOf(0))
-	assert.Equal(t, sandbox.ExitStatus{Code: 3}, statusOf(3))
-	assert.Equal(t, sandbox.ExitStatus{Code: 128}, statusOf(128))
-	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, statusOf(137))
-	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGTERM"}, statusOf(143))
-	assert.Equal(t, sandbox.ExitStatus{Code: 200}, statusOf(200))
 }
 
 func TestParseUserAndNetwork(t *testing.T) {
