@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/outpost-dev/outpost/bootstrap"
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
@@ -243,8 +244,10 @@ func (e *dockerEngine) Lease(cli *Installed, workspace string) (sandbox.Provider
 	if spec.User == "" && e.root {
 		// Leases never run as root. When outpost does, the lease takes the
 		// workspace owner's ids so the agent can write its files.
-		if uid, gid, ok := owner(workspace); ok && uid != 0 && gid != 0 {
-			spec.User = fmt.Sprintf("%d:%d", uid, gid)
+		if fi, err := os.Stat(workspace); err == nil {
+			if uid, gid, ok := safefs.Owner(fi); ok && uid != 0 && gid != 0 {
+				spec.User = fmt.Sprintf("%d:%d", uid, gid)
+			}
 		}
 	}
 	return e.p, spec, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/internal/procowner"
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -115,7 +116,10 @@ func Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
 		}
 		dir := filepath.Join(opts.TempDir, e.Name())
 		fi, err := os.Lstat(dir)
-		if err != nil || !fi.IsDir() || !ownedByMe(fi) {
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if uid, _, ok := safefs.Owner(fi); !ok || uid != os.Geteuid() {
 			continue
 		}
 		lo := Leftover{Path: dir}
