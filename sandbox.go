@@ -190,13 +190,10 @@ func openDocker(ctx context.Context, o SandboxOptions, log *slog.Logger) (Sandbo
 	return e, err
 }
 
-// RootfulPodmanSocket is where a rootful Podman API service listens.
-const RootfulPodmanSocket = "/run/podman/podman.sock"
-
 func openPodman(ctx context.Context, o SandboxOptions, log *slog.Logger) (SandboxEngine, error) {
 	ep := o.Engine
 	if ep.Host == "" {
-		ep.Host = "unix://" + RootfulPodmanSocket
+		ep.Host = "unix://" + docker.RootfulPodmanSocket
 	}
 	e, err := openEngine(ctx, ep, o, log)
 	if err != nil && outposterr.Is(err, outposterr.Sandbox) {

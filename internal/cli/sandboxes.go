@@ -77,8 +77,9 @@ func dockerEndpoint(f *Factory) (docker.Endpoint, error) {
 	return e, nil
 }
 
-// rootfulPodmanSocket is where a rootful Podman API service listens.
-var rootfulPodmanSocket = "/run/podman/podman.sock"
+// rootfulPodmanSocket is where a rootful Podman API service listens (a
+// variable so tests can move it).
+var rootfulPodmanSocket = docker.RootfulPodmanSocket
 
 // podmanEndpoint finds Podman's API service: CONTAINER_HOST, else the
 // rootful socket /run/podman/podman.sock, else the rootless one under
