@@ -213,15 +213,15 @@ func TestLeftoverDecisions(t *testing.T) {
 		return &Leftover{Labels: map[string]string{LabelOwnerPID: pid, LabelOwnerHost: host, LabelOwnerStart: start},
 			Heartbeat: hb, Created: now.Add(-time.Hour)}
 	}
-	assert.False(t, leftover(lo("42", "here", "7", time.Time{}), opts), "live owner")
+	assert.False(t, leftover(lo("42", "here", "7", time.Time{}), opts.policy()), "live owner")
 	l := lo("42", "here", "8", time.Time{})
-	assert.True(t, leftover(l, opts), "pid reused")
+	assert.True(t, leftover(l, opts.policy()), "pid reused")
 	assert.Contains(t, l.Reason, "42 is gone")
-	assert.True(t, leftover(lo("43", "here", "", time.Time{}), opts), "dead owner")
-	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Minute)), opts), "foreign, fresh heartbeat")
-	assert.True(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts), "foreign, stale heartbeat")
+	assert.True(t, leftover(lo("43", "here", "", time.Time{}), opts.policy()), "dead owner")
+	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Minute)), opts.policy()), "foreign, fresh heartbeat")
+	assert.True(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts.policy()), "foreign, stale heartbeat")
 	opts.Grace = -1
-	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts), "negative grace: never")
+	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts.policy()), "negative grace: never")
 }
 
 // syncArchive builds a sync archive: the manifest, then entries.
