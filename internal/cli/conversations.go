@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +19,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/conversation"
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -233,9 +232,10 @@ func importFile(ctx context.Context, reg *agents.Registry, s *conversation.FileS
 		return conversation.Manifest{}, outposterr.Wrap(outposterr.Configuration, err, "import")
 	}
 	defer fh.Close()
-	br := bufio.NewReaderSize(fh, 64<<10)
-	head, err := readLineMax(br, len(exportMagic)+conversation.MaxManifestBytes)
-	if err != nil || !bytes.HasPrefix(head, []byte(exportMagic)) {
+	lr := lines.NewReader(fh, len(exportMagic)+conversation.MaxManifestBytes)
+	lr.OversizedAtOnce()
+	head, over, err := lr.Next()
+	if err != nil || over || !lr.Ended() || !bytes.HasPrefix(head, []byte(exportMagic)) {
 		return conversation.Manifest{}, outposterr.New(outposterr.Session, "%s is not an Outpost conversation export", file)
 	}
 	m, err := conversation.ParseManifest(head[len(exportMagic):])
@@ -254,25 +254,6 @@ func importFile(ctx context.Context, reg *agents.Registry, s *conversation.FileS
 		return m, outposterr.New(outposterr.Session, "import %s: agent %s keeps no conversations", file, m.Agent)
 	}
 	return s.SaveWith(ctx, conversation.Manifest{ID: m.ID, Agent: m.Agent, CLIVersion: m.CLIVersion, Parent: m.Parent,
-		Cwd: m.Cwd, Failed: m.Failed, UsageTotal: m.UsageTotal}, br,
+		Cwd: m.Cwd, Failed: m.Failed, UsageTotal: m.UsageTotal}, lr.Rest(),
 		conversation.SaveOptions{Allow: conversation.Allowlist(st, m.ID, m.Cwd), SHA256: m.SHA256, NoReplace: !replace})
-}
-
-// readLineMax reads one line (without its newline) of at most max bytes.
-func readLineMax(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > max+1 {
-			return nil, fmt.Errorf("line longer than %d bytes", max)
-		}
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return line[:len(line)-1], nil
-	}
 }

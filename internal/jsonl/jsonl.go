@@ -4,13 +4,14 @@
 package jsonl
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/outpost-dev/outpost/internal/lines"
 )
 
 // LineError is one malformed line.
@@ -96,15 +97,14 @@ func Decode[T any](r io.Reader, name string, opts Options, fn func(line int, v T
 			bad.Lines = append(bad.Lines, LineError{Line: n, Err: err})
 		}
 	}
-	br := bufio.NewReaderSize(r, 64<<10)
+	lr := lines.NewReader(r, opts.MaxLine)
 	for n := 1; ; n++ {
-		line, over, complete, err := readLine(br, opts.MaxLine)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return res, err
-		}
-		eof := errors.Is(err, io.EOF)
-		if eof && len(line) == 0 && !over {
+		line, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			return res, err
 		}
 		if opts.MaxLines > 0 && res.Lines >= opts.MaxLines {
 			res.Truncated = true
@@ -118,7 +118,7 @@ func Decode[T any](r io.Reader, name string, opts Options, fn func(line int, v T
 		default:
 			var v T
 			switch derr := json.Unmarshal(t, &v); {
-			case derr != nil && !complete && eof:
+			case derr != nil && !lr.Ended():
 				res.Torn = true
 			case derr != nil:
 				report(n, derr)
@@ -129,36 +129,9 @@ func Decode[T any](r io.Reader, name string, opts Options, fn func(line int, v T
 				}
 			}
 		}
-		if eof {
-			break
-		}
 	}
 	if bad.Count > 0 {
 		return res, bad
 	}
 	return res, nil
-}
-
-// readLine reads one line without its newline. over is set (and the line
-// discarded up to its end) when it is longer than max; complete when it
-// ended with a newline.
-func readLine(br *bufio.Reader, max int) (line []byte, over, complete bool, err error) {
-	for {
-		frag, e := br.ReadSlice('\n')
-		if !over {
-			if len(line)+len(frag) > max+1 { // +1: the newline
-				over, line = true, nil
-			} else {
-				line = append(line, frag...)
-			}
-		}
-		switch {
-		case e == nil:
-			return bytes.TrimSuffix(line, []byte("\n")), over, true, nil
-		case errors.Is(e, bufio.ErrBufferFull):
-			continue
-		default:
-			return line, over, false, e
-		}
-	}
 }

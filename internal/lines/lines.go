@@ -20,6 +20,7 @@ type Reader struct {
 	buf    []byte
 	stop   func() error
 	atOnce bool // report an oversized line as soon as it passes the bound
+	ended  bool // the last line Next returned ended with a newline
 }
 
 // NewReader returns a Reader over r whose lines are at most max bytes
@@ -52,6 +53,7 @@ func (r *Reader) Next() (line []byte, oversized bool, err error) {
 		r.buf = nil // a long line's buffer is not kept for the short ones after it
 	}
 	r.buf = r.buf[:0]
+	r.ended = false
 	over := false
 	for {
 		if r.stop != nil {
@@ -85,12 +87,22 @@ func (r *Reader) Next() (line []byte, oversized bool, err error) {
 		b := r.buf
 		if n := len(b); n > 0 && b[n-1] == '\n' {
 			b = b[:n-1]
+			r.ended = true
 		} else if len(b) > r.max {
 			return nil, true, nil
 		}
 		return b, false, nil
 	}
 }
+
+// Ended reports whether the last line Next returned ended with a newline:
+// false for a last line the input stopped in (a writer that crashed
+// mid-line, a header without its end).
+func (r *Reader) Ended() bool { return r.ended }
+
+// Rest returns the input after the last line Next returned, buffered bytes
+// included, for a caller that reads a header line and then a stream.
+func (r *Reader) Rest() io.Reader { return r.br }
 
 // grow makes room for n more bytes. Past 1 MiB a line's buffer goes
 // straight to the bound: appending in small steps would leave tens of MiB

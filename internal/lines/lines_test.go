@@ -125,3 +125,25 @@ func TestOversizedAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, over)
 }
+
+// TestEndedAndRest: a caller can tell a last line the input stopped in from
+// a whole one, and read on after a header line as a stream.
+func TestEndedAndRest(t *testing.T) {
+	lr := NewReader(strings.NewReader("head\nbody bytes"), 8)
+	l, over, err := lr.Next()
+	require.NoError(t, err)
+	assert.False(t, over)
+	assert.Equal(t, "head", string(l))
+	assert.True(t, lr.Ended())
+	rest, err := io.ReadAll(lr.Rest())
+	require.NoError(t, err)
+	assert.Equal(t, "body bytes", string(rest))
+
+	lr = NewReader(strings.NewReader("a\ntorn"), 0)
+	_, _, _ = lr.Next()
+	assert.True(t, lr.Ended())
+	l, _, err = lr.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "torn", string(l))
+	assert.False(t, lr.Ended(), "the input stopped in this line")
+}

@@ -39,11 +39,5 @@ func Alive(pid int, start string) bool {
 	return now == "" || now == start
 }
 
-// Gone reports whether o is a process of host that no longer runs. An
-// owner of another host, or one without a pid, cannot be judged: not gone.
-func (o Owner) Gone(host string) bool {
-	return o.PID > 0 && o.Host == host && !Alive(o.PID, o.Start)
-}
-
 // String is "pid@host".
 func (o Owner) String() string { return strconv.Itoa(o.PID) + "@" + o.Host }

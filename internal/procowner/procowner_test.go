@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,11 +19,15 @@ func TestAlive(t *testing.T) {
 		assert.False(t, Alive(self.PID, "not-"+self.Start), "a reused pid is not the owner")
 	}
 	assert.False(t, Alive(0, ""))
-	assert.False(t, self.Gone(self.Host))
-	assert.False(t, Owner{PID: self.PID + 1, Host: "elsewhere"}.Gone(self.Host), "another host's owner cannot be judged")
+	pol := Policy{Hostname: self.Host}
+	pol.Defaults(-1)
+	_, left := pol.Leftover(self, time.Time{}, "it")
+	assert.False(t, left, "this process owns its resources")
+	_, left = pol.Leftover(Owner{PID: self.PID + 1, Host: "elsewhere"}, time.Time{}, "it")
+	assert.False(t, left, "another host's owner cannot be judged")
 
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
-	dead := Owner{PID: cmd.Process.Pid, Host: self.Host, Start: "1"}
-	assert.True(t, dead.Gone(self.Host))
+	_, left = pol.Leftover(Owner{PID: cmd.Process.Pid, Host: self.Host, Start: "1"}, time.Time{}, "it")
+	assert.True(t, left, "a dead owner's resources are left over")
 }

@@ -6,4 +6,5 @@ import "io/fs"
 
 const openNonblock = 0
 
-func fileOwner(fs.FileInfo) (int, bool) { return 0, false }
+// Owner is unknown on this platform.
+func Owner(fs.FileInfo) (uid, gid int, ok bool) { return 0, 0, false }

@@ -195,7 +195,7 @@ func ReadAllMax(r io.Reader, max int64) ([]byte, error) {
 // lease running as another user included. Where ownership is unknown
 // (non-Unix systems) it accepts.
 func CheckOwner(where string, fi fs.FileInfo) error {
-	uid, ok := fileOwner(fi)
+	uid, _, ok := Owner(fi)
 	if !ok {
 		return nil
 	}

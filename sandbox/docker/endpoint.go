@@ -13,6 +13,9 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
+// RootfulPodmanSocket is where a rootful Podman API service listens.
+const RootfulPodmanSocket = "/run/podman/podman.sock"
+
 // Endpoint says where a Docker-compatible engine is and how to reach it.
 // The library reads no environment: the outpost command fills it from
 // DOCKER_HOST, DOCKER_CERT_PATH and DOCKER_TLS_VERIFY (or, for --sandbox

@@ -129,31 +129,6 @@ func TestParseUserAndNetwork(t *testing.T) {
 	}
 }
 
-func TestBufPipe(t *testing.T) {
-	p := newBufPipe()
-	big := bytes.Repeat([]byte("x"), pipeBuffer+10)
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Write(big)
-		p.CloseWrite()
-		done <- err
-	}()
-	got, err := io.ReadAll(p)
-	require.NoError(t, err)
-	require.NoError(t, <-done)
-	assert.Len(t, got, len(big))
-
-	// Close unblocks a blocked writer and readers.
-	p = newBufPipe()
-	go func() { _, err := p.Write(big); done <- err }()
-	time.Sleep(20 * time.Millisecond)
-	p.Close()
-	assert.ErrorIs(t, <-done, io.ErrClosedPipe)
-	n, err := p.Read(make([]byte, 1))
-	assert.Zero(t, n)
-	assert.ErrorIs(t, err, io.EOF)
-}
-
 // fakeReapClient is an in-memory engine for reaper decisions.
 type fakeReapClient struct {
 	containers []container.Summary

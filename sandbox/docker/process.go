@@ -70,22 +70,16 @@ type execSpec struct {
 	keepStdin bool
 }
 
-// process is a running exec; it implements [sandbox.Process].
+// process is a running exec; it implements [sandbox.Process] with the
+// shared [leasekit.Proc].
 type process struct {
+	*leasekit.Proc
 	l       *lease
 	execID  string
-	pidBase string
 	conn    types.HijackedResponse
 	started time.Time
 
-	stdout, stderr *bufPipe
-	stdin          *stdinWriter // nil unless keepStdin
-
 	streamDone chan struct{} // closed when the attach stream ended
-	done       chan struct{} // closed when the exit was observed (or given up)
-	closing    chan struct{} // closed by Close
-	closeOnce  sync.Once
-	closeErr   error
 
 	mu      sync.Mutex
 	natural bool // the stream ended with EOF, not by our Close or an error
@@ -94,9 +88,6 @@ type process struct {
 	// group (the engine then cuts it about two seconds later).
 	streamFirst bool
 	streamErr   error
-	killed      bool // Outpost sent SIGKILL to the group
-	status      sandbox.ExitStatus
-	waitErr     error
 }
 
 var _ sandbox.Process = (*process)(nil)
@@ -176,21 +167,17 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	p := &process{
 		l:          l,
 		execID:     created.ID,
-		pidBase:    pidBase,
 		conn:       conn,
 		started:    time.Now(),
-		stdout:     newBufPipe(),
-		stderr:     newBufPipe(),
 		streamDone: make(chan struct{}),
-		done:       make(chan struct{}),
-		closing:    make(chan struct{}),
 	}
+	p.Proc = leasekit.NewProc(pidBase, signalScript, p.sendSignal)
 	go p.copyOutput()
 	if es.stdin != nil {
 		ready := make(chan struct{})
 		go p.writeStdin(es.stdin, !es.keepStdin, ready)
 		if es.keepStdin {
-			p.stdin = &stdinWriter{p: p, ready: ready}
+			p.SetStdin(&stdinWriter{p: p, ready: ready})
 		}
 	}
 	go p.watch(ctx)
@@ -199,9 +186,9 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 
 // copyOutput demultiplexes the attach stream into the stdout/stderr pipes.
 func (p *process) copyOutput() {
-	_, err := stdcopy.StdCopy(p.stdout, p.stderr, p.conn.Reader)
-	p.stdout.CloseWrite()
-	p.stderr.CloseWrite()
+	_, err := stdcopy.StdCopy(p.Out(), p.Err(), p.conn.Reader)
+	p.Out().CloseWrite()
+	p.Err().CloseWrite()
 	p.mu.Lock()
 	p.natural = err == nil
 	p.streamErr = err
@@ -228,11 +215,11 @@ func (p *process) writeStdin(r io.Reader, closeAfter bool, ready chan struct{}) 
 // open nor a caller that stops reading delays Wait. A done context kills the
 // process group.
 func (p *process) watch(ctx context.Context) {
-	defer close(p.done)
+	defer p.Finish()
 	delay := minPoll
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
-	streamDone, ctxDone, closing := p.streamDone, ctx.Done(), p.closing
+	streamDone, ctxDone, closing := p.streamDone, ctx.Done(), p.Closing()
 	var giveUp <-chan time.Time
 	streamEnded := false
 	sawPid := false // Podman: the exec was seen running
@@ -247,7 +234,7 @@ func (p *process) watch(ctx context.Context) {
 		case <-timer.C:
 		case <-ctxDone:
 			ctxDone = nil
-			if err := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
+			if err := p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
 				p.l.p.log.Debug("kill on cancel", "exec", shortID(p.execID), "err", err)
 			}
 			giveUp = time.After(p.l.p.opts.OpTimeout)
@@ -259,7 +246,7 @@ func (p *process) watch(ctx context.Context) {
 			}
 			delay = minPoll
 		case <-giveUp:
-			p.setExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox, "exec %s did not report its exit within %s", shortID(p.execID), p.l.p.opts.OpTimeout))
+			p.SetExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox, "exec %s did not report its exit within %s", shortID(p.execID), p.l.p.opts.OpTimeout))
 			return
 		}
 		ictx, cancel := p.l.p.opCtx(context.WithoutCancel(ctx))
@@ -273,12 +260,12 @@ func (p *process) watch(ctx context.Context) {
 			if !p.l.releasing.Load() {
 				werr = outposterr.Wrap(outposterr.Sandbox, err, "exec %s vanished: container %s removed", shortID(p.execID), shortID(p.l.id))
 			}
-			p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, werr)
+			p.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, werr)
 			return
 		case err != nil:
 			failures++
 			if failures >= 5 {
-				p.setExit(sandbox.ExitStatus{Code: -1}, engineError(err, "inspect exec %s", shortID(p.execID)))
+				p.SetExit(sandbox.ExitStatus{Code: -1}, engineError(err, "inspect exec %s", shortID(p.execID)))
 				return
 			}
 		case p.l.p.flavor == flavorPodman:
@@ -335,7 +322,7 @@ func (p *process) podmanState(ctx context.Context, sawPid, streamEnded bool, cod
 	case ambiguous && sawPid:
 		return execExited
 	}
-	out, err := p.l.quick(context.WithoutCancel(ctx), []string{"sh", "-c", probeScript, "outpost-probe", p.pidBase})
+	out, err := p.l.quick(context.WithoutCancel(ctx), []string{"sh", "-c", probeScript, "outpost-probe", p.PIDBase()})
 	switch {
 	case err != nil:
 		// The container is going away: nothing runs any more.
@@ -371,95 +358,32 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 		if serr != nil {
 			werr = outposterr.Wrap(outposterr.Sandbox, serr, "exec did not start in %s (exit %d)", shortID(p.l.id), code)
 		}
-		p.setExit(st, werr)
+		p.SetExit(st, werr)
 		return
 	}
 	if code != 0 {
 		// A SIGKILL Outpost did not send is most likely the OOM killer: ask
 		// about the trailing event twice.
-		p.mu.Lock()
-		likely := code == 128+9 && !p.killed && !p.l.releasing.Load()
-		p.mu.Unlock()
+		likely := code == 128+9 && !p.Killed() && !p.l.releasing.Load()
 		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, likely)
 	}
-	if code > 128 && code <= 128+31 {
-		if name := leasekit.LinuxSignalName(code - 128); name != "" {
-			st.Code, st.Signal = -1, name
-		}
+	if dec := leasekit.StatusOf(code); dec.Signal != "" {
+		st.Code, st.Signal = dec.Code, dec.Signal
 	}
-	p.setExit(st, nil)
+	p.SetExit(st, nil)
 }
 
-func (p *process) setExit(st sandbox.ExitStatus, err error) {
-	p.mu.Lock()
-	p.status, p.waitErr = st, err
-	p.mu.Unlock()
-}
-
-// Stdout implements [sandbox.Process].
-func (p *process) Stdout() io.Reader { return p.stdout }
-
-// Stderr implements [sandbox.Process].
-func (p *process) Stderr() io.Reader { return p.stderr }
-
-// Stdin implements [sandbox.Process].
-func (p *process) Stdin() io.WriteCloser {
-	if p.stdin == nil {
-		return nil
-	}
-	return p.stdin
-}
-
-// Wait implements [sandbox.Process]. The error is about waiting (the engine
-// failed, the container vanished under the process); a process ended by the
-// caller's context or by Release has a status (SIGKILL) and no error.
-func (p *process) Wait() (sandbox.ExitStatus, error) {
-	<-p.done
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.status, p.waitErr
-}
-
-// Signal implements [sandbox.Process]: a short exec signals the whole group.
-func (p *process) Signal(sig syscall.Signal) error {
-	if sig == 0 {
-		return nil
-	}
-	switch sig {
-	case syscall.SIGTERM, syscall.SIGKILL, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
-		return p.signal(context.Background(), sig, true, false)
-	}
-	return p.signal(context.Background(), sig, false, false)
-}
-
-// signal runs signalScript for sig. Not-found and conflict (container gone or
-// stopped) mean there is nothing left to signal.
-func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bool) error {
-	name := leasekit.HostSignalName(sig)
-	if name == "" {
-		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
-	}
-	if sig == syscall.SIGKILL {
-		p.mu.Lock()
-		p.killed = true
-		p.mu.Unlock()
-	}
-	argv := []string{"sh", "-c", signalScript, "outpost-signal", p.pidBase, name[3:], flag(mark), flag(clean)}
+// sendSignal runs the signal script's argv. Not-found and conflict
+// (container gone or stopped) mean there is nothing left to signal.
+func (p *process) sendSignal(ctx context.Context, argv []string) error {
 	_, err := p.l.quick(ctx, argv)
 	if err != nil && (cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)) {
 		return nil
 	}
 	if err != nil {
-		return engineError(err, "signal %s in %s", name, shortID(p.l.id))
+		return engineError(err, "signal SIG%s in %s", argv[5], shortID(p.l.id))
 	}
 	return nil
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }
 
 // Close implements [sandbox.Process]. It kills what is left of the process
@@ -471,32 +395,15 @@ func flag(b bool) string {
 // exec's output the engine delays the exit of later execs by about two
 // seconds.
 func (p *process) Close() error {
-	p.closeOnce.Do(func() {
-		close(p.closing)
-		exited := isClosed(p.done)
+	return p.CloseWith(func() bool {
+		exited := leasekit.IsClosed(p.Done())
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		// Podman ends the attach stream when the exec's own process exits,
 		// even while a grandchild holds the output, so its streams say
 		// nothing about leftovers: the group is always killed there.
-		clean := exited && p.natural && p.streamFirst && p.l.p.flavor != flavorPodman
-		p.mu.Unlock()
-		if !clean {
-			p.closeErr = p.signal(context.Background(), syscall.SIGKILL, true, true)
-		}
-		p.conn.Close()
-		p.stdout.Close()
-		p.stderr.Close()
-	})
-	return p.closeErr
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+		return !(exited && p.natural && p.streamFirst && p.l.p.flavor != flavorPodman)
+	}, p.conn.Close)
 }
 
 // stdinWriter is the live stdin of a process started with KeepStdinOpen.

@@ -538,7 +538,7 @@ func hideMounts(dir string, ws os.FileInfo, hide []string, mounts []mount.Mount)
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "hide %s from the sandbox", h)
 		}
 		if errors.Is(statErr, fs.ErrNotExist) && os.Geteuid() == 0 {
-			if uid, gid, ok := fileOwner(ws); ok {
+			if uid, gid, ok := safefs.Owner(ws); ok {
 				_ = r.Chown(".", uid, gid)
 			}
 		}

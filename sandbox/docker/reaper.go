@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"time"
 
@@ -76,18 +75,7 @@ type Leftover struct {
 // It returns every leftover found; removal errors are joined, and a resource
 // already gone counts as removed.
 func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, error) {
-	if opts.Grace == 0 {
-		opts.Grace = DefaultReapGrace
-	}
-	if opts.Hostname == "" {
-		opts.Hostname, _ = os.Hostname()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Alive == nil {
-		opts.Alive = procowner.Alive
-	}
+	pol := opts.policy()
 	managed := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
 	var (
 		out  []Leftover
@@ -104,7 +92,7 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 			name = c.Names[0]
 		}
 		lo := Leftover{Kind: "container", ID: c.ID, Name: name, Labels: c.Labels, Created: time.Unix(c.Created, 0)}
-		if !leftover(&lo, opts) {
+		if !leftover(&lo, pol) {
 			continue
 		}
 		if !opts.DryRun {
@@ -128,7 +116,7 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 			}
 			created, _ := time.Parse(time.RFC3339Nano, v.CreatedAt)
 			lo := Leftover{Kind: "volume", ID: v.Name, Name: v.Name, Labels: v.Labels, Created: created}
-			if !leftover(&lo, opts) {
+			if !leftover(&lo, pol) {
 				continue
 			}
 			if !opts.DryRun {
@@ -149,7 +137,7 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 	} else {
 		for _, n := range ns {
 			lo := Leftover{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created}
-			if !leftover(&lo, opts) {
+			if !leftover(&lo, pol) {
 				continue
 			}
 			if !opts.DryRun {
@@ -169,23 +157,18 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 	return out, nil
 }
 
+// policy is how Reap judges owners: opts with the defaults filled in.
+func (o ReapOptions) policy() procowner.Policy {
+	pol := procowner.Policy{Grace: o.Grace, Hostname: o.Hostname, Now: o.Now, Alive: o.Alive}
+	pol.Defaults(DefaultReapGrace)
+	return pol
+}
+
 // leftover decides whether lo has lost its owner and sets lo.Reason.
-func leftover(lo *Leftover, opts ReapOptions) bool {
-	pid, err := strconv.Atoi(lo.Labels[LabelOwnerPID])
-	host := lo.Labels[LabelOwnerHost]
-	if err == nil && pid > 0 && host == opts.Hostname {
-		if opts.Alive(pid, lo.Labels[LabelOwnerStart]) {
-			return false
-		}
-		lo.Reason = "owner process " + strconv.Itoa(pid) + " is gone"
-		return true
-	}
-	if opts.Grace < 0 || lo.Created.IsZero() {
-		return false
-	}
-	if age := opts.Now().Sub(lo.Created); age > opts.Grace {
-		lo.Reason = "owner cannot be checked here and it is older than " + opts.Grace.String()
-		return true
-	}
-	return false
+func leftover(lo *Leftover, pol procowner.Policy) bool {
+	pid, _ := strconv.Atoi(lo.Labels[LabelOwnerPID])
+	o := procowner.Owner{PID: pid, Host: lo.Labels[LabelOwnerHost], Start: lo.Labels[LabelOwnerStart]}
+	var left bool
+	lo.Reason, left = pol.Leftover(o, lo.Created, "it")
+	return left
 }

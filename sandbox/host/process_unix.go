@@ -56,9 +56,3 @@ func supported() error { return nil }
 func openNoFollow(name string) (*os.File, error) {
 	return os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 }
-
-// ownedByMe reports whether fi belongs to this process's user.
-func ownedByMe(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
-}

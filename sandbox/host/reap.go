@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/internal/procowner"
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -90,15 +91,8 @@ func Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
 	if opts.TempDir == "" {
 		opts.TempDir = os.TempDir()
 	}
-	if opts.Grace == 0 {
-		opts.Grace = DefaultReapGrace
-	}
-	if opts.Hostname == "" {
-		opts.Hostname, _ = os.Hostname()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	pol := procowner.Policy{Grace: opts.Grace, Hostname: opts.Hostname, Now: opts.Now}
+	pol.Defaults(DefaultReapGrace)
 	entries, err := os.ReadDir(opts.TempDir)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Sandbox, err, "list %s", opts.TempDir)
@@ -115,11 +109,14 @@ func Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
 		}
 		dir := filepath.Join(opts.TempDir, e.Name())
 		fi, err := os.Lstat(dir)
-		if err != nil || !fi.IsDir() || !ownedByMe(fi) {
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if uid, _, ok := safefs.Owner(fi); !ok || uid != os.Geteuid() {
 			continue
 		}
 		lo := Leftover{Path: dir}
-		if !leftover(&lo, fi, opts) {
+		if !leftover(&lo, fi, pol) {
 			continue
 		}
 		if !opts.DryRun {
@@ -139,29 +136,17 @@ func Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
 
 // leftover decides whether the lease directory lo.Path (info fi) has lost
 // its owner and sets lo.Owner and lo.Reason.
-func leftover(lo *Leftover, fi fs.FileInfo, opts ReapOptions) bool {
+func leftover(lo *Leftover, fi fs.FileInfo, pol procowner.Policy) bool {
 	created := fi.ModTime()
 	if rec, ok := readOwner(lo.Path); ok {
 		lo.Owner = rec.Owner
 		if !rec.Created.IsZero() {
 			created = rec.Created
 		}
-		if rec.Owner.Host == opts.Hostname && rec.Owner.PID > 0 {
-			if !rec.Owner.Gone(opts.Hostname) {
-				return false
-			}
-			lo.Reason = fmt.Sprintf("owner process %d is gone", rec.Owner.PID)
-			return true
-		}
 	}
-	if opts.Grace < 0 {
-		return false
-	}
-	if age := opts.Now().Sub(created); age > opts.Grace {
-		lo.Reason = "owner cannot be checked here and it is older than " + opts.Grace.String()
-		return true
-	}
-	return false
+	var left bool
+	lo.Reason, left = pol.Leftover(lo.Owner, created, "it")
+	return left
 }
 
 // readOwner reads a lease directory's owner record: a regular file (never

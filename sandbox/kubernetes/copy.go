@@ -70,7 +70,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	if ferr := leasekit.SafeTar(pw, r); ferr != nil {
 		// Kill tar before it sees the end of its input and finishes a
 		// partial extraction.
-		kerr := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
+		kerr := p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
 		pw.CloseWithError(ferr)
 		st, _ := p.Wait()
 		leasekit.AwaitOutput(done)

@@ -99,31 +99,23 @@ type execSpec struct {
 	syncAfter bool // sync the workspace back when the process ends
 }
 
-// process is a running exec; it implements [sandbox.Process].
+// process is a running exec; it implements [sandbox.Process] with the
+// shared [leasekit.Proc].
 type process struct {
-	l       *lease
-	pidBase string
+	*leasekit.Proc
+	l *lease
 
-	stdout, stderr *leasekit.Pipe
-	filter         *markerFilter
-	stdin          *stdinWriter // nil unless live
-	stdinPipe      *io.PipeWriter
+	filter    *markerFilter
+	stdinPipe *io.PipeWriter // nil unless live
 
 	cancelStream context.CancelFunc
 	streamDone   chan struct{} // closed when the exec stream ended
 	started      chan struct{} // closed when the start marker arrived
 	exited       chan struct{} // closed when the exit marker arrived
-	done         chan struct{} // closed when the status is final
-	closing      chan struct{} // closed by Close
-	closeOnce    sync.Once
-	closeErr     error
 
 	mu        sync.Mutex
 	streamErr error
 	marker    exitMarker
-	killed    bool // Outpost sent SIGKILL to the group
-	status    sandbox.ExitStatus
-	waitErr   error
 }
 
 var _ sandbox.Process = (*process)(nil)
@@ -256,20 +248,16 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	id := uuid.NewString()
 	nonce := strings.ReplaceAll(id, "-", "")
 	pidBase := "/tmp/outpost-" + id
-	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase, dir, flag(es.syncAfter)}, es.args...)
+	argv := append([]string{"sh", "-c", wrapperScript, "outpost-exec", pidBase, dir, leasekit.Flag(es.syncAfter)}, es.args...)
 	ex := l.executor(argv, true)
 	p := &process{
 		l:          l,
-		pidBase:    pidBase,
-		stdout:     leasekit.NewPipe(),
-		stderr:     leasekit.NewPipe(),
 		streamDone: make(chan struct{}),
 		started:    make(chan struct{}),
 		exited:     make(chan struct{}),
-		done:       make(chan struct{}),
-		closing:    make(chan struct{}),
 	}
-	p.filter = newMarkerFilter(p.stderr, nonce, func() { close(p.started) }, p.onMarker)
+	p.Proc = leasekit.NewProc(pidBase, signalScript, p.sendSignal)
+	p.filter = newMarkerFilter(p.Err(), nonce, func() { close(p.started) }, p.onMarker)
 	input := []io.Reader{bytes.NewReader(header(nonce, es.env)), bytes.NewReader(es.stdin)}
 	switch {
 	case es.stream != nil:
@@ -277,7 +265,7 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	case es.live:
 		pr, pw := io.Pipe()
 		p.stdinPipe = pw
-		p.stdin = &stdinWriter{w: pw}
+		p.SetStdin(&stdinWriter{w: pw})
 		input = append(input, pr)
 	}
 	// The stream carries the exit status, so it outlives the caller's
@@ -287,12 +275,12 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	go func() {
 		err := ex.StreamWithContext(sctx, remotecommand.StreamOptions{
 			Stdin:  io.MultiReader(input...),
-			Stdout: p.stdout,
+			Stdout: p.Out(),
 			Stderr: p.filter,
 		})
 		p.filter.Flush()
-		p.stdout.CloseWrite()
-		p.stderr.CloseWrite()
+		p.Out().CloseWrite()
+		p.Err().CloseWrite()
 		p.mu.Lock()
 		p.streamErr = err
 		p.mu.Unlock()
@@ -316,7 +304,7 @@ func (p *process) waitStarted(ctx context.Context) error {
 	select {
 	case <-p.started:
 		return nil
-	case <-p.done:
+	case <-p.Done():
 		select {
 		case <-p.started:
 			return nil
@@ -343,23 +331,23 @@ func (p *process) onMarker(m exitMarker) {
 // end of the stream; a done context kills the process group; a pod that is
 // deleted or ends fails the process at once.
 func (p *process) watch(ctx context.Context, syncAfter bool) {
-	defer close(p.done)
+	defer p.Finish()
 	l := p.l
-	ctxDone, closing := ctx.Done(), p.closing
+	ctxDone, closing := ctx.Done(), p.Closing()
 	var giveUp <-chan time.Time
 	for {
 		select {
 		case <-p.exited:
 			p.mu.Lock()
-			m, killed := p.marker, p.killed
+			m := p.marker
 			p.mu.Unlock()
-			st := statusOf(m.code)
-			st.OOMKilled = m.oomKills > 0 && !killed
+			st := leasekit.StatusOf(m.code)
+			st.OOMKilled = m.oomKills > 0 && !p.Killed()
 			var err error
 			if syncAfter && m.changed && !l.releasing.Load() {
 				err = l.syncWorkspace(context.WithoutCancel(ctx))
 			}
-			p.setExit(st, err)
+			p.SetExit(st, err)
 			return
 		case <-p.streamDone:
 			select {
@@ -367,25 +355,25 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 				continue // the marker came with the last bytes
 			default:
 			}
-			p.setExit(p.streamEnd(ctx))
+			p.SetExit(p.streamEnd(ctx))
 			return
 		case <-l.gone:
 			switch {
 			case l.releasing.Load():
-				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil)
+				p.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil)
 			case l.oomKilled():
 				// The memory limit ended the container and with it the
 				// command: the limit's doing, reported as for a command the
 				// kernel killed.
-				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL", OOMKilled: true}, nil)
+				p.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL", OOMKilled: true}, nil)
 			default:
-				p.setExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, l.goneError(), "exec"))
+				p.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, outposterr.Wrap(outposterr.Sandbox, l.goneError(), "exec"))
 			}
 			p.cancelStream()
 			return
 		case <-ctxDone:
 			ctxDone = nil
-			if err := p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
+			if err := p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
 				l.p.log.Debug("kill on cancel", "pod", l.name, "err", err)
 			}
 			giveUp = time.After(l.p.opts.OpTimeout)
@@ -396,7 +384,7 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 			}
 		case <-giveUp:
 			p.cancelStream()
-			p.setExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox,
+			p.SetExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox,
 				"exec in pod %s did not report its exit within %s", l.name, l.p.opts.OpTimeout))
 			return
 		}
@@ -409,17 +397,18 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
 	l := p.l
 	p.mu.Lock()
-	err, killed := p.streamErr, p.killed
+	err := p.streamErr
 	p.mu.Unlock()
+	killed := p.Killed()
 	var ce utilexec.ExitError
 	switch {
 	case err == nil:
 		return sandbox.ExitStatus{}, nil
 	case errors.As(err, &ce):
-		return statusOf(ce.ExitStatus()), nil
+		return leasekit.StatusOf(ce.ExitStatus()), nil
 	case l.releasing.Load():
 		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
-	case isClosed(p.closing) && killed:
+	case leasekit.IsClosed(p.Closing()) && killed:
 		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
 	}
 	if gerr := l.goneError(); gerr != nil {
@@ -443,78 +432,12 @@ func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
 	return sandbox.ExitStatus{Code: -1}, outposterr.Wrap(outposterr.Sandbox, err, "exec in pod %s: stream failed", l.name)
 }
 
-// statusOf decodes an exit code. The wrapper reports a command killed by
-// signal n as 128+n, the encoding shells use, so codes 129..159 are
-// reported as death by that signal (Code -1, Signal set), also when a
-// program chose such a code itself.
-func statusOf(code int) sandbox.ExitStatus {
-	if code > 128 && code <= 128+31 {
-		if name := leasekit.LinuxSignalName(code - 128); name != "" {
-			return sandbox.ExitStatus{Code: -1, Signal: name}
-		}
-	}
-	return sandbox.ExitStatus{Code: code}
-}
-
-func (p *process) setExit(st sandbox.ExitStatus, err error) {
-	p.mu.Lock()
-	p.status, p.waitErr = st, err
-	p.mu.Unlock()
-}
-
-// Stdout implements [sandbox.Process].
-func (p *process) Stdout() io.Reader { return p.stdout }
-
-// Stderr implements [sandbox.Process].
-func (p *process) Stderr() io.Reader { return p.stderr }
-
-// Stdin implements [sandbox.Process].
-func (p *process) Stdin() io.WriteCloser {
-	if p.stdin == nil {
-		return nil
-	}
-	return p.stdin
-}
-
-// Wait implements [sandbox.Process]. The error is about waiting (the pod
-// was deleted or ended, the API server went away, the workspace could not
-// be synced back); a process ended by the caller's context or by Release has
-// a status (SIGKILL) and no error.
-func (p *process) Wait() (sandbox.ExitStatus, error) {
-	<-p.done
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.status, p.waitErr
-}
-
-// Signal implements [sandbox.Process]: a short exec signals the whole group.
-func (p *process) Signal(sig syscall.Signal) error {
-	if sig == 0 {
-		return nil
-	}
-	switch sig {
-	case syscall.SIGTERM, syscall.SIGKILL, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
-		return p.signal(context.Background(), sig, true, false)
-	}
-	return p.signal(context.Background(), sig, false, false)
-}
-
-// signal runs signalScript for sig. A pod that is gone has nothing left to
-// signal.
-func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bool) error {
-	name := leasekit.HostSignalName(sig)
-	if name == "" {
-		return outposterr.New(outposterr.Configuration, "unknown signal %d", int(sig))
-	}
-	if sig == syscall.SIGKILL {
-		p.mu.Lock()
-		p.killed = true
-		p.mu.Unlock()
-	}
+// sendSignal runs the signal script's argv. A pod that is gone has nothing
+// left to signal.
+func (p *process) sendSignal(ctx context.Context, argv []string) error {
 	if p.l.isReleased() || p.l.goneError() != nil {
 		return nil
 	}
-	argv := []string{"sh", "-c", signalScript, "outpost-signal", p.pidBase, name[3:], flag(mark), flag(clean)}
 	if _, err := p.l.quick(ctx, argv); err != nil {
 		if p.l.goneError() != nil || apierrors.IsNotFound(err) {
 			return nil
@@ -522,13 +445,6 @@ func (p *process) signal(ctx context.Context, sig syscall.Signal, mark, clean bo
 		return err
 	}
 	return nil
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }
 
 // closeGrace is how long Close waits for the stream of an exited command to
@@ -539,9 +455,8 @@ const closeGrace = 250 * time.Millisecond
 // group unless the stream ended by itself (then nothing of the group held
 // the output), ends the stream and unblocks readers.
 func (p *process) Close() error {
-	p.closeOnce.Do(func() {
-		close(p.closing)
-		if isClosed(p.exited) {
+	return p.CloseWith(func() bool {
+		if leasekit.IsClosed(p.exited) {
 			// The wrapper has exited; the stream normally ends a moment
 			// later, and then nothing needs killing.
 			t := time.NewTimer(closeGrace)
@@ -552,29 +467,15 @@ func (p *process) Close() error {
 			t.Stop()
 		}
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		var ce utilexec.ExitError
-		clean := isClosed(p.streamDone) && (p.streamErr == nil || errors.As(p.streamErr, &ce))
-		p.mu.Unlock()
-		if !clean {
-			p.closeErr = p.signal(context.Background(), syscall.SIGKILL, true, true)
-		}
+		return !(leasekit.IsClosed(p.streamDone) && (p.streamErr == nil || errors.As(p.streamErr, &ce)))
+	}, func() {
 		if p.stdinPipe != nil {
 			_ = p.stdinPipe.Close()
 		}
 		p.cancelStream()
-		p.stdout.Close()
-		p.stderr.Close()
 	})
-	return p.closeErr
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // stdinWriter is the live stdin of a process started with KeepStdinOpen.

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
@@ -146,15 +145,6 @@ func TestHeaderRoundTrip(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "a value ran as code")
 }
 
-func TestStatusOf(t *testing.T) {
-	assert.Equal(t, sandbox.ExitStatus{Code: 0}, statusOf(0))
-	assert.Equal(t, sandbox.ExitStatus{Code: 3}, statusOf(3))
-	assert.Equal(t, sandbox.ExitStatus{Code: 128}, statusOf(128))
-	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, statusOf(137))
-	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGTERM"}, statusOf(143))
-	assert.Equal(t, sandbox.ExitStatus{Code: 200}, statusOf(200))
-}
-
 func TestParseUserAndNetwork(t *testing.T) {
 	uid, gid, err := parseUser("1000:1001")
 	require.NoError(t, err)
@@ -223,15 +213,15 @@ func TestLeftoverDecisions(t *testing.T) {
 		return &Leftover{Labels: map[string]string{LabelOwnerPID: pid, LabelOwnerHost: host, LabelOwnerStart: start},
 			Heartbeat: hb, Created: now.Add(-time.Hour)}
 	}
-	assert.False(t, leftover(lo("42", "here", "7", time.Time{}), opts), "live owner")
+	assert.False(t, leftover(lo("42", "here", "7", time.Time{}), opts.policy()), "live owner")
 	l := lo("42", "here", "8", time.Time{})
-	assert.True(t, leftover(l, opts), "pid reused")
+	assert.True(t, leftover(l, opts.policy()), "pid reused")
 	assert.Contains(t, l.Reason, "42 is gone")
-	assert.True(t, leftover(lo("43", "here", "", time.Time{}), opts), "dead owner")
-	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Minute)), opts), "foreign, fresh heartbeat")
-	assert.True(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts), "foreign, stale heartbeat")
+	assert.True(t, leftover(lo("43", "here", "", time.Time{}), opts.policy()), "dead owner")
+	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Minute)), opts.policy()), "foreign, fresh heartbeat")
+	assert.True(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts.policy()), "foreign, stale heartbeat")
 	opts.Grace = -1
-	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts), "negative grace: never")
+	assert.False(t, leftover(lo("1", "elsewhere", "", now.Add(-time.Hour)), opts.policy()), "negative grace: never")
 }
 
 // syncArchive builds a sync archive: the manifest, then entries.

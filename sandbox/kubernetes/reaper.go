@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"time"
 
@@ -76,18 +75,7 @@ type Leftover struct {
 // resource already gone counts as removed.
 func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
 	cs := p.cs
-	if opts.Grace == 0 {
-		opts.Grace = DefaultReapGrace
-	}
-	if opts.Hostname == "" {
-		opts.Hostname, _ = os.Hostname()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Alive == nil {
-		opts.Alive = procowner.Alive
-	}
+	pol := opts.policy()
 	if opts.FallbackNamespace == "" {
 		opts.FallbackNamespace = DefaultNamespace
 	}
@@ -127,7 +115,7 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 		if t, err := time.Parse(time.RFC3339, pod.Annotations[AnnotationHeartbeat]); err == nil {
 			lo.Heartbeat = t
 		}
-		left := leftover(&lo, opts)
+		left := leftover(&lo, pol)
 		leasePod[pod.Namespace+"/"+pod.Labels[LabelLease]] = left
 		if !left {
 			continue
@@ -151,7 +139,7 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 			continue
 		case hasPod:
 			lo.Reason = "its pod is left over"
-		case !leftover(&lo, opts):
+		case !leftover(&lo, pol):
 			continue
 		}
 		if !opts.DryRun {
@@ -170,30 +158,26 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 	return out, nil
 }
 
-// leftover decides whether lo has lost its owner and sets lo.Reason.
-func leftover(lo *Leftover, opts ReapOptions) bool {
-	pid, err := strconv.Atoi(lo.Labels[LabelOwnerPID])
-	host := lo.Labels[LabelOwnerHost]
-	if err == nil && pid > 0 && host != "" && host == labelValue(opts.Hostname) {
-		if opts.Alive(pid, lo.Labels[LabelOwnerStart]) {
-			return false
-		}
-		lo.Reason = "owner process " + strconv.Itoa(pid) + " is gone"
-		return true
-	}
-	if opts.Grace < 0 {
-		return false
-	}
+// policy is how Reap judges owners: opts with the defaults filled in, the
+// host name spelled as owner labels spell it.
+func (o ReapOptions) policy() procowner.Policy {
+	pol := procowner.Policy{Grace: o.Grace, Hostname: o.Hostname, Now: o.Now, Alive: o.Alive}
+	pol.Defaults(DefaultReapGrace)
+	pol.Hostname = labelValue(pol.Hostname)
+	return pol
+}
+
+// leftover decides whether lo has lost its owner and sets lo.Reason. A
+// pod's last sign of life is its heartbeat, else (and for Secrets) its
+// creation.
+func leftover(lo *Leftover, pol procowner.Policy) bool {
+	pid, _ := strconv.Atoi(lo.Labels[LabelOwnerPID])
+	o := procowner.Owner{PID: pid, Host: lo.Labels[LabelOwnerHost], Start: lo.Labels[LabelOwnerStart]}
 	last := lo.Heartbeat
 	if last.IsZero() {
 		last = lo.Created
 	}
-	if last.IsZero() {
-		return false
-	}
-	if age := opts.Now().Sub(last); age > opts.Grace {
-		lo.Reason = "owner cannot be checked here and its last sign of life is older than " + opts.Grace.String()
-		return true
-	}
-	return false
+	var left bool
+	lo.Reason, left = pol.Leftover(o, last, "its last sign of life")
+	return left
 }

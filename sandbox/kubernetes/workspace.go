@@ -181,7 +181,7 @@ func (l *lease) syncWorkspace(ctx context.Context) error {
 	}()
 	applyErr := l.applySync(&limitReader{r: p.Stdout(), n: l.p.opts.MaxSyncBytes})
 	if applyErr != nil {
-		_ = p.signal(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
+		_ = p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
 	}
 	st, err := p.Wait()
 	leasekit.AwaitOutput(errDone)

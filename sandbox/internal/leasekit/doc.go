@@ -1,5 +1,10 @@
-// Package leasekit holds the pieces the container providers (sandbox/docker,
-// sandbox/kubernetes) share: the archive checks of CopyIn, a bounded
-// in-memory pipe for process output, a tail buffer for error messages,
-// and Linux signal names. The reapers' owner checks are internal/procowner.
+// Package leasekit holds what the container providers (sandbox/docker,
+// sandbox/kubernetes) share, so both kinds behave alike: the process state
+// machine's common part ([Proc]: output pipes, live stdin, exit status,
+// group signals through the kind's signal script, Close), the exit-code
+// decoding ([StatusOf]), the signal handler that releases leases
+// ([CleanupOnSignal]), the archive checks of CopyIn, the copy-out stream, a
+// bounded in-memory pipe for process output, a tail buffer for error
+// messages, and Linux signal names. The reapers' owner decisions are
+// internal/procowner (Policy).
 package leasekit

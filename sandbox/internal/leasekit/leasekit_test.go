@@ -3,10 +3,13 @@ package leasekit
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,6 +70,20 @@ func TestPipe(t *testing.T) {
 	_, err = p.Write([]byte("x"))
 	assert.ErrorIs(t, err, io.ErrClosedPipe)
 
+	// A write larger than the buffer goes through while a reader drains it.
+	p = NewPipe()
+	big := bytes.Repeat([]byte("x"), PipeBuffer+10)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := p.Write(big)
+		p.CloseWrite()
+		wrote <- err
+	}()
+	got, err := io.ReadAll(p)
+	require.NoError(t, err)
+	require.NoError(t, <-wrote)
+	assert.Len(t, got, len(big))
+
 	// Close unblocks a blocked writer and readers.
 	p = NewPipe()
 	done := make(chan error, 1)
@@ -92,4 +109,32 @@ func TestSignals(t *testing.T) {
 	assert.Empty(t, LinuxSignalName(0))
 	assert.Empty(t, LinuxSignalName(64))
 	assert.Equal(t, "SIGTERM", HostSignalName(syscall.SIGTERM))
+}
+
+// TestCleanupOnSignalDefaults: every signal that cancels an outpost command
+// releases the leases, for every kind (they all use this handler).
+func TestCleanupOnSignalDefaults(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		released := make(chan struct{}, 1)
+		done := make(chan error, 1)
+		stop := CleanupOnSignal(func(ctx context.Context) error {
+			_, ok := ctx.Deadline()
+			assert.True(t, ok, "the release is bounded")
+			released <- struct{}{}
+			return nil
+		}, time.Minute, func(err error) { done <- err })
+		require.NoError(t, syscall.Kill(os.Getpid(), sig))
+		require.NoError(t, <-done, sig.String())
+		<-released
+		stop()
+	}
+}
+
+// TestCleanupOnSignalStop: stop unregisters the handler without a release.
+func TestCleanupOnSignalStop(t *testing.T) {
+	called := false
+	stop := CleanupOnSignal(func(context.Context) error { called = true; return nil }, time.Minute, nil, syscall.SIGUSR2)
+	stop()
+	stop() // idempotent
+	assert.False(t, called)
 }

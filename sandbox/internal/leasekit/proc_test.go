@@ -1,0 +1,106 @@
+package leasekit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+func TestStatusOf(t *testing.T) {
+	assert.Equal(t, sandbox.ExitStatus{Code: 0}, StatusOf(0))
+	assert.Equal(t, sandbox.ExitStatus{Code: 3}, StatusOf(3))
+	assert.Equal(t, sandbox.ExitStatus{Code: 128}, StatusOf(128))
+	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, StatusOf(137))
+	assert.Equal(t, sandbox.ExitStatus{Code: -1, Signal: "SIGTERM"}, StatusOf(143))
+	assert.Equal(t, sandbox.ExitStatus{Code: 200}, StatusOf(200))
+}
+
+// sent records the signal scripts a Proc runs.
+type sent struct {
+	mu   sync.Mutex
+	argv [][]string
+	err  error
+}
+
+func (s *sent) send(_ context.Context, argv []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.argv = append(s.argv, argv)
+	return s.err
+}
+
+// TestProcSignal: every signal that ends a process leaves the cancellation
+// marker (so a command not started yet never starts), others do not; the
+// script gets the group's pid base and the signal's name.
+func TestProcSignal(t *testing.T) {
+	var s sent
+	p := NewProc("/tmp/outpost-x", "SCRIPT", s.send)
+	require.NoError(t, p.Signal(0))
+	assert.Empty(t, s.argv, "signal 0 sends nothing")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1} {
+		require.NoError(t, p.Signal(sig))
+	}
+	want := [][]string{
+		{"sh", "-c", "SCRIPT", "outpost-signal", "/tmp/outpost-x", "TERM", "1", "0"},
+		{"sh", "-c", "SCRIPT", "outpost-signal", "/tmp/outpost-x", "INT", "1", "0"},
+		{"sh", "-c", "SCRIPT", "outpost-signal", "/tmp/outpost-x", "HUP", "1", "0"},
+		{"sh", "-c", "SCRIPT", "outpost-signal", "/tmp/outpost-x", "QUIT", "1", "0"},
+		{"sh", "-c", "SCRIPT", "outpost-signal", "/tmp/outpost-x", "USR1", "0", "0"},
+	}
+	assert.Equal(t, want, s.argv)
+	assert.False(t, p.Killed())
+	require.NoError(t, p.Signal(syscall.SIGKILL))
+	assert.True(t, p.Killed(), "a SIGKILL Outpost sent is remembered")
+
+	err := p.Signal(syscall.Signal(200))
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err), "an unknown signal is the caller's mistake: %v", err)
+}
+
+// TestProcCloseWith: Close kills the leftovers only when asked to, runs the
+// kind's release, unblocks readers and does it all once.
+func TestProcCloseWith(t *testing.T) {
+	s := sent{err: errors.New("engine down")}
+	p := NewProc("/tmp/outpost-y", "SCRIPT", s.send)
+	_, _ = p.Out().Write([]byte("unread"))
+	released := 0
+	closeP := func(leftovers bool) error {
+		return p.CloseWith(func() bool { return leftovers }, func() { released++ })
+	}
+	require.ErrorContains(t, closeP(true), "engine down")
+	require.ErrorContains(t, closeP(false), "engine down", "the first Close's error stays")
+	assert.Equal(t, 1, released)
+	require.Len(t, s.argv, 1)
+	assert.Equal(t, []string{"KILL", "1", "1"}, s.argv[0][5:], "the group is killed, marked and cleaned")
+	assert.True(t, IsClosed(p.Closing()))
+	n, err := p.Stdout().Read(make([]byte, 8))
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, io.EOF)
+
+	// Nothing left over: no kill.
+	var s2 sent
+	p = NewProc("/tmp/outpost-z", "SCRIPT", s2.send)
+	require.NoError(t, p.CloseWith(func() bool { return false }, func() {}))
+	assert.Empty(t, s2.argv)
+}
+
+// TestProcWait: Wait returns the last status set once Finish ran.
+func TestProcWait(t *testing.T) {
+	p := NewProc("b", "s", (&sent{}).send)
+	assert.False(t, IsClosed(p.Done()))
+	p.SetExit(sandbox.ExitStatus{Code: 1}, nil)
+	p.SetExit(sandbox.ExitStatus{Code: 2}, nil)
+	p.Finish()
+	st, err := p.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.Code)
+	assert.Nil(t, p.Stdin(), "no live stdin unless set")
+}
