@@ -91,7 +91,8 @@ func TestBatchAcrossAgents(t *testing.T) {
 	jobs, kinds := batchJobs(t, ws, 40, agents)
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	args := []string{"batch", jobs, "--results", results, "--offline", "--stub-quota-reset", "4s",
-		"--concurrency", "4", "--max-park", "20s", "--workspace", ws, "--store", filepath.Join(t.TempDir(), "store")}
+		"--concurrency", "4", "--max-park", "20s", "--workspace", ws, "--store", filepath.Join(t.TempDir(), "store"),
+		"--allow-path", ws} // the jobs name a workspace outside the jobs file's directory
 
 	// First run: interrupted once some jobs have finished.
 	cmd := exec.Command(outpost, args...)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -62,9 +63,6 @@ func DockerEndpoint(getenv func(string) string) (Endpoint, error) {
 	}
 	return e, nil
 }
-
-// RootfulPodmanSocket is where a rootful Podman API service listens.
-const RootfulPodmanSocket = "/run/podman/podman.sock"
 
 // rootfulPodmanSocket is RootfulPodmanSocket (a test moves it).
 var rootfulPodmanSocket = RootfulPodmanSocket
@@ -172,7 +170,7 @@ func (e *engine) Lease(cli *sandbox.CLI, workspace string) (sandbox.Provider, sa
 		// Leases never run as root. When outpost does, the lease takes the
 		// workspace owner's ids so the agent can write its files.
 		if fi, err := os.Stat(workspace); err == nil {
-			if uid, gid, ok := fileOwner(fi); ok && uid != 0 && gid != 0 {
+			if uid, gid, ok := safefs.Owner(fi); ok && uid != 0 && gid != 0 {
 				spec.User = fmt.Sprintf("%d:%d", uid, gid)
 			}
 		}
