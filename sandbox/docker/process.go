@@ -507,32 +507,10 @@ func (l *lease) oomSince(ctx context.Context, execID string, t time.Time, likely
 	return false
 }
 
-// counterScript prints the value of the counter named $1 in the first
-// readable cgroup file among $2…, or -1: sh -c counterScript NAME KEY FILE….
-// It uses shell builtins only, so it runs even while the lease is at its
-// pids limit.
-const counterScript = `k0=$1; shift
-for f in "$@"; do
-if [ -r "$f" ]; then while read -r k v; do if [ "$k" = "$k0" ]; then echo "$v"; exit 0; fi; done <"$f"; fi
-done
-echo -1`
-
-// The container's cgroup counters: the memory cgroup's OOM kills (v2
-// memory.events, v1 memory.oom_control) and the pids cgroup's forks
-// refused at its limit (v2 pids.events, v1 pids/pids.events).
-var (
-	oomCounter  = []string{"oom_kill", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
-	pidsCounter = []string{"max", "/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events"}
-)
-
-// readCounter reads one cgroup counter of the container; -1 when no file
-// of it is readable.
+// readCounter reads one cgroup counter of the container (leasekit's); -1
+// when no file of it is readable.
 func (l *lease) readCounter(ctx context.Context, counter []string) (int64, error) {
-	out, err := l.quick(ctx, append([]string{"sh", "-c", counterScript, "outpost-counter"}, counter...))
-	if err != nil {
-		return -1, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	return leasekit.ReadCounter(ctx, l.quick, counter)
 }
 
 // oomCounterRose is Podman's answer to "was that an OOM kill": Podman emits
@@ -541,7 +519,7 @@ func (l *lease) readCounter(ctx context.Context, counter []string) (int64, error
 // saw (a fresh container's is 0). Concurrent execs of one lease can take
 // each other's kill; the agent's turn is the one that matters.
 func (l *lease) oomCounterRose(ctx context.Context) bool {
-	n, err := l.readCounter(ctx, oomCounter)
+	n, err := l.readCounter(ctx, leasekit.OOMCounter)
 	if err != nil || n < 0 {
 		l.p.log.Debug("oom counter", "container", shortID(l.id), "count", n, "err", err)
 		return false
@@ -586,7 +564,7 @@ func (l *lease) pidsLimitReached(ctx context.Context) bool {
 			case <-time.After(wait):
 			}
 		}
-		if n, err = l.readCounter(ctx, pidsCounter); err == nil || ctx.Err() != nil {
+		if n, err = l.readCounter(ctx, leasekit.PidsCounter); err == nil || ctx.Err() != nil {
 			break
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // NoPidsLimit is what [Provider.NodePidsLimit] reports for a node whose
@@ -246,24 +247,6 @@ func oomKilled(pod *corev1.Pod) bool {
 	return false
 }
 
-// counterScript prints the value of the counter named $1 in the first
-// readable cgroup file among $2…, or -1: sh -c counterScript NAME KEY FILE….
-// It uses shell builtins only, so it runs even while the lease is at its
-// pids limit (the exec itself still needs a free slot).
-const counterScript = `k0=$1; shift
-for f in "$@"; do
-if [ -r "$f" ]; then while read -r k v; do if [ "$k" = "$k0" ]; then echo "$v"; exit 0; fi; done <"$f"; fi
-done
-echo -1`
-
-// pidsCounter is the container's count of forks refused at a pids limit:
-// cgroup v1's pids/pids.events counts every fork of the container's
-// processes refused by any limit above them (the pod's); cgroup v2's
-// pids.events counts them only when cgroup2 is mounted with
-// pids_localevents (otherwise the count is the pod cgroup's, which the
-// container does not see).
-var pidsCounter = []string{"max", "/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events"}
-
 // pidsReadTries bounds the attempts to read the refused-fork count.
 const pidsReadTries = 6
 
@@ -291,11 +274,7 @@ func (l *lease) pidsLimitReached(ctx context.Context) bool {
 		if try > 0 && !sleepCtx(ctx, wait) {
 			break
 		}
-		var out []byte
-		out, err = l.quick(ctx, append([]string{"sh", "-c", counterScript, "outpost-counter"}, pidsCounter...))
-		if err == nil {
-			n, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-		}
+		n, err = leasekit.ReadCounter(ctx, l.quick, leasekit.PidsCounter)
 		if err == nil || l.goneError() != nil {
 			break
 		}
