@@ -191,7 +191,7 @@ func (l *lease) Release(ctx context.Context) error {
 		return err
 	}
 	l.released = true
-	l.p.untrack(l)
+	l.p.leases.Untrack(l)
 	return nil
 }
 

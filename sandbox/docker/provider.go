@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -144,8 +143,7 @@ type Provider struct {
 	local  bool   // the engine sees this machine's files
 	host   string // the address, for messages
 
-	mu     sync.Mutex
-	leases map[*lease]struct{}
+	leases leasekit.Tracker[*lease]
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -212,7 +210,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cli: opts.Client, opts: opts, log: log, leases: map[*lease]struct{}{}, local: local, host: host}
+	p := &Provider{cli: opts.Client, opts: opts, log: log, local: local, host: host}
 	if p.cli == nil {
 		cli, err := NewEndpointClient(ep)
 		if err != nil {
@@ -498,7 +496,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		return nil, errors.Join(p.engineError(err, "create container"), rmErr)
 	}
 	l.id = created.ID
-	p.track(l)
+	p.leases.Track(l)
 	p.log.Debug("container created", "id", shortID(l.id), "image", image, "network", network, "user", user)
 	if ctx.Err() != nil {
 		return nil, errors.Join(fmt.Errorf("create container: %w", ctx.Err()), l.Release(ctx))
@@ -578,42 +576,13 @@ func checkSandboxPath(p string) error {
 	return nil
 }
 
-// track registers a live lease; untrack forgets it.
-func (p *Provider) track(l *lease) {
-	p.mu.Lock()
-	p.leases[l] = struct{}{}
-	p.mu.Unlock()
-}
-
-func (p *Provider) untrack(l *lease) {
-	p.mu.Lock()
-	delete(p.leases, l)
-	p.mu.Unlock()
-}
-
 // Live returns the ids of the leases acquired and not yet released.
-func (p *Provider) Live() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ids := make([]string, 0, len(p.leases))
-	for l := range p.leases {
-		ids = append(ids, l.id)
-	}
-	return ids
-}
+func (p *Provider) Live() []string { return p.leases.Live() }
 
 // ReleaseAll releases every live lease of p concurrently and joins the
 // errors. It is what a signal handler calls before the process exits; each
 // Release is bounded by Options.ReleaseTimeout even if ctx is cancelled.
-func (p *Provider) ReleaseAll(ctx context.Context) error {
-	p.mu.Lock()
-	ls := make([]*lease, 0, len(p.leases))
-	for l := range p.leases {
-		ls = append(ls, l)
-	}
-	p.mu.Unlock()
-	return leasekit.ReleaseAll(ctx, ls)
-}
+func (p *Provider) ReleaseAll(ctx context.Context) error { return p.leases.ReleaseAll(ctx) }
 
 // imageHint says how to get a missing image into the engine.
 func (p *Provider) imageHint(image string) string {

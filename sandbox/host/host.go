@@ -45,8 +45,7 @@ type Provider struct {
 	log   *slog.Logger
 	owner procowner.Owner
 
-	mu     sync.Mutex
-	leases map[*lease]struct{}
+	leases leasekit.Tracker[*lease]
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -68,39 +67,17 @@ func New(opts Options) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{opts: opts, log: log, owner: procowner.Self(), leases: map[*lease]struct{}{}}
+	return &Provider{opts: opts, log: log, owner: procowner.Self()}
 }
 
 // ReleaseAll releases every lease of p not released yet, concurrently,
 // and joins the errors: the last line of defence before the process exits
 // (each Release is bounded by Options.ReleaseTimeout, also after ctx is
 // cancelled).
-func (p *Provider) ReleaseAll(ctx context.Context) error {
-	p.mu.Lock()
-	ls := make([]*lease, 0, len(p.leases))
-	for l := range p.leases {
-		ls = append(ls, l)
-	}
-	p.mu.Unlock()
-	return leasekit.ReleaseAll(ctx, ls)
-}
+func (p *Provider) ReleaseAll(ctx context.Context) error { return p.leases.ReleaseAll(ctx) }
 
 // Live returns the ids of the leases acquired and not yet released.
-func (p *Provider) Live() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ids := make([]string, 0, len(p.leases))
-	for l := range p.leases {
-		ids = append(ids, l.id)
-	}
-	return ids
-}
-
-func (p *Provider) untrack(l *lease) {
-	p.mu.Lock()
-	delete(p.leases, l)
-	p.mu.Unlock()
-}
+func (p *Provider) Live() []string { return p.leases.Live() }
 
 // Name returns "host".
 func (p *Provider) Name() string { return "host" }
@@ -170,9 +147,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		l.log.Debug("ignoring container-only spec fields", "image", spec.Image,
 			"labels", len(spec.Labels), "cpus", spec.CPUs, "memory", spec.MemoryBytes, "pids", spec.Pids)
 	}
-	p.mu.Lock()
-	p.leases[l] = struct{}{}
-	p.mu.Unlock()
+	p.leases.Track(l)
 	l.log.Debug("acquired", "home", l.home, "root", l.root, "real_home", spec.RealHome)
 	return l, nil
 }
@@ -286,7 +261,7 @@ func (l *lease) Release(ctx context.Context) error {
 		errs = append(errs, outposterr.Wrap(outposterr.Sandbox, err, "remove lease directory"))
 	}
 	l.relErr = errors.Join(errs...)
-	l.p.untrack(l)
+	l.p.leases.Untrack(l)
 	l.log.Debug("released", "killed", len(procs), "err", l.relErr)
 	return l.relErr
 }

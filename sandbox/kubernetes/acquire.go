@@ -128,7 +128,7 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 		if err != nil {
 			return nil, apiError(err, "create secret %s", l.secret)
 		}
-		p.track(l)
+		p.leases.Track(l)
 	}
 	cctx, cancel := p.opCtx(bctx)
 	created, err := p.cs.createPod(cctx, p.ns, pod)
@@ -136,7 +136,7 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	if err != nil {
 		return nil, errors.Join(apiError(err, "create pod %s", l.name), l.Release(ctx))
 	}
-	p.track(l)
+	p.leases.Track(l)
 	p.log.Debug("pod created", "pod", l.name, "namespace", p.ns, "image", image, "host_network", useHost, "user", user)
 	l.startWatch(created)
 	if l.secret != "" {

@@ -443,7 +443,7 @@ func (l *lease) Release(ctx context.Context) error {
 	l.notify()
 	l.mu.Unlock()
 	l.released = true
-	l.p.untrack(l)
+	l.p.leases.Untrack(l)
 	return nil
 }
 

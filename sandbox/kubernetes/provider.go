@@ -209,7 +209,7 @@ type Provider struct {
 	klog  logr.Logger // client-go's logger (see logging.go)
 
 	mu     sync.Mutex
-	leases map[*lease]struct{}
+	leases leasekit.Tracker[*lease]
 	// nodePids caches each node's pod pids limit (-1: none) once read.
 	nodePids map[string]int64
 }
@@ -249,7 +249,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "kubernetes client")
 	}
 	p := &Provider{cfg: cfg, cs: cs, ns: ns, opts: opts, log: log, owner: procowner.Self(), klog: clientLogger(log),
-		leases: map[*lease]struct{}{}, nodePids: map[string]int64{}}
+		nodePids: map[string]int64{}}
 	pctx, cancel := context.WithTimeout(p.withLogger(ctx), opts.PingTimeout)
 	defer cancel()
 	if err := cs.version(pctx); err != nil {
@@ -383,9 +383,7 @@ func (p *Provider) NodeIsLocal() bool {
 // cluster it cannot reach any more; see [Provider.ReleaseAll] to remove them.
 // The leases' own calls fail afterwards only if the cluster does.
 func (p *Provider) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for l := range p.leases {
+	for _, l := range p.leases.All() {
 		l.cancel()
 	}
 	return nil
@@ -396,42 +394,13 @@ func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(p.withLogger(ctx), p.opts.OpTimeout)
 }
 
-// track registers a live lease; untrack forgets it.
-func (p *Provider) track(l *lease) {
-	p.mu.Lock()
-	p.leases[l] = struct{}{}
-	p.mu.Unlock()
-}
-
-func (p *Provider) untrack(l *lease) {
-	p.mu.Lock()
-	delete(p.leases, l)
-	p.mu.Unlock()
-}
-
 // Live returns the ids (pod names) of the leases acquired and not yet released.
-func (p *Provider) Live() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ids := make([]string, 0, len(p.leases))
-	for l := range p.leases {
-		ids = append(ids, l.name)
-	}
-	return ids
-}
+func (p *Provider) Live() []string { return p.leases.Live() }
 
 // ReleaseAll releases every live lease of p concurrently and joins the
 // errors. It is what a signal handler calls before the process exits; each
 // Release is bounded by Options.ReleaseTimeout even if ctx is cancelled.
-func (p *Provider) ReleaseAll(ctx context.Context) error {
-	p.mu.Lock()
-	ls := make([]*lease, 0, len(p.leases))
-	for l := range p.leases {
-		ls = append(ls, l)
-	}
-	p.mu.Unlock()
-	return leasekit.ReleaseAll(ctx, ls)
-}
+func (p *Provider) ReleaseAll(ctx context.Context) error { return p.leases.ReleaseAll(ctx) }
 
 // apiError classifies a failed API call: unreachable servers and server-side
 // failures are sandbox errors, refusals (forbidden, invalid, quota) are
