@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -189,10 +188,8 @@ var envRef = regexp.MustCompile(`\$\{([^${}]+)\}`)
 // value, ';' and '#' comments, optional quotes, ${VAR} expansion).
 func parseNPMRC(data []byte, getenv func(string) string) (def string, scopes map[string]string) {
 	scopes = map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for raw := range bytes.Lines(data) {
+		line := strings.TrimSpace(string(raw))
 		if line == "" || line[0] == '#' || line[0] == ';' {
 			continue
 		}

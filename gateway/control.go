@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -95,19 +95,30 @@ func (g *Gateway) ServeControl(ctx context.Context, r io.Reader, w io.Writer) er
 			gr.Revoke()
 		}
 	}()
-	lines := make(chan []byte)
+	reqs := make(chan []byte)
 	readErr := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64<<10), maxControlLine)
-		for sc.Scan() {
+		lr := lines.NewReader(r, maxControlLine)
+		lr.OversizedAtOnce()
+		for {
+			line, over, err := lr.Next()
+			switch {
+			case errors.Is(err, io.EOF):
+				readErr <- nil
+				return
+			case err != nil:
+				readErr <- err
+				return
+			case over:
+				readErr <- fmt.Errorf("a request over %d bytes", maxControlLine)
+				return
+			}
 			select {
-			case lines <- append([]byte(nil), sc.Bytes()...):
+			case reqs <- append([]byte(nil), line...):
 			case <-ctx.Done():
 				return
 			}
 		}
-		readErr <- sc.Err()
 	}()
 	for {
 		var line []byte
@@ -119,7 +130,7 @@ func (g *Gateway) ServeControl(ctx context.Context, r io.Reader, w io.Writer) er
 				return fmt.Errorf("gateway control: read: %w", err)
 			}
 			return nil
-		case line = <-lines:
+		case line = <-reqs:
 		}
 		var req controlRequest
 		if err := json.Unmarshal(line, &req); err != nil {
@@ -226,12 +237,17 @@ func NewRemote(r io.Reader, w io.Writer) *Remote {
 }
 
 func (c *Remote) read(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxControlLine)
+	lr := lines.NewReader(r, maxControlLine)
 	hello := false
-	for sc.Scan() {
+	var err error
+	for {
+		var line []byte
+		var over bool
+		if line, over, err = lr.Next(); err != nil {
+			break
+		}
 		var rep controlReply
-		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+		if over || json.Unmarshal(line, &rep) != nil {
 			continue // not ours (a diagnostic line): skip it
 		}
 		if !hello {
@@ -260,8 +276,7 @@ func (c *Remote) read(r io.Reader) {
 			ch <- rep
 		}
 	}
-	err := sc.Err()
-	if err == nil {
+	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
 	c.mu.Lock()

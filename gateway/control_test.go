@@ -205,3 +205,26 @@ func TestRemoteBudget(t *testing.T) {
 	resp, _ = send(t, base, apis[0], g2.Placeholder(), "MARK-4", false)
 	assert.Equal(t, gateway.BudgetStatus, resp.StatusCode)
 }
+
+// TestServeControlRefusesAnEndlessRequest: a request line past the bound
+// ends the channel with an error as soon as it passes it, without waiting
+// for a newline that may never come.
+func TestServeControlRefusesAnEndlessRequest(t *testing.T) {
+	srv := newUpstream(t)
+	gw, _, _ := newGateway(t, srv.URL())
+	reqR, reqW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- gw.ServeControl(context.Background(), reqR, io.Discard) }()
+	go func() {
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for {
+			if _, err := reqW.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	err := <-served
+	reqR.CloseWithError(io.ErrClosedPipe)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "a request over")
+}

@@ -1,7 +1,6 @@
 package copilot
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"path"
@@ -111,10 +110,7 @@ func ParseSessionUsage(events []byte) (usage.Report, bool) {
 	var total usage.Usage
 	complete, started, found := true, false, false
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(events))
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		l := sc.Bytes()
+	for l := range bytes.Lines(events) {
 		if !bytes.Contains(l, []byte(`"session.`)) {
 			continue
 		}
@@ -165,7 +161,7 @@ func ParseSessionUsage(events []byte) (usage.Report, bool) {
 	if !found {
 		return usage.Report{}, false
 	}
-	total.Complete = complete && started && sc.Err() == nil
+	total.Complete = complete && started
 	return usage.Report{Scope: usage.ScopeTurn, Usage: total}, true
 }
 
