@@ -8,9 +8,10 @@ import (
 
 // Validate checks what every CLI needs of an input, before any command is
 // built: a prompt, a well-formed conversation id and model, and a
-// conversation to fork from. Callers (the harness, the outpost command,
-// batch) call it instead of checking again; adapters check only what is
-// particular to their CLI.
+// conversation to fork from. It is the one place these are checked: the
+// harness calls it before a turn, and every adapter's Request calls
+// [Input.ValidateFor] first and then checks only what is particular to its
+// CLI.
 func (in Input) Validate() error {
 	switch {
 	case strings.TrimSpace(in.Prompt) == "":
@@ -25,4 +26,14 @@ func (in Input) Validate() error {
 		return outposterr.New(outposterr.Configuration, "invalid model name %q", Preview(in.Model, 80))
 	}
 	return nil
+}
+
+// ValidateFor is [Input.Validate] with the agent's name on the error (a
+// configuration error naming the agent, as adapters report theirs).
+func (in Input) ValidateFor(agent string) error {
+	err := in.Validate()
+	if err == nil {
+		return nil
+	}
+	return ConfigError(agent, "%s", err.Error())
 }

@@ -176,3 +176,28 @@ func TestAgentSpecificsDeriveFromTheRegistry(t *testing.T) {
 	require.True(t, ok, "the row's CLI is in the catalog")
 	assert.Equal(t, *agenttest.CLI(), row)
 }
+
+// TestEveryAdapterValidatesOnce: every built-in adapter refuses what
+// adapters.Input.Validate refuses, with the same message and its own name
+// on the error, because its Request calls ValidateFor instead of checking
+// again.
+func TestEveryAdapterValidatesOnce(t *testing.T) {
+	bad := map[string]adapters.Input{
+		"empty prompt":                {Prompt: "  "},
+		"invalid conversation id":     {Prompt: "hi", Continue: "../x"},
+		"invalid model name":          {Prompt: "hi", Model: "a b"},
+		"fork needs the conversation": {Prompt: "hi", Fork: true},
+		"negative max turns":          {Prompt: "hi", MaxTurns: -1},
+	}
+	for _, a := range agents.Builtin().All() {
+		for want, in := range bad {
+			t.Run(a.Name+"/"+want, func(t *testing.T) {
+				require.ErrorContains(t, in.Validate(), want)
+				_, err := a.New().Request(in)
+				require.Error(t, err)
+				assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+				assert.Equal(t, a.Name+": "+in.Validate().Error(), err.Error())
+			})
+		}
+	}
+}

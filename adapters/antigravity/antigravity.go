@@ -74,8 +74,8 @@ func configErr(format string, args ...any) error { return adapters.ConfigError(N
 
 // Request implements adapters.Adapter.
 func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
-	if strings.TrimSpace(in.Prompt) == "" {
-		return sandbox.Command{}, configErr("empty prompt")
+	if err := in.ValidateFor(Name); err != nil {
+		return sandbox.Command{}, err
 	}
 	if in.Fork {
 		return sandbox.Command{}, configErr("agy does not support automated fork")
@@ -93,9 +93,6 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		return sandbox.Command{}, configErr("unknown permission mode %q (accept-edits or plan; empty for bypass)", in.Permission)
 	}
 	if in.Model != "" {
-		if !adapters.ValidModel(in.Model) {
-			return sandbox.Command{}, configErr("invalid model name %q", in.Model)
-		}
 		args = append(args, "--model", in.Model)
 	}
 	if in.Effort != "" {
@@ -105,9 +102,6 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 		return sandbox.Command{}, err
 	}
 	if in.Continue != "" {
-		if !adapters.ValidID(in.Continue) {
-			return sandbox.Command{}, configErr("invalid conversation id %q", in.Continue)
-		}
 		args = append(args, "--conversation", in.Continue)
 	}
 	line, err := json.Marshal(map[string]any{"event": "user", "message": map[string]string{"content": in.Prompt}})

@@ -219,8 +219,8 @@ func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 // command validates in and builds the argv and environment of a turn; live
 // adds --input-format stream-json (see [Adapter.LiveRequest]).
 func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]string, error) {
-	if strings.TrimSpace(in.Prompt) == "" {
-		return nil, nil, configErr("empty prompt")
+	if err := in.ValidateFor(Name); err != nil {
+		return nil, nil, err
 	}
 	args := []string{a.Binary(), "--print", "--verbose", "--output-format", "stream-json"}
 	if live {
@@ -240,9 +240,6 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 		args = append(args, "--permission-mode", in.Permission)
 	}
 	if in.Model != "" {
-		if !adapters.ValidModel(in.Model) {
-			return nil, nil, configErr("invalid model name %q", in.Model)
-		}
 		args = append(args, "--model", in.Model)
 	}
 	if in.Effort != "" {
@@ -271,12 +268,7 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 	}
 	args = append(args, mcpFlags...)
 	switch {
-	case in.Fork && in.Continue == "":
-		return nil, nil, configErr("fork needs a conversation to continue")
 	case in.Continue != "":
-		if !adapters.ValidID(in.Continue) {
-			return nil, nil, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
-		}
 		args = append(args, "--resume", in.Continue)
 		if in.Fork {
 			args = append(args, "--fork-session")

@@ -335,8 +335,8 @@ type common struct {
 
 func (a *Adapter) common(in adapters.Input) (common, error) {
 	var c common
-	if strings.TrimSpace(in.Prompt) == "" {
-		return c, configErr("empty prompt")
+	if err := in.ValidateFor(Name); err != nil {
+		return c, err
 	}
 	c.cfg = append(c.cfg, quiet...)
 	c.env = map[string]string{}
@@ -396,12 +396,6 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 	}
 	c.cfg = append(c.cfg, mcp...)
 	c.cfg = append(c.cfg, a.config...)
-	switch {
-	case in.Fork && in.Continue == "":
-		return c, configErr("fork needs a conversation to continue")
-	case in.Continue != "" && !adapters.ValidID(in.Continue):
-		return c, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
-	}
 	if in.Model != "" && !validModel(in.Model) {
 		return c, configErr("invalid model name %q", in.Model)
 	}

@@ -250,20 +250,14 @@ func (a *Adapter) flags(in adapters.Input) []string {
 // env validates in and returns the environment of a turn; [Adapter.Request]
 // and [Adapter.LiveRequest] share it.
 func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
-	if strings.TrimSpace(in.Prompt) == "" {
-		return nil, configErr("empty prompt")
+	if err := in.ValidateFor(Name); err != nil {
+		return nil, err
 	}
 	if in.Fork {
 		return nil, configErr("fork is not supported: Copilot CLI cannot branch a session (resume it instead)")
 	}
 	if !slices.Contains(permissions, in.Permission) {
 		return nil, configErr("unknown permission mode %q (Copilot runs with --allow-all: empty, bypass or allow-all)", in.Permission)
-	}
-	if in.Continue != "" && !adapters.ValidID(in.Continue) {
-		return nil, configErr("invalid conversation id %q (letters, digits, '-' and '_' only)", in.Continue)
-	}
-	if in.Model != "" && !adapters.ValidModel(in.Model) {
-		return nil, configErr("invalid model name %q", in.Model)
 	}
 	if in.Effort != "" && !slices.Contains(Efforts, in.Effort) {
 		return nil, configErr("unknown effort %q (want one of %s)", in.Effort, strings.Join(Efforts, ", "))

@@ -57,14 +57,8 @@ func (a *Adapter) Capabilities() adapters.Capabilities {
 // Request implements adapters.Adapter: the templates filled from in.
 func (a *Adapter) Request(in adapters.Input) (sandbox.Command, error) {
 	s := a.spec
-	if strings.TrimSpace(in.Prompt) == "" {
-		return sandbox.Command{}, cfgErr(s.ID, "empty prompt")
-	}
-	if in.Continue != "" && !adapters.ValidID(in.Continue) {
-		return sandbox.Command{}, cfgErr(s.ID, "invalid conversation id %q", in.Continue)
-	}
-	if in.Model != "" && !adapters.ValidModel(in.Model) {
-		return sandbox.Command{}, cfgErr(s.ID, "invalid model name %q", in.Model)
+	if err := in.ValidateFor(s.ID); err != nil {
+		return sandbox.Command{}, err
 	}
 	if in.Fork {
 		return sandbox.Command{}, cfgErr(s.ID, "a spec-defined driver cannot fork")
