@@ -488,6 +488,18 @@ var defaultRows = []Row{
 	},
 }
 
+// Pinned returns the version the default catalog pins for the CLI name
+// ("" when it pins none): the one place a built-in CLI's version is
+// written, which its adapter reports as the release it is tested against.
+func Pinned(name string) string {
+	for _, r := range defaultRows {
+		if r.Name == name {
+			return r.Version
+		}
+	}
+	return ""
+}
+
 // DefaultCatalog returns the built-in pins: Claude Code 2.1.328, Codex
 // 0.169.0 and Copilot 1.0.102 from their npm platform packages (linux-x64
 // and linux-arm64; Claude Code and Codex also for musl systems, Copilot

@@ -28,6 +28,7 @@ func TestDefaultCatalog(t *testing.T) {
 		require.True(t, ok)
 		s := r.Sources[LinuxX64]
 		assert.Equal(t, w.version, r.Version)
+		assert.Equal(t, w.version, Pinned(name), "Pinned reads the catalog's row")
 		assert.Equal(t, w.pkg, s.Package)
 		assert.Equal(t, w.npmVersion, s.NPMVersion(r.Version))
 		_, bin := r.Layout(LinuxX64)
@@ -36,6 +37,8 @@ func TestDefaultCatalog(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Integrity, "sha512-"))
 		assert.Contains(t, r.Sources, LinuxARM64)
 	}
+	assert.Empty(t, Pinned("agy"), "Antigravity has no built-in pin")
+	assert.Empty(t, Pinned("nope"))
 	for _, name := range []string{"claude", "codex"} {
 		r, _ := c.Row(name)
 		assert.Contains(t, r.Sources, LinuxX64Musl, name)

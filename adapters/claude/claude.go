@@ -138,11 +138,13 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
-// Version is the Claude Code release this adapter is written and tested against.
-const Version = "2.1.328"
+// Version is the Claude Code release this adapter is written and tested
+// against: the version the bootstrap catalog pins (written there only).
+var Version = bootstrap.Pinned("claude")
 
 // Name is the adapter's name.
 const Name = "claude"

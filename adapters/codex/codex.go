@@ -139,11 +139,13 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
-// Version is the Codex CLI release this adapter is written and tested against.
-const Version = "0.169.0"
+// Version is the Codex CLI release this adapter is written and tested
+// against: the version the bootstrap catalog pins (written there only).
+var Version = bootstrap.Pinned("codex")
 
 // Name is the adapter's name.
 const Name = "codex"

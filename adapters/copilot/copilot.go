@@ -136,11 +136,13 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/bootstrap"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
-// Version is the Copilot CLI release this adapter is written and tested against.
-const Version = "1.0.102"
+// Version is the Copilot CLI release this adapter is written and tested
+// against: the version the bootstrap catalog pins (written there only).
+var Version = bootstrap.Pinned("copilot")
 
 // Name is the adapter's name.
 const Name = "copilot"
