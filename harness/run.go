@@ -36,11 +36,9 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 			res.Duration = t.Now().Sub(started)
 		}
 	}()
-	plan, err := t.validate()
-	if err != nil {
+	if _, err := t.validate(); err != nil { // plans the credentials once for every attempt
 		return failed(t, started, err)
 	}
-	t.plan = &plan // once for every attempt
 	if t.Sandbox == nil && t.Provider == nil {
 		return failed(t, started, outposterr.New(outposterr.Configuration, "turn has neither a sandbox nor a provider"))
 	}

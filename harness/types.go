@@ -216,8 +216,10 @@ type Turn struct {
 	steer *steer
 	// deadline is when the turn's Limits.Deadline runs out, set by Run.
 	deadline time.Time
-	// plan is the turn's credential plan, made once by Run.
-	plan *credentials.Plan
+	// plan is the turn's credential plan, made once (CredentialPlan,
+	// Validate or Run) for the Credentials it was made from (planFrom).
+	plan     *credentials.Plan
+	planFrom *Credentials
 	// budget is the turn's budget at the gateway (its caps, drawing on
 	// Gateway.Budget), shared by its attempts; nil without caps or gateway.
 	budget *gateway.Budget

@@ -14,15 +14,33 @@ import (
 // request it will be asked to build. [Run] calls it first; callers that
 // want to refuse a bad turn before preparing a sandbox (bootstrapping a
 // CLI, starting an engine) call it themselves. Errors are configuration
-// errors.
-func (t Turn) Validate() error {
+// errors. The credential plan it resolves is kept on the turn, so Run does
+// not plan again.
+func (t *Turn) Validate() error {
 	_, err := t.validate()
 	return err
 }
 
+// CredentialPlan returns the turn's credential plan: the one made before
+// (by Validate or an earlier call) for the same Credentials, or a new one,
+// kept on the turn. A caller that routes the credential (a model gateway in
+// front of it) asks here instead of planning again; errors are
+// configuration errors.
+func (t *Turn) CredentialPlan() (credentials.Plan, error) {
+	if t.plan != nil && t.planFrom == t.Credentials {
+		return *t.plan, nil
+	}
+	plan, err := planCredentials(*t)
+	if err != nil {
+		return credentials.Plan{}, err
+	}
+	t.plan, t.planFrom = &plan, t.Credentials
+	return plan, nil
+}
+
 // validate is Validate, returning the credential plan it resolved: Run
 // keeps it for the turn's attempts instead of planning again.
-func (t Turn) validate() (credentials.Plan, error) {
+func (t *Turn) validate() (credentials.Plan, error) {
 	var none credentials.Plan
 	a := t.Adapter
 	if a == nil {
@@ -57,7 +75,7 @@ func (t Turn) validate() (credentials.Plan, error) {
 	if err := credentials.CheckMCPVars(name, t.Input.MCP, vars); err != nil {
 		return none, err
 	}
-	plan, err := planCredentials(t)
+	plan, err := t.CredentialPlan()
 	if err != nil {
 		return none, err
 	}

@@ -18,8 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -100,13 +98,9 @@ func (r *Router) Bridge(ht *harness.Turn, route sandbox.Route, shared *gateway.B
 	// gateway as a real credential would: the caps hold where requests go.
 	endpoint := r.Offline && ht.Input.Endpoint != nil &&
 		(ht.Limits.MaxCostUSD > 0 || ht.Limits.MaxTokens > 0 || shared != nil)
-	var plan credentials.Plan
-	if a, ok := ht.Adapter.(adapters.Authenticator); ok && ht.Credentials != nil {
-		p, err := a.Credentials(ht.Credentials.Auth, ht.Credentials.Vars)
-		if err != nil {
-			return nil // Validate reports a bad plan
-		}
-		plan = p
+	plan, err := ht.CredentialPlan()
+	if err != nil {
+		return nil // Run's validation reports a bad plan
 	}
 	if plan.Bridge == nil && !endpoint {
 		if len(plan.Files) > 0 || len(plan.Env) > 0 {
