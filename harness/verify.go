@@ -23,13 +23,15 @@ type Verdict string
 
 // Verdicts. An error is never a fail: the verifier itself could not say.
 const (
-	// VerdictPass: the verifier's command exited 0.
+	// VerdictPass: the verifier's command exited 0, or with test lists
+	// every listed test passed (whatever the exit code).
 	VerdictPass Verdict = "pass"
-	// VerdictFail: it exited non-zero, or the attempt's patch does not
-	// apply to the source.
+	// VerdictFail: it exited non-zero, or with test lists a listed test
+	// did not pass, or the attempt's patch does not apply to the source.
 	VerdictFail Verdict = "fail"
 	// VerdictError: the verifier could not run (no lease, a source or test
-	// files that could not be copied, its command not found or not
+	// files that could not be copied, a test patch that does not apply,
+	// its command not found or not
 	// executable — exit 126 or 127 —, killed by a signal or out of memory,
 	// over its timeout, or a reward file that holds no number).
 	VerdictError Verdict = "error"
@@ -49,7 +51,8 @@ const (
 const maxRewardBytes = 256
 
 // Verifier grades an attempt in a lease of its own: the source, the
-// attempt's patch, then the test files over them, then the command.
+// attempt's patch, the test patch, then the test files over them, then the
+// command.
 type Verifier struct {
 	// Command runs with sh -c in the workspace root.
 	Command string
