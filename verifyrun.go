@@ -7,6 +7,7 @@ import (
 
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/grading"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/source"
@@ -16,7 +17,9 @@ import (
 // fresh lease of the runner's sandbox engine: the job's source at its
 // commit (the snapshot the agent's lease was made from), patch applied
 // with git apply (nil: the untouched source), the verifier's test files
-// copied over the workspace, then its command (see [harness.Verify]). The
+// copied over the workspace, then its command (see [harness.Verify]); a
+// test_patch goes in after the patch and before the test files, and test
+// lists grade the command's output (package grading). The
 // lease takes the verifier's image (default the job's, then the runner's),
 // the job's resources, and network "none" unless the verifier names one
 // (the host sandbox, which isolates nothing, leaves the network as it is);
@@ -37,7 +40,10 @@ func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness
 	if err != nil {
 		return errorf(err, "prepare the source")
 	}
-	vf := harness.Verifier{Command: vs.Command, Timeout: time.Duration(vs.Timeout)}
+	vf := harness.Verifier{Command: vs.Command, Timeout: time.Duration(vs.Timeout), TestPatch: []byte(vs.TestPatch)}
+	if vs.Parser != "" {
+		vf.Tests = &harness.TestLists{Parser: grading.Parser(vs.Parser), FailToPass: vs.FailToPass, PassToPass: vs.PassToPass}
+	}
 	if vs.Files != "" {
 		files, err := r.prepareSource(ctx, source.Spec{Dir: vs.Files})
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/grading"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/source"
@@ -296,10 +297,24 @@ type VerifySpec struct {
 	Image string `json:"image,omitempty"`
 	// Network is the lease's network (empty: "none").
 	Network string `json:"network,omitempty"`
+	// FailToPass and PassToPass, with Parser, grade the command's output
+	// instead of its exit code: the verdict is pass exactly when every
+	// listed test passed (SWE-bench's "resolved"; see package grading).
+	FailToPass []string `json:"fail_to_pass,omitempty"`
+	PassToPass []string `json:"pass_to_pass,omitempty"`
+	// Parser reads the command's output: "pytest" or "go-test-json".
+	Parser string `json:"parser,omitempty"`
+	// TestPatch is a unified diff applied after the attempt's patch and
+	// before Files (SWE-bench's test_patch); see harness.Verifier.
+	TestPatch string `json:"test_patch,omitempty"`
 }
 
-// maxVerifyCommand bounds a verifier's command.
-const maxVerifyCommand = 64 << 10
+// Bounds of a verifier.
+const (
+	maxVerifyCommand = 64 << 10
+	// MaxTestPatch bounds a verifier's test_patch.
+	MaxTestPatch = 8 << 20
+)
 
 func (v *VerifySpec) check(j *Job) error {
 	if v == nil {
@@ -323,6 +338,26 @@ func (v *VerifySpec) check(j *Job) error {
 		return bad("files %q is not absolute", v.Files)
 	case strings.ContainsAny(v.Image+v.Network, "\x00\n\r"):
 		return bad("image and network take one line of text")
+	case len(v.TestPatch) > MaxTestPatch || strings.ContainsRune(v.TestPatch, 0):
+		return bad("test_patch is over %d MiB or holds a NUL byte", MaxTestPatch>>20)
+	}
+	if v.TestPatch != "" {
+		if _, err := grading.PatchPaths(v.TestPatch); err != nil {
+			return bad("test_patch: %v", err)
+		}
+	}
+	lists := len(v.FailToPass)+len(v.PassToPass) > 0
+	switch {
+	case lists && v.Parser == "":
+		return bad("fail_to_pass and pass_to_pass need a parser: give \"parser\": %q or %q", grading.Pytest, grading.GoTestJSON)
+	case v.Parser != "" && !grading.Parser(v.Parser).Valid():
+		return bad("parser %q is not known: use %q or %q", v.Parser, grading.Pytest, grading.GoTestJSON)
+	case v.Parser != "" && !lists:
+		return bad("a parser grades the tests of fail_to_pass and pass_to_pass: list at least one")
+	case lists:
+		if err := grading.CheckLists(grading.Parser(v.Parser), v.FailToPass, v.PassToPass); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -106,6 +107,33 @@ func TestVerifyJobNeedsAGitSource(t *testing.T) {
 	}
 	ok := Job{ID: "j", Agent: "a", Prompt: "p", Verify: v, Source: &source.Spec{Repo: "/r", Commit: "main"}}
 	assert.NoError(t, ok.Compile())
+}
+
+// TestVerifyTestListsChecked: test lists, their parser and a test patch
+// are checked when the job is, naming the job and the field.
+func TestVerifyTestListsChecked(t *testing.T) {
+	const diff = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n-a\n+b\n"
+	for want, v := range map[string]VerifySpec{
+		`fail_to_pass and pass_to_pass need a parser`:  {FailToPass: []string{"t.py::a"}},
+		`parser "junit" is not known`:                  {Parser: "junit", FailToPass: []string{"t.py::a"}},
+		`a parser grades the tests of fail_to_pass`:    {Parser: "pytest"},
+		`pass_to_pass: test "t.py::a" is listed twice`: {Parser: "pytest", FailToPass: []string{"t.py::a"}, PassToPass: []string{"t.py::a"}},
+		`fail_to_pass: an empty test name`:             {Parser: "go-test-json", FailToPass: []string{""}},
+		`test_patch: the patch names no file`:          {TestPatch: "fix things\n"},
+		`test_patch: path "../x" leaves the tree`:      {TestPatch: "--- a/../x\n+++ b/../x\n"},
+		`test_patch is over 8 MiB or holds a NUL byte`: {TestPatch: diff + strings.Repeat("+", MaxTestPatch)},
+	} {
+		v.Command = "pytest -rA"
+		j := Job{ID: "swe-1", Agent: "a", Prompt: "p", Verify: &v, Source: &source.Spec{Repo: "/r", Commit: "main"}}
+		err := j.Compile()
+		require.Error(t, err, want)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+		assert.Contains(t, err.Error(), "job swe-1: verify: "+want)
+	}
+	j := Job{ID: "swe-1", Agent: "a", Prompt: "p", Source: &source.Spec{Repo: "/r", Commit: "main"},
+		Verify: &VerifySpec{Command: "go test -json ./...", Parser: "go-test-json", FailToPass: []string{"TestA"},
+			PassToPass: []string{"example.com/m.TestB/sub"}, TestPatch: diff}}
+	assert.NoError(t, j.Compile())
 }
 
 // TestVerifyGradesEveryFinishedAttempt: the verifier gets each attempt's

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outpost-dev/outpost/grading"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -22,13 +23,15 @@ type Verdict string
 
 // Verdicts. An error is never a fail: the verifier itself could not say.
 const (
-	// VerdictPass: the verifier's command exited 0.
+	// VerdictPass: the verifier's command exited 0, or with test lists
+	// every listed test passed (whatever the exit code).
 	VerdictPass Verdict = "pass"
-	// VerdictFail: it exited non-zero, or the attempt's patch does not
-	// apply to the source.
+	// VerdictFail: it exited non-zero, or with test lists a listed test
+	// did not pass, or the attempt's patch does not apply to the source.
 	VerdictFail Verdict = "fail"
 	// VerdictError: the verifier could not run (no lease, a source or test
-	// files that could not be copied, its command not found or not
+	// files that could not be copied, a test patch that does not apply,
+	// its command not found or not
 	// executable — exit 126 or 127 —, killed by a signal or out of memory,
 	// over its timeout, or a reward file that holds no number).
 	VerdictError Verdict = "error"
@@ -48,7 +51,8 @@ const (
 const maxRewardBytes = 256
 
 // Verifier grades an attempt in a lease of its own: the source, the
-// attempt's patch, then the test files over them, then the command.
+// attempt's patch, the test patch, then the test files over them, then the
+// command.
 type Verifier struct {
 	// Command runs with sh -c in the workspace root.
 	Command string
@@ -61,6 +65,26 @@ type Verifier struct {
 	Timeout time.Duration
 	// MaxOutput bounds the output tail kept (0: DefaultVerifyOutput).
 	MaxOutput int
+	// TestPatch, when set, is a diff applied with git apply after the
+	// attempt's patch and before Files (SWE-bench's test_patch). The paths
+	// it touches are first reset to the source's version (or removed when
+	// the source has none), so an attempt that edited them is graded on
+	// the real tests and cannot make the test patch fail to apply. A test
+	// patch that does not apply then is the grader's fault: an error.
+	TestPatch []byte
+	// Tests, when set, grades the command's output instead of its exit
+	// code (see package grading).
+	Tests *TestLists
+}
+
+// TestLists are the tests a verifier's output is graded on: the verdict is
+// pass exactly when every fail-to-pass and every pass-to-pass test passed
+// (SWE-bench's "resolved"); a listed test the output does not report
+// failed.
+type TestLists struct {
+	Parser     grading.Parser
+	FailToPass []string
+	PassToPass []string
 }
 
 // VerifyInput is one verification: a lease from Provider and Spec, seeded
@@ -89,14 +113,20 @@ type Verification struct {
 	// Error says why the verdict is error, or why a fail did not come
 	// from the command (a patch that does not apply).
 	Error string `json:"error,omitempty"`
+	// Grading is the graded output of a verifier with test lists: each
+	// listed test's outcome and the counts (nil: no lists, or the command
+	// did not run).
+	Grading *grading.Report `json:"grading,omitempty"`
 }
 
 // Verify runs one verification and returns its verdict; it never fails
-// otherwise. The lease is released before it returns. The reward is the
-// number the command wrote to the file named by $OUTPOST_REWARD_FILE (a
-// path in a fresh directory outside the workspace, made just before the
-// command runs, so the attempt's patch cannot plant it), else 1 for pass
-// and 0 for fail; an error has none.
+// otherwise. The lease is released before it returns. The verdict is the
+// command's exit code, or with Verifier.Tests its output's test outcomes,
+// parsed line by line as it streams (the whole output, not only the tail
+// kept). The reward is the number the command wrote to the file named by
+// $OUTPOST_REWARD_FILE (a path in a fresh directory outside the workspace,
+// made just before the command runs, so the attempt's patch cannot plant
+// it), else 1 for pass and 0 for fail; an error has none.
 func Verify(ctx context.Context, in VerifyInput) *Verification {
 	start := time.Now()
 	v := &Verification{}
@@ -118,6 +148,22 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 	}
 	if vf.MaxOutput <= 0 {
 		vf.MaxOutput = DefaultVerifyOutput
+	}
+	var grader *grading.Grader
+	if vf.Tests != nil {
+		g, err := grading.New(vf.Tests.Parser, vf.Tests.FailToPass, vf.Tests.PassToPass)
+		if err != nil {
+			return fail(VerdictError, "the verifier's tests: %v", err)
+		}
+		grader = g
+	}
+	var testPaths []string
+	if len(vf.TestPatch) > 0 {
+		p, err := grading.PatchPaths(string(vf.TestPatch))
+		if err != nil {
+			return fail(VerdictError, "the test patch: %v", err)
+		}
+		testPaths = p
 	}
 	actx, cancel := context.WithTimeout(ctx, vf.Timeout+workspaceTimeout)
 	sb, err := in.Provider.Acquire(actx, in.Spec)
@@ -147,6 +193,14 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 			return fail(VerdictFail, "the attempt's patch does not apply to the source: %v", err)
 		}
 	}
+	if len(vf.TestPatch) > 0 {
+		if err := resetPaths(wctx, sb, in.Source.Tar, testPaths); err != nil {
+			return fail(VerdictError, "reset the test patch's files to the source's: %v", err)
+		}
+		if err := applyPatch(wctx, sb, vf.TestPatch); err != nil {
+			return fail(VerdictError, "the test patch does not apply to the source: %v", err)
+		}
+	}
 	if vf.Files != nil {
 		if err := copyTestFiles(wctx, sb, vf.Files); err != nil {
 			return fail(VerdictError, "copy the test files into the verifier's sandbox: %v", err)
@@ -167,8 +221,11 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 	defer ccancel()
 	cmd := sandbox.Command{Args: []string{"sh", "-c", vf.Command}, Dir: sb.Root(),
 		Env: map[string]string{RewardFileEnv: rewardFile}}
-	st, out, err := execTail(cctx, sb, cmd, vf.MaxOutput)
+	st, out, err := execTail(cctx, sb, cmd, vf.MaxOutput, grader)
 	v.Output = out
+	if grader != nil {
+		v.Grading = grader.Report()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return fail(VerdictError, "the verification was interrupted: %v", ctx.Err())
@@ -190,13 +247,19 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 	if rerr != nil {
 		return fail(VerdictError, "%s: %v", RewardFileEnv, rerr)
 	}
+	pass := code == 0
+	if v.Grading != nil {
+		// The tests decide, not the exit code (a test run that fails
+		// tests outside the lists exits non-zero).
+		pass = v.Grading.Resolved()
+	}
 	v.Verdict = VerdictFail
-	if code == 0 {
+	if pass {
 		v.Verdict = VerdictPass
 	}
 	if !found {
 		reward = 0
-		if code == 0 {
+		if pass {
 			reward = 1
 		}
 	}
@@ -291,9 +354,12 @@ func readReward(ctx context.Context, sb sandbox.Sandbox, file string) (float64, 
 }
 
 // execTail runs cmd and returns its exit status and the tail (at most max
-// bytes) of its stdout and stderr together. When ctx ends the process is
-// closed (killed) and ctx's error returned, with the output so far.
-func execTail(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, max int) (sandbox.ExitStatus, string, error) {
+// bytes) of its stdout and stderr together. With g, each of stdout and
+// stderr is also parsed whole, line by line, as it streams, and g has read
+// both to their end when execTail returns normally. When ctx ends the
+// process is closed (killed) and ctx's error returned, with the output so
+// far.
+func execTail(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, max int, g *grading.Grader) (sandbox.ExitStatus, string, error) {
 	p, err := sb.Exec(ctx, cmd)
 	if err != nil {
 		return sandbox.ExitStatus{}, "", err
@@ -305,10 +371,27 @@ func execTail(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, max 
 		err error
 	}
 	ch := make(chan done, 1)
+	// stream copies r to the tail and, with g, to a parser of its own (so
+	// that stdout's and stderr's lines never interleave).
+	stream := func(r io.Reader) {
+		if g == nil {
+			_, _ = io.Copy(tail, r)
+			return
+		}
+		pr, pw := io.Pipe()
+		parsed := make(chan struct{})
+		go func() {
+			defer close(parsed)
+			_ = g.Read(pr) // it drains pr to its end
+		}()
+		_, _ = io.Copy(io.MultiWriter(tail, pw), r)
+		_ = pw.Close()
+		<-parsed
+	}
 	go func() {
 		var wg sync.WaitGroup
-		wg.Go(func() { _, _ = io.Copy(tail, p.Stderr()) })
-		_, _ = io.Copy(tail, p.Stdout())
+		wg.Go(func() { stream(p.Stderr()) })
+		stream(p.Stdout())
 		wg.Wait()
 		st, err := p.Wait()
 		ch <- done{st, err}
@@ -350,4 +433,101 @@ func (t *tailBuffer) String() string {
 		s = "…" + s
 	}
 	return s
+}
+
+// resetScript reads "TYPE PATH" lines and, in the workspace $1, removes
+// what is at each PATH of TYPE x (whatever it is), and for TYPE d (the
+// parents of those paths, parents first) a symbolic link or a file where a
+// directory goes.
+const resetScript = `cd "$1" || exit 1
+while IFS= read -r line; do
+  t=${line%% *}; p=${line#* }
+  if [ "$t" = x ]; then rm -rf -- "$p"
+  elif [ -L "$p" ] || { [ -e "$p" ] && [ ! -d "$p" ]; }; then rm -f -- "$p"
+  fi
+done`
+
+// resetPaths puts paths (cleaned, relative) back as the source has them:
+// whatever the attempt's patch left at them is removed, then the source's
+// entries at them (and their parent directories) are extracted again. A
+// path the source does not have stays absent.
+func resetPaths(ctx context.Context, sb sandbox.Sandbox, src func(context.Context) (io.ReadCloser, error), paths []string) error {
+	want := map[string]bool{}
+	parents := map[string]bool{}
+	var list bytes.Buffer
+	for _, p := range paths {
+		if strings.ContainsAny(p, "\n\x00") {
+			return fmt.Errorf("path %q", p)
+		}
+		want[p] = true
+		var chain []string
+		for d := path.Dir(p); d != "." && d != "/" && !parents[d]; d = path.Dir(d) {
+			parents[d] = true
+			chain = append(chain, d)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			list.WriteString("d " + chain[i] + "\n")
+		}
+	}
+	for _, p := range paths {
+		list.WriteString("x " + p + "\n")
+	}
+	// The source's entries at those paths, and at their parents.
+	rc, err := src(ctx)
+	if err != nil {
+		return err
+	}
+	var kept bytes.Buffer
+	tw := tar.NewWriter(&kept)
+	tr := tar.NewReader(rc)
+	n := 0
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			_ = rc.Close()
+			return err
+		}
+		name := strings.TrimSuffix(path.Clean(h.Name), "/")
+		// A directory the test patch names is taken whole.
+		inside := false
+		for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
+			if want[d] {
+				inside = true
+				break
+			}
+		}
+		if !want[name] && !inside && !(parents[name] && h.Typeflag == tar.TypeDir) {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			_ = rc.Close()
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			_ = rc.Close()
+			return err
+		}
+		n++
+	}
+	_ = rc.Close()
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	_, stderr, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", resetScript, "outpost-reset", sb.Root()},
+		Stdin: list.Bytes()}, 0)
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
+		return fmt.Errorf("remove the test patch's paths: %s: %s", st, strings.TrimSpace(stderr))
+	}
+	if n == 0 {
+		return nil
+	}
+	return copyArchive(ctx, sb, func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(kept.Bytes())), nil
+	})
 }

@@ -77,7 +77,8 @@ line per finished job to the results file. A job line:
    "metadata":{…}, "model","effort","timeout","idle_timeout","env":[…],
    "image","cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
    "conversation","fallback":[…],"schema":{…},
-   "verify":{"command","files","timeout","image","network"}}
+   "verify":{"command","files","timeout","image","network",
+             "fail_to_pass","pass_to_pass","parser","test_patch"}}
 
 Relative paths resolve against the jobs file's directory ("-" reads the jobs from
 standard input; paths then resolve against the current directory). A jobs file
@@ -97,7 +98,7 @@ the patch of everything the agent changed is stored next to the results file
 A result line holds job, attempt (its count of lines for the job), agent, outcome
 (as printed by "outpost replay"), duration_ms, conversation, cli_version, turns,
 retries, parks, agents, usage, metadata, source and patch, and for a job with a
-verifier its verdict, reward and verify (exit_code, duration_ms, output, error).
+verifier its verdict, reward and verify (exit_code, duration_ms, output, error, grading).
 The latest line of a job is its result.
 
 A verifier ("verify", jobs with a git source) grades each attempt once its last turn
@@ -107,7 +108,13 @@ copied over it, then "command" run with sh -c (timeout default 10m, network defa
 none, image default the job's). Verdict pass (exit 0), fail (another exit, or a patch
 that does not apply) or error (the verifier could not run: no lease, exit 126/127,
 killed, over its timeout); reward the number written to $OUTPOST_REWARD_FILE, else 1
-for pass and 0 for fail. The batch then prints solved, pass@1 and pass@k per task and
+for pass and 0 for fail. SWE-bench style: "test_patch" (a diff) is applied after the
+patch, over the source's own version of the files it touches, and before "files" (one
+that does not apply is an error); "fail_to_pass" and "pass_to_pass" test lists with a
+"parser" ("pytest" or "go-test-json") read the command's whole output, and the verdict
+is pass exactly when every listed test passed (a test the output does not report
+failed), whatever the exit code; verify.grading keeps each listed test's outcome.
+The batch then prints solved, pass@1 and pass@k per task and
 writes RESULTS.scores.json; verdicts do not change the exit code.
 
 Quota failures try the next fallback agent, else are parked until their reset time
@@ -761,6 +768,11 @@ func (p *batchProgress) record(r batch.Record) {
 		graded = "; verdict " + string(r.Verdict)
 		if r.Reward != nil {
 			graded += fmt.Sprintf(" (reward %g)", *r.Reward)
+		}
+		if r.Verify != nil && r.Verify.Grading != nil {
+			g := r.Verify.Grading
+			graded += fmt.Sprintf(", fail_to_pass %d/%d and pass_to_pass %d/%d passed", g.FailToPass.Passed, g.FailToPass.Total,
+				g.PassToPass.Passed, g.PassToPass.Total)
 		}
 		if r.Verify != nil && r.Verify.Error != "" {
 			graded += ": " + r.Verify.Error
