@@ -55,7 +55,7 @@ ID#1…ID#K, and pass@k over them.
 
 TASKS is an outpost jobs file (the one outpost batch takes) whose jobs carry a git source
 and a verifier; agent and prompt may be left out, env is ignored (a verifier gets no
-variable). A prediction matches the task whose metadata.instance_id is its instance_id,
+variable), and so is attempts (the predictions are the attempts). A prediction matches the task whose metadata.instance_id is its instance_id,
 else the task whose id is. The jobs file's path rules apply as in batch (--allow-path).
 A prediction without a task, or whose task has no verifier, is a configuration error
 before anything runs (exit 2); tasks without a prediction are not graded.
