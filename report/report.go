@@ -62,6 +62,21 @@ type Job struct {
 	Finished bool
 	// Attempts are the recorded turns (run directories only).
 	Attempts []runrec.JobAttempt
+	// Verdict and Reward are the verifier's (jobs with one; outpost grade).
+	Verdict harness.Verdict
+	Reward  *float64
+}
+
+// VerdictText is "verdict pass (reward 1)", or "" for a job not graded.
+func (j *Job) VerdictText() string {
+	if j.Verdict == "" {
+		return ""
+	}
+	s := "verdict " + string(j.Verdict)
+	if j.Reward != nil {
+		s += fmt.Sprintf(" (reward %g)", *j.Reward)
+	}
+	return s
 }
 
 // Status is the job's one-word state: "ok", its failure class, or
@@ -115,6 +130,8 @@ type Totals struct {
 	// is (partly) a list-price estimate.
 	CostUSD                    float64
 	CostUnknown, CostEstimated int
+	// Graded counts jobs with a verdict, Solved those that passed.
+	Graded, Solved int
 }
 
 // Load reads a run directory or a batch results file (JSON lines of
@@ -196,7 +213,8 @@ func jobsFrom(recs []batch.Record, dirs []runrec.Job) []Job {
 	var jobs []Job
 	for _, rec := range recs {
 		j := Job{ID: rec.Job, Agent: rec.Agent, Agents: rec.Agents, Model: rec.Outcome.Model, Outcome: rec.Outcome,
-			DurationMS: rec.DurationMS, Turns: rec.Turns, Retries: rec.Retries, Parks: rec.Parks, Usage: rec.Usage, Finished: true}
+			DurationMS: rec.DurationMS, Turns: rec.Turns, Retries: rec.Retries, Parks: rec.Parks, Usage: rec.Usage, Finished: true,
+			Verdict: rec.Verdict, Reward: rec.Reward}
 		if i, ok := index[rec.Job]; ok {
 			jobs[i] = j // a later record of the same job wins
 			continue
@@ -267,6 +285,12 @@ func (r *Report) total() {
 			t.Unfinished++
 		default:
 			t.Failed++
+		}
+		if j.Verdict != "" {
+			t.Graded++
+			if j.Verdict == harness.VerdictPass {
+				t.Solved++
+			}
 		}
 		t.Turns += j.Turns
 		t.Retries += j.Retries

@@ -260,3 +260,28 @@ func TestDetailNamesWhatStoppedTheJob(t *testing.T) {
 		assert.Equal(t, c.want, j.Detail())
 	}
 }
+
+// TestVerdicts: graded jobs (batch verifiers, outpost grade) show their
+// verdict and reward beside the outcome, and the totals count the solved.
+func TestVerdicts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(
+		`{"job":"a","attempt":1,"agent":"","outcome":{"ok":true},"verdict":"pass","reward":1}`+"\n"+
+			`{"job":"b","attempt":1,"agent":"","outcome":{"ok":true},"verdict":"fail","reward":0}`+"\n"+
+			`{"job":"c","attempt":1,"agent":"","outcome":{"ok":true},"verdict":"error"}`+"\n"+
+			`{"job":"d","attempt":1,"agent":"claude","outcome":{"ok":true}}`+"\n"), 0o600))
+	r, err := report.Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.Totals.Graded)
+	assert.Equal(t, 1, r.Totals.Solved)
+	var table, md bytes.Buffer
+	require.NoError(t, r.Render(&table, "table"))
+	assert.Regexp(t, `(?m)^a\s+ok; verdict pass \(reward 1\)`, table.String())
+	assert.Regexp(t, `(?m)^b\s+ok; verdict fail \(reward 0\)`, table.String())
+	assert.Regexp(t, `(?m)^c\s+ok; verdict error\s`, table.String())
+	assert.Regexp(t, `(?m)^d\s+claude\s+ok\s`, table.String())
+	assert.Contains(t, table.String(), "4 ok, 0 failed; solved 1 of 3 graded")
+	require.NoError(t, r.Render(&md, "markdown"))
+	assert.Contains(t, md.String(), "**4 jobs**: 4 ok, 0 failed · solved 1 of 3 graded")
+	assert.Contains(t, md.String(), "ok; verdict fail (reward 0)")
+}

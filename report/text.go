@@ -63,6 +63,9 @@ func (r *Report) Table(w io.Writer) error {
 		if d := j.Detail(); d != "" {
 			out = d
 		}
+		if v := j.VerdictText(); v != "" {
+			out += "; " + v
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", clean(j.ID, 40), clean(agentsOf(j), 30), clean(out, 60),
 			formatDuration(j.DurationMS), j.Turns, j.Retries, j.Parks, formatTokens(j.Usage.Tokens()), formatCost(j.Usage))
 	}
@@ -83,6 +86,9 @@ func summary(t Totals) string {
 	s := fmt.Sprintf("%d ok, %d failed", t.OK, t.Failed)
 	if t.Unfinished > 0 {
 		s += fmt.Sprintf(", %d unfinished", t.Unfinished)
+	}
+	if t.Graded > 0 {
+		s += fmt.Sprintf("; solved %d of %d graded", t.Solved, t.Graded)
 	}
 	return s
 }
@@ -117,6 +123,9 @@ func (r *Report) Markdown(w io.Writer) error {
 	if t.Unfinished > 0 {
 		fmt.Fprintf(&b, ", %d unfinished", t.Unfinished)
 	}
+	if t.Graded > 0 {
+		fmt.Fprintf(&b, " · solved %d of %d graded", t.Solved, t.Graded)
+	}
 	fmt.Fprintf(&b, " · %s tokens · cost %s", formatTokens(t.Tokens), md(t.totalCost(), 60))
 	if t.WallMS > 0 {
 		fmt.Fprintf(&b, " · %s wall time", formatDuration(t.WallMS))
@@ -129,6 +138,9 @@ func (r *Report) Markdown(w io.Writer) error {
 		out := j.Status()
 		if d := j.Detail(); d != "" {
 			out = d
+		}
+		if v := j.VerdictText(); v != "" {
+			out += "; " + v
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %d | %d | %d | %s | %s |\n", md(j.ID, 80), md(agentsOf(j), 40), icon(j.Status()), md(out, 120),
 			formatDuration(j.DurationMS), j.Turns, j.Retries, j.Parks, formatTokens(j.Usage.Tokens()), md(formatCost(j.Usage), 30))

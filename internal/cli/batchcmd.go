@@ -62,6 +62,9 @@ type BatchOptions struct {
 	// forward (besides those --env forwards to every job).
 	AllowPaths []string
 	AllowEnv   []string
+	// grading reads the jobs as tasks to grade (outpost grade): agent and
+	// prompt may be left out, and env is dropped (a verifier gets none).
+	grading bool
 }
 
 // NewCmdBatch builds `outpost batch`.
@@ -581,6 +584,9 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return nil, outposterr.New(outposterr.Configuration, "%s line %d: text after the job's JSON object", path, n)
+		}
+		if o.grading {
+			gradingTask(&j)
 		}
 		trust.resolve(&j)
 		if err := j.Compile(); err != nil {

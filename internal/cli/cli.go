@@ -212,7 +212,7 @@ text, token usage and a classified outcome.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err} })
 	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil), NewCmdGC(f), NewCmdImage(f), NewCmdConversations(f), NewCmdBootstrap(f), NewCmdBatch(f), NewCmdDoctor(f), NewCmdInit(f),
 		newCmdContinue(f, false), newCmdContinue(f, true))
-	root.AddCommand(NewCmdReport(f, nil), newCmdGateway(f))
+	root.AddCommand(NewCmdReport(f, nil), newCmdGateway(f), NewCmdGrade(f))
 	return root
 }
 

@@ -107,16 +107,8 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 	fl.DurationVar(&o.Turn.Timeout, "timeout", harness.DefaultDeadline, "turn deadline")
 	fl.DurationVar(&o.Turn.IdleTimeout, "idle-timeout", harness.DefaultIdleTimeout, "fail when the CLI prints nothing for this long")
 
-	fl.StringVar(&o.Sandbox.Kind, "sandbox", "", "sandbox: "+f.sandboxNames()+" (default "+outpost.DefaultSandbox+")")
 	fl.StringVar(&o.Sandbox.Workspace, "workspace", "", "workspace directory (default: the current directory)")
-	fl.StringVar(&o.Sandbox.Image, "image", "", "container image (default: the Outpost base image)")
-	fl.StringVar(&o.Sandbox.Network, "network", "", "container network mode: none, bridge, host or a network name")
-	o.Sandbox.Settings = addKindFlags(f, fl, false)
-	fl.StringVar(&o.Sandbox.User, "user", "", "container lease user uid:gid, never root (default: yours; as root, the workspace owner's, else 1000:1000)")
-	fl.Float64Var(&o.Sandbox.CPUs, "cpus", sandbox.DefaultCPUs, "CPU quota of each container lease, in CPUs (0: no limit)")
-	fl.StringVar(&o.Sandbox.Memory, "memory", units.BytesSize(float64(sandbox.DefaultMemoryBytes)), "memory limit of each container lease, swap disabled, e.g. 512m, 8g (0: no limit)")
-	fl.Int64Var(&o.Sandbox.Pids, "pids-limit", sandbox.DefaultPids, "processes and threads of each container lease (0: no limit)")
-	o.Sandbox.changed = fl.Changed
+	addSandboxFlags(f, cmd, &o.Sandbox)
 
 	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringArrayVar(&o.Credentials.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
@@ -137,6 +129,21 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 
 	fl.StringVar(&o.Bootstrap.Registry, "registry", "", "npm registry for bootstrapping the CLI (default: "+registryEnv+", then npm's configuration)")
 	fl.StringVar(&o.Bootstrap.Mirror, "cli-mirror", "", "directory of CLI archives to bootstrap from instead of the network ("+mirrorEnv+")")
+}
+
+// addSandboxFlags registers the flags choosing the sandbox and its leases'
+// image, network, user and limits (run, batch, grade).
+func addSandboxFlags(f *Factory, cmd *cobra.Command, o *SandboxOptions) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.Kind, "sandbox", "", "sandbox: "+f.sandboxNames()+" (default "+outpost.DefaultSandbox+")")
+	fl.StringVar(&o.Image, "image", "", "container image (default: the Outpost base image)")
+	fl.StringVar(&o.Network, "network", "", "container network mode: none, bridge, host or a network name")
+	o.Settings = addKindFlags(f, fl, false)
+	fl.StringVar(&o.User, "user", "", "container lease user uid:gid, never root (default: yours; as root, the workspace owner's, else 1000:1000)")
+	fl.Float64Var(&o.CPUs, "cpus", sandbox.DefaultCPUs, "CPU quota of each container lease, in CPUs (0: no limit)")
+	fl.StringVar(&o.Memory, "memory", units.BytesSize(float64(sandbox.DefaultMemoryBytes)), "memory limit of each container lease, swap disabled, e.g. 512m, 8g (0: no limit)")
+	fl.Int64Var(&o.Pids, "pids-limit", sandbox.DefaultPids, "processes and threads of each container lease (0: no limit)")
+	o.changed = fl.Changed
 }
 
 // Bounds of the limit flags past which a value is a typo, not a machine:

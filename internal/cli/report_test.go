@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,4 +52,42 @@ func TestReportCommand(t *testing.T) {
 
 	out = execute(t, "", nil, "report")
 	assert.Equal(t, int(ExitConfiguration), out.code)
+}
+
+// TestReportATIF: report --atif writes one ATIF v1.7 trajectory per
+// attempt of a run directory, and refuses a results file or a report flag.
+func TestReportATIF(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err := runrectest.Sample(dir, os.DirFS("../.."), runrectest.Options{})
+	require.NoError(t, err)
+	outDir := filepath.Join(t.TempDir(), "atif")
+	out := execute(t, "", nil, "report", dir, "--atif", outDir)
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Empty(t, out.stdout)
+	assert.Contains(t, out.stderr, "trajectories (ATIF-v1.7) of 14 jobs to "+outDir)
+	files, err := filepath.Glob(filepath.Join(outDir, "*", "*", "trajectory.json"))
+	require.NoError(t, err)
+	assert.Contains(t, out.stderr, "wrote "+strconv.Itoa(len(files))+" trajectories")
+	assert.Greater(t, len(files), 14, "every attempt, retries and parks included")
+	b, err := os.ReadFile(filepath.Join(outDir, "add-tests", "1", "trajectory.json"))
+	require.NoError(t, err)
+	var doc struct {
+		SchemaVersion string `json:"schema_version"`
+		Agent         struct{ Name string }
+		Steps         []struct {
+			Source    string
+			ToolCalls []json.RawMessage `json:"tool_calls"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.Equal(t, "ATIF-v1.7", doc.SchemaVersion)
+	assert.Equal(t, "claude", doc.Agent.Name)
+	require.NotEmpty(t, doc.Steps)
+
+	out = execute(t, "", nil, "report", filepath.Join(dir, "results.jsonl"), "--atif", outDir)
+	assert.Equal(t, int(ExitConfiguration), out.code)
+	assert.Contains(t, out.stderr, "not a run directory")
+	out = execute(t, "", nil, "report", dir, "--atif", outDir, "--format", "html")
+	assert.Equal(t, int(ExitConfiguration), out.code)
+	assert.Contains(t, out.stderr, "--atif exports trajectories, not a report")
 }
