@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/actionrun"
@@ -189,4 +190,87 @@ func TestCIComment(t *testing.T) {
 	require.Equal(t, 0, out.code, out.stderr)
 	assert.Contains(t, out.stdout, "not a pull request")
 	assert.Len(t, gh.Calls(), n)
+}
+
+// TestInitCIGitHub: init --ci github writes the safe pull-request
+// workflow: pull_request (never pull_request_target) from the same
+// repository only, the permissions it needs and no more, the configuration
+// from the base branch kept outside the workspace, the key in the gateway,
+// secrets only in the action's step, and inputs the action declares.
+func TestInitCIGitHub(t *testing.T) {
+	dir := t.TempDir()
+	out := execute(t, "", nil, "init", "--dir", dir, "--ci", "github")
+	require.Equal(t, 0, out.code, out.stderr)
+	p := filepath.Join(dir, ".github", "workflows", "outpost.yml")
+	assert.Contains(t, out.stdout, "created  "+p)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	type step struct {
+		Name string            `yaml:"name"`
+		ID   string            `yaml:"id"`
+		If   string            `yaml:"if"`
+		Uses string            `yaml:"uses"`
+		Run  string            `yaml:"run"`
+		With map[string]string `yaml:"with"`
+		Env  map[string]string `yaml:"env"`
+	}
+	var wf struct {
+		On          map[string]any    `yaml:"on"`
+		Permissions map[string]string `yaml:"permissions"`
+		Jobs        map[string]struct {
+			If    string `yaml:"if"`
+			Steps []step `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &wf))
+	assert.Contains(t, wf.On, "pull_request")
+	assert.Len(t, wf.On, 1, "pull_request only (no pull_request_target, no push)")
+	assert.Equal(t, map[string]string{"contents": "read", "pull-requests": "write"}, wf.Permissions)
+	require.Len(t, wf.Jobs, 1)
+	job := wf.Jobs["outpost"]
+	assert.Equal(t, "github.event.pull_request.head.repo.full_name == github.repository", job.If)
+
+	action, err := actionrun.Load(filepath.Join("..", "..", "action.yml"))
+	require.NoError(t, err)
+	var op *step
+	moved, prAt, trustedAt := false, -1, -1
+	for i := range job.Steps {
+		s := &job.Steps[i]
+		for k, v := range s.Env {
+			if strings.Contains(v, "secrets.") {
+				assert.True(t, strings.HasPrefix(s.Uses, "outpost-dev/outpost@"), "secret %s in step %q", k, s.Name)
+			}
+		}
+		switch {
+		case strings.HasPrefix(s.Uses, "outpost-dev/outpost@"):
+			op = s
+		case strings.HasPrefix(s.Uses, "actions/checkout@") && s.With["ref"] == "${{ github.event.pull_request.base.sha }}":
+			trustedAt = i
+			assert.Equal(t, ".outpost", s.With["sparse-checkout"])
+		case strings.HasPrefix(s.Uses, "actions/checkout@"):
+			prAt = i
+			assert.Equal(t, "false", s.With["persist-credentials"])
+		case strings.Contains(s.Run, `"$RUNNER_TEMP/outpost-trusted"`):
+			moved = trustedAt >= 0 && prAt < 0
+		}
+	}
+	require.NotNil(t, op, "the workflow uses the action")
+	assert.True(t, moved && trustedAt < prAt, "the base branch's configuration is moved out of the workspace before the pull request is checked out")
+	assert.Equal(t, "gateway", op.With["credentials"])
+	assert.Equal(t, "${{ runner.temp }}/outpost-trusted", op.With["working-directory"], "outpost runs from the trusted directory, outside the workspace")
+	v, known := workflowVersion()
+	assert.Equal(t, "outpost-dev/outpost@"+v, op.Uses)
+	if !known {
+		assert.Contains(t, out.stdout, "set the release to pin")
+	}
+	for k := range op.With {
+		assert.Contains(t, action.Inputs, k, "the action declares input %s", k)
+	}
+
+	out = execute(t, "", nil, "init", "--dir", dir, "--ci", "github")
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Contains(t, out.stdout, "kept     "+p)
+	out = execute(t, "", nil, "init", "--dir", dir, "--ci", "gitlab")
+	assert.Equal(t, int(ExitConfiguration), out.code)
+	assert.Contains(t, out.stderr, "--ci must be github")
 }
