@@ -211,3 +211,65 @@ outputs:
 	assert.Equal(t, "1", res.Step("s").Outputs["x"])
 	assert.Equal(t, "multi\nline", res.Outputs["y"])
 }
+
+// recordingBinary stands in for outpost in the run step: it records its
+// working directory, arguments and standard input, and exits 3.
+const recordingBinary = `#!/bin/sh
+case "$1" in --version) echo "outpost fake"; exit 0 ;; esac
+{ pwd; for a in "$@"; do echo "arg: $a"; done; echo "stdin: $(cat)"; } > "$RECORD"
+echo "::error::printed by the agent"
+exit 3
+`
+
+// TestRunStep: the run step runs outpost from the trusted directory (an
+// empty one by default) against the workspace with the inputs as flags,
+// the prompt on standard input, never spliced into the script; the agent's
+// output cannot issue workflow commands; its exit code is an output, not a
+// failure. A working-directory inside the workspace is refused.
+func TestRunStep(t *testing.T) {
+	dir, err := actionrun.Release(t.TempDir(), "v9.9.9", map[string][]byte{asset(): []byte(recordingBinary)})
+	require.NoError(t, err)
+	srv := actionrun.FileServer(dir)
+	defer srv.Close()
+	prompt := `Fix "it"; $(touch /tmp/pwned) ${{ inputs.agent }}`
+	r := runner(t, map[string]string{"agent": "codex", "version": "v9.9.9", "release-url": srv.URL, "prompt": prompt,
+		"max-cost-usd": "1.5", "sandbox": "host", "args": "--model  m1 --max-turns 3"})
+	r.Only = []string{"install", "run"}
+	record := filepath.Join(t.TempDir(), "record")
+	r.Env["RECORD"] = record
+	res, err := load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	require.Empty(t, res.Failed)
+	assert.Equal(t, "3", res.Step("run").Outputs["exit-code"])
+	assert.Empty(t, res.Annotations(), "the agent's ::error:: is text")
+	b, err := os.ReadFile(record)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	assert.Equal(t, filepath.Join(r.Temp, "outpost-project"), lines[0], "runs from an empty trusted directory")
+	var args []string
+	for _, l := range lines[1 : len(lines)-1] {
+		args = append(args, strings.TrimPrefix(l, "arg: "))
+	}
+	out := res.Step("run").Outputs["report-dir"]
+	assert.Equal(t, []string{"run", "--agent", "codex", "--auth", "usage", "--credentials", "gateway", "--timeout", "30m",
+		"--sandbox", "host", "--workspace", r.Workspace, "--out", filepath.Join(out, "run"), "--max-cost-usd", "1.5",
+		"--model", "m1", "--max-turns", "3", "-"}, args)
+	assert.Equal(t, "stdin: "+prompt, lines[len(lines)-1])
+	assert.NoFileExists(t, "/tmp/pwned")
+
+	// Both prompt and jobs, or neither: refused.
+	r.With["jobs"] = "jobs.jsonl"
+	res, err = load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	assert.Equal(t, "run", res.Failed)
+	// A trusted directory inside the workspace is no trusted directory.
+	delete(r.With, "jobs")
+	inside := filepath.Join(r.Workspace, ".base")
+	require.NoError(t, os.Mkdir(inside, 0o755))
+	r.With["working-directory"] = inside
+	res, err = load(t).Run(context.Background(), r)
+	require.NoError(t, err)
+	assert.Equal(t, "run", res.Failed)
+	require.NotEmpty(t, res.Annotations())
+	assert.Contains(t, res.Annotations()[0].Message, "is inside the workspace")
+}

@@ -274,3 +274,25 @@ func TestInitCIGitHub(t *testing.T) {
 	assert.Equal(t, int(ExitConfiguration), out.code)
 	assert.Contains(t, out.stderr, "--ci must be github")
 }
+
+// TestReadmeShowsTheWorkflow: the README's CI section shows the workflow
+// init --ci github writes (pinned at v0.9.0 there), line for line.
+func TestReadmeShowsTheWorkflow(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	readme := string(b)
+	start := strings.Index(readme, "```yaml\nname: outpost\n")
+	require.GreaterOrEqual(t, start, 0, "the README's CI section shows the workflow")
+	block := readme[start+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	code := func(s string) []string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "#") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, code(strings.ReplaceAll(githubWorkflow, "{{VERSION}}", "v0.9.0")), code(block))
+}
