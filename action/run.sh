@@ -46,7 +46,8 @@ if [ -n "${OUTPOST_ACTION_MAX_COST:-}" ]; then
 	args+=(--max-cost-usd "$OUTPOST_ACTION_MAX_COST")
 fi
 read -r -a extra <<<"${OUTPOST_ACTION_ARGS:-}"
-args+=("${extra[@]}")
+# (The + form: bash 3.2, macOS's, calls an empty array unbound under set -u.)
+args+=(${extra[@]+"${extra[@]}"})
 
 # What the agent changed, measured with a private git directory (so nothing
 # the agent writes in the workspace's .git — hooks, filters, fsmonitor —

@@ -273,3 +273,52 @@ func TestRunStep(t *testing.T) {
 	require.NotEmpty(t, res.Annotations())
 	assert.Contains(t, res.Annotations()[0].Message, "is inside the workspace")
 }
+
+// TestImageStep: the image step uses the runner's image when it has one,
+// pulls a named image it lacks, and builds the default image from the
+// trusted directory's .outpost/Dockerfile, else from Outpost's recipe
+// (outpost init); the host sandbox needs none. docker and outpost are
+// fakes that record their calls.
+func TestImageStep(t *testing.T) {
+	fakes := t.TempDir()
+	calls := filepath.Join(fakes, "calls")
+	for name, script := range map[string]string{
+		"docker":  "#!/bin/sh\necho \"docker $*\" >> \"$CALLS\"\n[ \"$1 $2\" = \"image inspect\" ] && [ \"$3\" = \"$HAVE\" ] && exit 0\n[ \"$1\" = pull ] && exit 0\nexit 1\n",
+		"outpost": "#!/bin/sh\necho \"outpost $*\" >> \"$CALLS\"\n",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(fakes, name), []byte(script), 0o755))
+	}
+	trusted := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(trusted, ".outpost"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(trusted, ".outpost", "Dockerfile"), []byte("FROM scratch\n"), 0o644))
+	step := func(have string, with map[string]string) []string {
+		t.Helper()
+		with["agent"] = "claude"
+		r := runner(t, with)
+		r.Only = []string{"image"}
+		r.Env["PATH"] = fakes + ":" + r.Env["PATH"]
+		r.Env["CALLS"], r.Env["HAVE"] = calls, have
+		require.NoError(t, os.WriteFile(calls, nil, 0o644))
+		res, err := load(t).Run(context.Background(), r)
+		require.NoError(t, err)
+		require.Empty(t, res.Failed)
+		b, err := os.ReadFile(calls)
+		require.NoError(t, err)
+		got := strings.Split(strings.TrimSpace(strings.ReplaceAll(string(b), r.Temp, "$RUNNER_TEMP")), "\n")
+		if len(got) == 1 && got[0] == "" {
+			return nil
+		}
+		return got
+	}
+	assert.Equal(t, []string{"docker image inspect outpost/base:dev"}, step("outpost/base:dev", map[string]string{}))
+	assert.Equal(t, []string{"docker image inspect example/img:1", "docker pull example/img:1"},
+		step("", map[string]string{"image": "example/img:1"}))
+	assert.Equal(t, []string{"docker image inspect outpost/base:dev",
+		"outpost image build --dir " + trusted + "/.outpost --tag outpost/base:dev"},
+		step("", map[string]string{"working-directory": trusted}))
+	assert.Equal(t, []string{"docker image inspect outpost/base:dev",
+		"outpost init --dir $RUNNER_TEMP/outpost-recipe",
+		"outpost image build --dir $RUNNER_TEMP/outpost-recipe/.outpost --tag outpost/base:dev"},
+		step("", map[string]string{}))
+	assert.Empty(t, step("", map[string]string{"sandbox": "host"}))
+}
