@@ -217,7 +217,7 @@ func commentBody(md string, rep *report.Report, getenv func(string) string) stri
 	if rep != nil && len(rep.Jobs) == 1 && rep.Jobs[0].Outcome.Text != "" {
 		t := rep.Jobs[0].Outcome.Text
 		if len(t) > maxCommentBytes/2 {
-			t = t[:maxCommentBytes/2] + "\n…"
+			t = strings.ToValidUTF8(t[:maxCommentBytes/2], "") + "\n…"
 		}
 		fence := strings.Repeat("`", max(3, longestRun(t, '`')+1))
 		fmt.Fprintf(&b, "\n<details><summary>Answer</summary>\n\n%stext\n%s\n%s\n\n</details>\n", fence, t, fence)
@@ -333,7 +333,7 @@ func runCIComment(ctx context.Context, f *Factory, bodyFile string, pr int) erro
 	}
 	text := string(body)
 	if len(text) > maxCommentBytes {
-		text = text[:maxCommentBytes] + "\n\n… (cut; the workflow run has the whole report)\n"
+		text = strings.ToValidUTF8(text[:maxCommentBytes], "") + "\n\n… (cut; the workflow run has the whole report)\n"
 	}
 	c := &commentClient{api: strings.TrimSuffix(api, "/"), token: token, owner: owner, repo: name,
 		http: &http.Client{Timeout: time.Minute}}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -174,6 +175,20 @@ func TestCIComment(t *testing.T) {
 	calls := gh.Calls()
 	assert.Equal(t, "POST /repos/acme/widgets/issues/7/comments", calls[2], "two pages listed, then the post: %v", calls)
 	assert.Equal(t, fmt.Sprintf("PATCH /repos/acme/widgets/issues/comments/%d", ours[0].ID), calls[len(calls)-1])
+
+	// A body over GitHub's limit is cut, on a character boundary.
+	require.NoError(t, os.WriteFile(body, []byte("a"+strings.Repeat("é", 40000)), 0o644))
+	out = execute(t, "", env, "ci", "comment", "--body-file", body)
+	require.Equal(t, 0, out.code, out.stderr)
+	long := ours[0].ID
+	for _, c := range gh.Comments(7) {
+		if c.ID == long {
+			assert.Less(t, len([]rune(c.Body)), 65536)
+			assert.True(t, utf8.ValidString(c.Body))
+			assert.NotContains(t, c.Body, "\uFFFD")
+			assert.Contains(t, c.Body, "(cut; the workflow run has the whole report)")
+		}
+	}
 
 	// A token that cannot comment: a configuration error naming the permission.
 	env["OUTPOST_GITHUB_TOKEN"] = "wrong"
