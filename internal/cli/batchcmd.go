@@ -550,6 +550,12 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 	if err != nil {
 		return nil, err
 	}
+	var defaultWorkspace string
+	if o.Run.Sandbox.Workspace != "" {
+		if defaultWorkspace, err = filepath.Abs(o.Run.Sandbox.Workspace); err != nil {
+			return nil, &flagError{fmt.Errorf("--workspace %s: %w", o.Run.Sandbox.Workspace, err)}
+		}
+	}
 	var jobs []batch.Job
 	// Read as a stream, a line at a time: memory holds the jobs, never
 	// the file, and an endless line (/dev/zero) fails at the bound.
@@ -594,6 +600,10 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 		}
 		if err := trust.check(&j, fmt.Sprintf("%s line %d", path, n)); err != nil {
 			return nil, err
+		}
+		if j.Workspace == "" && j.Source == nil && defaultWorkspace != "" {
+			// The command line's --workspace: the user's, not the file's.
+			j.Workspace = defaultWorkspace
 		}
 		if file != "" && len(raw) > lazyJobBytes {
 			j.Prompt, j.Metadata, j.Load = "", nil, lazyJob(file, n, at, raw)

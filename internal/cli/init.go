@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -22,6 +23,27 @@ import (
 //go:embed recipe/Dockerfile recipe/.dockerignore
 var recipe embed.FS
 
+// githubWorkflow is the pull-request workflow `outpost init --ci github`
+// writes; {{VERSION}} becomes the release it pins.
+//
+//go:embed ciworkflow/outpost.yml
+var githubWorkflow string
+
+// GitHubWorkflowPath is where `outpost init --ci github` writes the workflow.
+const GitHubWorkflowPath = ".github/workflows/outpost.yml"
+
+// releaseTag matches a release version (v0.9.0).
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
+// workflowVersion is the release the workflow pins: this binary's when it
+// is a release, else a placeholder the user must replace.
+func workflowVersion() (string, bool) {
+	if releaseTag.MatchString(Version) {
+		return Version, true
+	}
+	return "v0.0.0-set-the-release-you-use", false
+}
+
 // gitignoreLines are the runtime paths a project never commits.
 var gitignoreLines = []string{".outpost/.env", ".outpost/conversations/"}
 
@@ -29,20 +51,34 @@ var gitignoreLines = []string{".outpost/.env", ".outpost/conversations/"}
 func NewCmdInit(f *Factory) *cobra.Command {
 	var dir string
 	var agentList []string
+	var ci string
 	cmd := &cobra.Command{
-		Use:   "init [--agent NAME...] [--dir DIR]",
+		Use:   "init [--agent NAME...] [--dir DIR] [--ci github]",
 		Short: "Scaffold .outpost/: .env.example, the sandbox image recipe, .gitignore entries",
 		Long: `init creates .outpost/ in the project: .env.example listing the variables each chosen
 agent can use (copy it to .env and keep the names you declare; NAME= inherits the
 value from your environment), the sandbox image recipe (Dockerfile, .dockerignore)
-for "outpost image build", and .gitignore entries for the runtime folders. Existing
-files are kept, never overwritten.`,
+for "outpost image build", and .gitignore entries for the runtime folders. With
+--ci github it also writes ` + GitHubWorkflowPath + `: the safe pull-request workflow
+(same-repository pull requests only, the configuration from the base branch, the key in
+the gateway, minimal permissions; see the README's CI section). Existing files are
+kept, never overwritten.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runInit(f, dir, agentList)
+			if ci != "" && ci != "github" {
+				return &flagError{fmt.Errorf("--ci must be github, not %q", ci)}
+			}
+			if err := runInit(f, dir, agentList); err != nil {
+				return err
+			}
+			if ci == "github" {
+				return writeWorkflow(f, dir)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "project root")
+	cmd.Flags().StringVar(&ci, "ci", "", "also write a CI workflow: github ("+GitHubWorkflowPath+")")
 	cmd.Flags().StringSliceVar(&agentList, "agent", nil, "agents to prepare for (default: all)")
 	return cmd
 }
@@ -130,6 +166,35 @@ func runInit(f *Factory, dir string, agentList []string) error {
 			return outposterr.Wrap(outposterr.Configuration, err, "write %s", gi)
 		}
 		fmt.Fprintf(f.IO.Out, "updated  %s (%s)\n", gi, strings.Join(add, ", "))
+	}
+	return nil
+}
+
+// writeWorkflow writes the GitHub pull-request workflow, unless one is there.
+func writeWorkflow(f *Factory, dir string) error {
+	p := filepath.Join(dir, filepath.FromSlash(GitHubWorkflowPath))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "create %s", filepath.Dir(p))
+	}
+	version, known := workflowVersion()
+	fh, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		fmt.Fprintf(f.IO.Out, "kept     %s\n", p)
+		return nil
+	}
+	if err != nil {
+		return outposterr.Wrap(outposterr.Configuration, err, "write %s", p)
+	}
+	_, werr := fh.WriteString(strings.ReplaceAll(githubWorkflow, "{{VERSION}}", version))
+	if cerr := fh.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return outposterr.Wrap(outposterr.Configuration, werr, "write %s", p)
+	}
+	fmt.Fprintf(f.IO.Out, "created  %s\n", p)
+	if !known {
+		fmt.Fprintf(f.IO.Out, "note: this outpost is a development build (%s): set the release to pin in %s (uses: outpost-dev/outpost@vX.Y.Z)\n", Version, p)
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ type TurnOptions struct {
 	Reseed bool
 	// Timeout and IdleTimeout bound the turn.
 	Timeout, IdleTimeout time.Duration
+	// MaxCostUSD caps the turn's cost (run --max-cost-usd; 0: none).
+	MaxCostUSD float64
 }
 
 // SandboxOptions say where a turn runs.

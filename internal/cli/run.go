@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -75,6 +76,7 @@ lines it never took are reported as warnings.
 	cmd.Flags().StringVar(&opts.Turn.Resume, "resume", "", "conversation id to continue")
 	cmd.Flags().BoolVar(&opts.Turn.Fork, "fork", false, "fork the --resume conversation instead of continuing it")
 	cmd.Flags().BoolVar(&opts.Turn.Live, "live", false, "deliver each line of standard input into the running turn")
+	cmd.Flags().Float64Var(&opts.Turn.MaxCostUSD, "max-cost-usd", 0, "stop the turn once its cost reaches this many dollars (0: no cap; exit 12)")
 	return cmd
 }
 
@@ -222,6 +224,9 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 	if opts.Turn.Timeout < minTimeout {
 		return nil, &flagError{fmt.Errorf("--timeout must be at least %s, not %s", minTimeout, opts.Turn.Timeout)}
 	}
+	if opts.Turn.MaxCostUSD < 0 || math.IsNaN(opts.Turn.MaxCostUSD) || math.IsInf(opts.Turn.MaxCostUSD, 0) {
+		return nil, &flagError{fmt.Errorf("--max-cost-usd must be a positive number of dollars, 0 for no cap, not %v", opts.Turn.MaxCostUSD)}
+	}
 	if opts.Turn.IdleTimeout < minTimeout {
 		return nil, &flagError{fmt.Errorf("--idle-timeout must be at least %s, not %s", minTimeout, opts.Turn.IdleTimeout)}
 	}
@@ -259,7 +264,7 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
 		Credentials: outpost.CredentialMode(opts.Credentials.Mode),
 		NoStore:     opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
-		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout},
+		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout, MaxCostUSD: opts.Turn.MaxCostUSD},
 		Getenv: f.Getenv, Logger: slog.New(slog.DiscardHandler), Version: Version,
 	}
 	// This executable can run the model gateway beside a lease (the
