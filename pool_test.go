@@ -117,19 +117,22 @@ func TestRunnerPoolHandsEachTurnALeaseMadeBeforeIt(t *testing.T) {
 
 	// The first turn waits for the pool's first lease; later ones find
 	// theirs ready.
-	_, err = r.Run(ctx, outpost.Turn{Agent: "fake", Prompt: script})
-	require.NoError(t, err)
-	for range 3 {
-		waitUntil(t, "the pool refilled", func() bool { return c.liveCount() == size })
+	releasedCount := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.released) }
+	for i := range 4 {
+		if i > 0 {
+			waitUntil(t, "the last turn's lease removed and the pool refilled", func() bool {
+				return releasedCount() == i && c.liveCount() == size
+			})
+		}
 		_, err = r.Run(ctx, outpost.Turn{Agent: "fake", Prompt: script})
 		require.NoError(t, err)
 	}
 	st := r.PoolStats()
 	assert.Equal(t, 3, st.Warm, "every turn after the first took a lease made before it asked: %+v", st)
+	waitUntil(t, "the last turn's lease removed", func() bool { return releasedCount() == 4 })
 	c.mu.Lock()
 	released := append([]string(nil), c.released...)
 	c.mu.Unlock()
-	require.Len(t, released, 4, "each turn released its own lease")
 	seen := map[string]bool{}
 	for _, id := range released {
 		assert.False(t, seen[id], "lease %s served two turns", id)

@@ -7,7 +7,9 @@
 // A pooled lease is used once: Acquire hands each lease out exactly once,
 // the caller releases it as any lease, and the pool never takes it back. A
 // pool therefore saves the lease's creation, never shares a lease between
-// turns.
+// turns. The Release of a handed-out lease returns at once and removes the
+// lease in the background (a turn does not wait for its container's
+// removal); Close waits for those removals.
 //
 // Poolable specs: a pooled lease is the lease a cold Acquire of the same
 // [sandbox.Spec] would make, so leases are kept per spec (every field: the
@@ -73,6 +75,7 @@ type Pool struct {
 	pooled  int // ready and being created, across buckets
 	closed  bool
 	wg      sync.WaitGroup // background creations
+	rel     sync.WaitGroup // background releases of handed-out leases
 	stats   Stats
 }
 
@@ -213,7 +216,7 @@ func (p *Pool) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 		p.mu.Lock()
 		p.stats.Warm++
 		p.mu.Unlock()
-		return sb, nil
+		return p.handOut(sb), nil
 	}
 	if b.creating == 0 && p.pooled >= p.opts.Size {
 		// The pool is full of other specs' leases: this turn goes cold.
@@ -228,7 +231,10 @@ func (p *Pool) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 	p.mu.Unlock()
 	select {
 	case r := <-ch:
-		return r.sb, r.err
+		if r.err != nil {
+			return nil, r.err
+		}
+		return p.handOut(r.sb), nil
 	case <-ctx.Done():
 		p.mu.Lock()
 		for i, w := range b.waiters {
@@ -405,9 +411,63 @@ func (p *Pool) releaseAll(sbs []sandbox.Sandbox) {
 	}
 }
 
-// Close stops refilling, cancels the creations under way and releases
-// every lease the pool holds (not those it handed out: their callers
-// release them). It is idempotent, bounded by Options.ReleaseTimeout, and
+// handOut wraps a lease the pool hands out: its Release runs in the
+// background (the turn does not wait for the container's removal), and
+// Close waits for it.
+func (p *Pool) handOut(sb sandbox.Sandbox) sandbox.Sandbox {
+	return &pooledLease{Sandbox: sb, p: p}
+}
+
+// pooledLease is a lease handed out by a pool.
+type pooledLease struct {
+	sandbox.Sandbox
+	p    *Pool
+	once sync.Once
+}
+
+// Release removes the lease in the background, bounded by the pool's
+// ReleaseTimeout, also after cancellation; the pool's Close waits for it.
+// A release that fails is logged. After Close, it releases at once.
+func (l *pooledLease) Release(ctx context.Context) error {
+	var err error
+	l.once.Do(func() {
+		p := l.p
+		p.mu.Lock()
+		closed := p.closed
+		if !closed {
+			p.rel.Add(1)
+		}
+		p.mu.Unlock()
+		if closed {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
+			defer cancel()
+			err = l.Sandbox.Release(rctx)
+			return
+		}
+		go func() {
+			defer p.rel.Done()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), p.opts.ReleaseTimeout)
+			defer cancel()
+			if err := l.Sandbox.Release(rctx); err != nil {
+				p.log.Warn("release a pooled lease after its turn", "lease", l.ID(), "err", err)
+			}
+		}()
+	})
+	return err
+}
+
+// Unwrap returns the wrapped lease.
+func (l *pooledLease) Unwrap() sandbox.Sandbox { return l.Sandbox }
+
+// Unisolated passes the wrapped lease's answer on.
+func (l *pooledLease) Unisolated() bool {
+	u, ok := l.Sandbox.(sandbox.Unisolated)
+	return ok && u.Unisolated()
+}
+
+// Close stops refilling, cancels the creations under way, releases every
+// lease the pool holds and waits for the background releases of those
+// it handed out (a handed-out lease not released yet is its caller's). It is idempotent, bounded by Options.ReleaseTimeout, and
 // works after cancellation. Acquire fails once it ran.
 func (p *Pool) Close() {
 	p.mu.Lock()
@@ -435,7 +495,7 @@ func (p *Pool) Close() {
 	// Creations under way were cancelled; what they still made is
 	// released by create itself. Wait for them, bounded.
 	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
+	go func() { p.wg.Wait(); p.rel.Wait(); close(done) }()
 	t := time.NewTimer(p.opts.ReleaseTimeout)
 	defer t.Stop()
 	select {

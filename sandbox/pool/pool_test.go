@@ -20,6 +20,7 @@ type fakeProvider struct {
 	live    map[string]*fakeLease
 	specs   map[string]sandbox.Spec
 	gate    chan struct{} // non-nil: Acquire waits for it (or ctx)
+	relGate chan struct{} // non-nil: Release waits for it
 	fail    error
 	acquire int
 }
@@ -85,10 +86,18 @@ func (l *fakeLease) Home() string { return "/home" }
 func (l *fakeLease) Root() string { return "/workspace" }
 func (l *fakeLease) Release(context.Context) error {
 	l.f.mu.Lock()
+	gate := l.f.relGate
+	l.f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	l.f.mu.Lock()
 	defer l.f.mu.Unlock()
 	delete(l.f.live, l.id)
 	return nil
 }
+func (l *fakeLease) Unisolated() bool { return true }
+
 func (l *fakeLease) Gone(context.Context) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -301,7 +310,7 @@ func TestVanishedLeaseIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.(*fakeLease).Gone(context.Background()) != "" {
+	if sandbox.GoneReason(context.Background(), sb) != "" {
 		t.Fatal("handed out a lease that vanished")
 	}
 }
@@ -327,5 +336,32 @@ func TestCreationFailureReachesTheTurnWithoutALoop(t *testing.T) {
 func TestSizeMustBePositive(t *testing.T) {
 	if _, err := pool.New(newFake(), pool.Options{}); err == nil {
 		t.Fatal("a pool of 0 leases was accepted")
+	}
+}
+
+func TestReleaseOfAHandedOutLeaseDoesNotHoldTheTurn(t *testing.T) {
+	f := newFake()
+	p := newPool(t, f, pool.Options{Size: 1})
+	sb, err := p.Acquire(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := sb.(sandbox.Unisolated); !ok || !u.Unisolated() {
+		t.Fatal("the handed-out lease hides that it is unisolated")
+	}
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.relGate = gate // the container's removal hangs
+	f.mu.Unlock()
+	if err := sb.Release(context.Background()); err != nil { // returns: the removal runs in the background
+		t.Fatal(err)
+	}
+	if err := sb.Release(context.Background()); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	close(gate)
+	p.Close() // waits for the removal
+	if n := f.liveCount(); n != 0 {
+		t.Fatalf("%d leases left after Close", n)
 	}
 }
