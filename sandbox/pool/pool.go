@@ -92,6 +92,9 @@ type Stats struct {
 	// Created counts leases the pool created; Released those it released
 	// unused (idle, closed, vanished).
 	Created, Released int
+	// Removing is the number of handed-out leases whose removal, after
+	// their turn released them, is still under way.
+	Removing int
 }
 
 // bucket is the pool of one spec.
@@ -444,8 +447,16 @@ func (l *pooledLease) Release(ctx context.Context) error {
 			err = l.Sandbox.Release(rctx)
 			return
 		}
+		p.mu.Lock()
+		p.stats.Removing++
+		p.mu.Unlock()
 		go func() {
 			defer p.rel.Done()
+			defer func() {
+				p.mu.Lock()
+				p.stats.Removing--
+				p.mu.Unlock()
+			}()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), p.opts.ReleaseTimeout)
 			defer cancel()
 			if err := l.Sandbox.Release(rctx); err != nil {

@@ -359,7 +359,11 @@ func TestReleaseOfAHandedOutLeaseDoesNotHoldTheTurn(t *testing.T) {
 	if err := sb.Release(context.Background()); err != nil { // idempotent
 		t.Fatal(err)
 	}
+	if st := p.Stats(); st.Removing != 1 {
+		t.Fatalf("stats %+v, want one removal under way", st)
+	}
 	close(gate)
+	waitFor(t, "the removal done", func() bool { return p.Stats().Removing == 0 })
 	p.Close() // waits for the removal
 	if n := f.liveCount(); n != 0 {
 		t.Fatalf("%d leases left after Close", n)
