@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,8 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // TestKubernetesPooledBatch: `outpost batch --sandbox kubernetes --pool
@@ -92,4 +97,46 @@ func TestKubernetesPooledBatch(t *testing.T) {
 		t.Fatal("outpost batch did not exit after SIGINT")
 	}
 	assert.Empty(t, kubeLeft(t, cs, cmd.Process.Pid), "the interrupted pooled batch left nothing")
+}
+
+// TestKubernetesPooledSidecar: with a pool, pods are made ahead with
+// their gateway sidecar (and the CLI copied in); each turn takes a fresh
+// one, its grant reaches that pod's sidecar, the real key goes only to
+// the upstream, and closing the runner leaves no pod.
+func TestKubernetesPooledSidecar(t *testing.T) {
+	testenv.Short(t)
+	kc := testenv.Kubeconfig(t)
+	testenv.CLI(t, "claude")
+	cs := kubeClient(t, kc)
+	self := buildOutpost(t)
+	ctx := context.Background()
+	marker := "sk-ant-api03-MARK-k8s-pooled-sidecar-7c1e"
+	srv, err := outposttest.NewServer()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	vars := map[string]string{"ANTHROPIC_API_KEY": marker, "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+	r, err := outpost.New(ctx, outpost.Options{Project: workspace(t), NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+		Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+		Getenv:  func(k string) string { return vars[k] },
+		Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc},
+			Common: sandbox.Common{Network: "host"}, GatewayBinary: self},
+		Pool: outpost.PoolOptions{Size: 1}})
+	require.NoError(t, err)
+	defer r.Close()
+	for i := range 2 {
+		if i > 0 {
+			require.Eventually(t, func() bool { return r.PoolStats().Created >= 2 }, 3*time.Minute, 100*time.Millisecond,
+				"the pool made the next pod")
+		}
+		res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: fmt.Sprintf("say MARK-kpsc-%d", i)})
+		require.NoError(t, err, "%+v", res)
+		assert.Contains(t, res.Text, fmt.Sprintf("MARK-kpsc-%d", i))
+		assert.Equal(t, "gateway", res.UsageSource, "the grant reached the pooled pod's sidecar")
+	}
+	assert.GreaterOrEqual(t, r.PoolStats().Warm, 1, "%+v", r.PoolStats())
+	for _, q := range srv.ModelRequests() {
+		assert.Equal(t, outposttest.KeyFingerprint(marker), q.KeyFingerprint, "%s %s carried the real key", q.Method, q.Path)
+	}
+	r.Close()
+	assert.Empty(t, kubeLeft(t, cs, os.Getpid()), "closing the runner left no pod")
 }
