@@ -29,6 +29,7 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/outposttest"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/pool"
 	"github.com/outpost-dev/outpost/source"
 	"github.com/outpost-dev/outpost/typed"
 	"github.com/outpost-dev/outpost/usage"
@@ -119,6 +120,27 @@ type Options struct {
 	// TempDir is where task workspaces' sources are prepared (empty:
 	// os.TempDir()).
 	TempDir string
+	// Pool keeps leases created and started ahead of demand (package
+	// sandbox/pool); zero: none, every turn makes its own lease.
+	Pool PoolOptions
+}
+
+// PoolOptions configure the runner's warm lease pools: per agent (the
+// CLI its leases get) and per lease spec (workspace, image, limits,
+// network, user), up to Size leases are kept created and started, the
+// agent's CLI delivered, before a turn asks; a turn takes one — never a
+// lease another turn used — and the pool makes the next in the
+// background. Credentials, the turn's environment and its gateway grant
+// are applied after the turn took its lease, as for any lease. Pooled
+// leases are released when their spec was not asked for in IdleTimeout,
+// and all of them when the runner closes.
+type PoolOptions struct {
+	// Size is how many leases each pool keeps ready (0: no pool; a batch
+	// passes its concurrency).
+	Size int
+	// IdleTimeout releases the ready leases of a spec no turn asked for
+	// in that long (0: pool.DefaultIdleTimeout, 5 minutes).
+	IdleTimeout time.Duration
 }
 
 // CredentialMode says where a bridgeable credential goes.
@@ -215,6 +237,7 @@ type Runner struct {
 	adapters map[string]adapters.Adapter
 	clis     map[string]*Installed
 	sources  *source.Preparer
+	pools    map[string]*pool.Pool
 	closed   bool
 	// fpKey keys account fingerprints (HMAC): they identify a credential
 	// within this runner and reveal nothing of it.
@@ -284,6 +307,9 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		}
 		r.store = fs
 	}
+	if opts.Pool.Size < 0 || opts.Pool.IdleTimeout < 0 {
+		return nil, outposterr.New(outposterr.Configuration, "the lease pool's size and idle timeout must not be negative")
+	}
 	if opts.Offline {
 		if r.srv, err = outposttest.NewServer(opts.OfflineServer...); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "start the scripted model server")
@@ -322,6 +348,13 @@ func (r *Runner) Close() {
 		return
 	}
 	r.closed = true
+	// The pools first: the leases they hold are released (bounded) before
+	// the engine sweeps what is left.
+	var wg sync.WaitGroup
+	for _, p := range r.pools {
+		wg.Go(p.Close)
+	}
+	wg.Wait()
 	if r.engine != nil {
 		r.engine.Close()
 	}
@@ -448,6 +481,53 @@ func (r *Runner) deliver(p sandbox.Provider, cli *Installed) sandbox.Provider {
 		return p
 	}
 	return cli.Bootstrapper.CopyInProvider(p, cli.Entry, sandbox.BasePath, d.Dir)
+}
+
+// pooled returns the warm pool of agent's leases (sidecar: with a
+// gateway sidecar) wrapping p, made on first use, or p itself without
+// Options.Pool. The providers a runner builds for one agent and sidecar
+// choice are interchangeable (the engine's, the agent's CLI delivered
+// the engine's way, the runner's sidecar arguments), so the first one
+// serves the pool; the pool keys leases by their spec.
+func (r *Runner) pooled(agent string, sidecar bool, p sandbox.Provider) (sandbox.Provider, error) {
+	if r.opts.Pool.Size <= 0 {
+		return p, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, outposterr.New(outposterr.Configuration, "the runner is closed")
+	}
+	key := fmt.Sprintf("%s sidecar=%t", agent, sidecar)
+	if pl, ok := r.pools[key]; ok {
+		return pl, nil
+	}
+	pl, err := pool.New(p, pool.Options{Size: r.opts.Pool.Size, IdleTimeout: r.opts.Pool.IdleTimeout, Logger: r.logger})
+	if err != nil {
+		return nil, err
+	}
+	if r.pools == nil {
+		r.pools = map[string]*pool.Pool{}
+	}
+	r.pools[key] = pl
+	return pl, nil
+}
+
+// PoolStats sums what the runner's lease pools did (zero without
+// Options.Pool).
+func (r *Runner) PoolStats() pool.Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var s pool.Stats
+	for _, p := range r.pools {
+		ps := p.Stats()
+		s.Warm += ps.Warm
+		s.Waited += ps.Waited
+		s.Cold += ps.Cold
+		s.Created += ps.Created
+		s.Released += ps.Released
+	}
+	return s
 }
 
 // ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
@@ -720,6 +800,10 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 		return nil, err
 	}
 	ht.Provider = r.deliver(ht.Provider, cli)
+	sidecar := ht.Gateway != nil && ht.Gateway.Remote != nil
+	if ht.Provider, err = r.pooled(row.Name, sidecar, ht.Provider); err != nil {
+		return nil, err
+	}
 	res, err := harness.Run(ctx, ht)
 	if res != nil && res.CLIVersion == "" && cli != nil {
 		// The CLI printed no version (Codex, Copilot): it is the pinned,

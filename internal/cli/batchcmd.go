@@ -65,6 +65,10 @@ type BatchOptions struct {
 	// grading reads the jobs as tasks to grade (outpost grade): agent and
 	// prompt may be left out, and env is dropped (a verifier gets none).
 	grading bool
+
+	// Pool is "off", "on" (the overall concurrency) or a number of leases
+	// kept warm.
+	Pool string
 }
 
 // NewCmdBatch builds `outpost batch`.
@@ -185,6 +189,7 @@ its job, trial and verdict. "{trial}" in FILE writes one file per trial instead.
 	fl.StringVar(&o.Predictions, "predictions", "", "write SWE-bench predictions JSONL from the jobs' metadata.instance_id, one line per instance")
 	fl.StringVar(&o.PredictionsPick, "predictions-pick", pickPassed, "the attempt an instance's prediction takes: passed (the first whose verifier passed, else the first with a patch), patch (the first with a patch) or first")
 	fl.StringArrayVar(&o.AllowPaths, "allow-path", nil, "a directory (links resolved) job paths may name besides the jobs file's own (repeatable)")
+	fl.StringVar(&o.Pool, "pool", "off", "keep leases created and started ahead of the turns: on (as many as --concurrency's overall cap), N, or off")
 	fl.StringArrayVar(&o.AllowEnv, "allow-env", nil, "a host variable a job's env may forward into that job's sandbox (repeatable; names only)")
 	return cmd
 }
@@ -220,6 +225,21 @@ func parseConcurrency(s string) (int, map[string]int, error) {
 	return total, per, nil
 }
 
+// parsePool reads --pool: off, on (concurrency leases) or N.
+func parsePool(s string, concurrency int) (int, error) {
+	switch s {
+	case "off", "":
+		return 0, nil
+	case "on":
+		return concurrency, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--pool: on, off or a number of leases, not %q", s)
+	}
+	return n, nil
+}
+
 // parseRetryClasses reads "all" or a class list.
 func parseRetryClasses(s string) (map[outposterr.Class]bool, error) {
 	if s == "" || s == "all" {
@@ -251,6 +271,9 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	}
 	retry, err := parseRetryClasses(o.RetryFailed)
 	if err != nil {
+		return &flagError{err}
+	}
+	if o.Run.Pool, err = parsePool(o.Pool, total); err != nil {
 		return &flagError{err}
 	}
 	if o.MaxCostUSD < 0 || o.MaxBatchCostUSD < 0 || o.MaxTurns < 0 || o.MaxTokens < 0 || o.MaxBatchTokens < 0 {

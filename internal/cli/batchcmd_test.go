@@ -29,6 +29,18 @@ func TestParseConcurrency(t *testing.T) {
 	}
 }
 
+func TestParsePool(t *testing.T) {
+	for in, want := range map[string]int{"off": 0, "on": 6, "3": 3, "0": 0} {
+		n, err := parsePool(in, 6)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, n, in)
+	}
+	for _, in := range []string{"-1", "yes", "2x"} {
+		_, err := parsePool(in, 6)
+		assert.ErrorContains(t, err, "--pool", in)
+	}
+}
+
 func TestFileSafe(t *testing.T) {
 	assert.Equal(t, "r1%231", fileSafe("r1#1"))
 	assert.Equal(t, "%2E.%2Fetc", fileSafe("../etc"), "no separator, no leading dot")

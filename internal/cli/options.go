@@ -25,6 +25,9 @@ type RunOptions struct {
 	Store       StoreOptions
 	Offline     OfflineOptions
 	Bootstrap   BootstrapOptions
+	// Pool is how many leases the runner keeps warm (batch --pool; 0:
+	// none).
+	Pool int
 }
 
 // TurnOptions say what to run.
