@@ -99,6 +99,8 @@ func (e *engine) Lease(_ *sandbox.CLI, workspace string) (sandbox.Provider, sand
 // runner's pods share). Restrict it with a NetworkPolicy.
 func (e *engine) OfflineNetwork() string { return "pod" }
 
+var _ sandbox.Unnetworked = (*engine)(nil)
+
 // Gateway: with an outpost executable to run there, every pod gets a
 // gateway sidecar, reached on the pod's loopback. Else a pod on the host's
 // network (--network host) shares this machine's loopback when the
