@@ -18,13 +18,15 @@ import (
 
 // TestKubernetesVerify: outpost batch --sandbox kubernetes runs real
 // Claude Code offline in a pod against the scripted server, twice on a
-// task from a git source: a correct fix and a wrong one. Each attempt is
-// graded in a pod of its own on tests the agent never saw: the agent
+// task from a git source: a correct fix, a wrong one, and one that
+// rewrites the hidden test and the test patch's and plants a reward file.
+// Each attempt is graded in a pod of its own on tests the agent never saw
+// and a test patch: the agent
 // leaves its pod's host name in its patch and a file outside the
 // workspace, and the verifier checks it runs in another pod, sees no such
 // file and is on the pod network (not the node's, which the agent's pod
 // shares to reach the scripted server). Pass with reward 1, fail with
-// reward 0; no pod or Secret is left.
+// reward 0 twice (the real tests win); no pod or Secret is left.
 func TestKubernetesVerify(t *testing.T) {
 	testenv.Short(t)
 	kc := testenv.Kubeconfig(t)
@@ -49,17 +51,25 @@ echo "verifier pod $me, agent pod $agent"
 [ -n "$agent" ] && [ "$me" != "$agent" ] || { echo "same pod as the agent"; exit 1; }
 [ ! -e /tmp/outpost-agent-left ] || { echo "the agent's file outside the patch is here"; exit 1; }
 case "$me" in outpost-*) ;; *) echo "not the pod network: $me"; exit 1;; esac
+sh tests/extra.sh || { echo "the test patch's test failed"; exit 1; }
 [ "$(sh app.sh)" = 2 ] || { echo "want 2, got $(sh app.sh)"; exit 1; }
 echo verified
 `), 0o644))
 
-	verify := map[string]any{"command": "sh tests/check.sh", "files": "hidden", "timeout": "2m"}
+	// The test patch adds tests/extra.sh.
+	testPatch := "diff --git a/tests/extra.sh b/tests/extra.sh\nnew file mode 100644\n--- /dev/null\n+++ b/tests/extra.sh\n@@ -0,0 +1 @@\n+[ \"$(sh app.sh)\" != 1 ]\n"
+	verify := map[string]any{"command": "sh tests/check.sh", "files": "hidden", "timeout": "2m", "test_patch": testPatch}
 	src := map[string]any{"repo": "task", "commit": "main"}
 	var b strings.Builder
-	for _, j := range []struct{ id, answer string }{{"fixed", "2"}, {"wrong", "3"}} {
+	for _, j := range []struct{ id, edit string }{
+		{"fixed", "echo 'echo 2' > app.sh"},
+		{"wrong", "echo 'echo 3' > app.sh"},
+		// Rewrites the hidden test and the test patch's, plants a reward.
+		{"tamper", "echo 'echo verified' > tests/check.sh; echo 'exit 0' > tests/extra.sh; echo 1 > reward"},
+	} {
 		line, err := json.Marshal(map[string]any{"id": j.id, "agent": "claude", "source": src, "verify": verify,
 			"prompt": "MARK-kv-" + j.id + " " + outposttest.RunDirective(
-				"hostname > agent-host.txt; touch /tmp/outpost-agent-left; echo 'echo "+j.answer+"' > app.sh")})
+				"hostname > agent-host.txt; touch /tmp/outpost-agent-left; "+j.edit)})
 		require.NoError(t, err)
 		b.Write(line)
 		b.WriteByte('\n')
@@ -68,7 +78,7 @@ echo verified
 	require.NoError(t, os.WriteFile(jobsFile, []byte(b.String()), 0o600))
 	results := filepath.Join(t.TempDir(), "results.jsonl")
 	cmd := exec.Command(bin, "batch", jobsFile, "--results", results, "--sandbox", "kubernetes", "--offline", "--no-store",
-		"--concurrency", "2")
+		"--concurrency", "3")
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "OUTPOST_STATE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
@@ -76,14 +86,15 @@ echo verified
 	assert.Empty(t, kubeLeft(t, cs, cmd.Process.Pid), "no pod or Secret left, the verifiers' included")
 
 	recs := readRecords(t, results)
-	require.Len(t, recs, 2, string(out))
+	require.Len(t, recs, 3, string(out))
 	want := map[string]struct {
 		verdict harness.Verdict
 		reward  float64
 		output  string
 	}{
-		"fixed": {harness.VerdictPass, 1, "verified"},
-		"wrong": {harness.VerdictFail, 0, "want 2, got 3"},
+		"fixed":  {harness.VerdictPass, 1, "verified"},
+		"wrong":  {harness.VerdictFail, 0, "want 2, got 3"},
+		"tamper": {harness.VerdictFail, 0, "the test patch's test failed"},
 	}
 	for _, r := range recs {
 		w := want[r.Job]
@@ -97,5 +108,5 @@ echo verified
 		assert.Contains(t, r.Verify.Output, w.output, r.Job)
 		assert.Contains(t, r.Verify.Output, "verifier pod outpost-", r.Job)
 	}
-	assert.Contains(t, string(out), "solved 1 of 2 graded jobs (1 failed, 0 verifier errors)")
+	assert.Contains(t, string(out), "solved 1 of 3 graded jobs (2 failed, 0 verifier errors)")
 }
