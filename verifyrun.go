@@ -22,7 +22,9 @@ import (
 // lists grade the command's output (package grading). The
 // lease takes the verifier's image (default the job's, then the runner's),
 // the job's resources, and network "none" unless the verifier names one
-// (the host sandbox, which isolates nothing, leaves the network as it is);
+// (the host sandbox, which isolates nothing, leaves the network as it is;
+// a Kubernetes pod, which cannot go without one, takes the pod network,
+// never the node's: see [sandbox.Unnetworked]);
 // no credential and no CLI go into it. It is [batch.Options.Verify] for
 // [Runner.Batch]; it returns nil for a job without a verifier.
 func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness.Verification {
@@ -62,7 +64,7 @@ func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness
 		spec.Network = vs.Network
 	case !hostPath:
 		// The host sandbox isolates nothing, the network included.
-		spec.Network = "none"
+		spec.Network = r.offlineNetwork()
 	}
 	image := vs.Image
 	if image == "" {
@@ -93,6 +95,18 @@ func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness
 	}
 	return harness.Verify(ctx, harness.VerifyInput{Provider: prov, Spec: spec, Verifier: vf,
 		Source: harness.Seed{Tar: func(ctx context.Context) (io.ReadCloser, error) { return snap.Tar(ctx), nil }, Patch: patch}})
+}
+
+// offlineNetwork is the network of a lease of the open engine that should
+// reach nothing: "none", or what the engine offers instead (a Kubernetes
+// pod's is the pod network).
+func (r *Runner) offlineNetwork() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u, ok := r.engine.(sandbox.Unnetworked); ok {
+		return u.OfflineNetwork()
+	}
+	return "none"
 }
 
 // engineDelivery is the open engine's delivery.

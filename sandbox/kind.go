@@ -212,6 +212,14 @@ type Engine interface {
 	Close()
 }
 
+// Unnetworked is an [Engine] whose leases cannot take network "none":
+// OfflineNetwork names the network that reaches least, for a lease that
+// should reach nothing (a verifier's). Engines that do not implement it
+// take "none".
+type Unnetworked interface {
+	OfflineNetwork() string
+}
+
 // BasePath is the PATH of a container lease after the CLI's own directory.
 const BasePath = "/usr/local/bin:/usr/bin:/bin"
 

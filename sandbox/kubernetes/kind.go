@@ -94,6 +94,13 @@ func (e *engine) Lease(_ *sandbox.CLI, workspace string) (sandbox.Provider, sand
 		Env: map[string]string{"PATH": sandbox.BasePath}}, nil
 }
 
+// OfflineNetwork: a pod cannot go without a network; the cluster's pod
+// network is the least it reaches (never the node's, which an offline
+// runner's pods share). Restrict it with a NetworkPolicy.
+func (e *engine) OfflineNetwork() string { return "pod" }
+
+var _ sandbox.Unnetworked = (*engine)(nil)
+
 // Gateway: with an outpost executable to run there, every pod gets a
 // gateway sidecar, reached on the pod's loopback. Else a pod on the host's
 // network (--network host) shares this machine's loopback when the
