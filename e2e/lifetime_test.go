@@ -7,16 +7,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/sandbox/host"
 	"github.com/outpost-dev/outpost/sandbox/kubernetes"
 )
 
@@ -127,4 +130,55 @@ func TestKubernetesLeaseDiesWithRunner(t *testing.T) {
 	_ = cmd.Wait()
 	killed := time.Now()
 	t.Logf("pod, Secret and runner job gone %v after outpost run was killed", awaitGone(t, killed, left).Round(100*time.Millisecond))
+}
+
+// TestHostLeaseReapedByNextRun: outpost run --sandbox host is killed with
+// SIGKILL mid-turn, which leaves its lease directory (the private home);
+// the next outpost run on the host sandbox removes it.
+func TestHostLeaseReapedByNextRun(t *testing.T) {
+	testenv.Short(t)
+	outpost := buildOutpost(t)
+	ws := workspace(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost", "drivers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", "drivers", "say.json"), []byte(`{"id":"say","binary":"sh",
+		"args":["-c","echo $$ > say.pid; read -r p; case $p in hang*) exec sleep 600;; esac; echo answer: $p"],
+		"stdin":"${input.prompt}","output":{"mode":"text"}}`), 0o644))
+	tmp := t.TempDir()
+	run := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(outpost, append([]string{"run", "--agent", "say", "--sandbox", "host", "--no-store"}, args...)...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "OUTPOST_STATE_DIR="+t.TempDir())
+		return cmd
+	}
+	leases := func() []string {
+		m, err := filepath.Glob(filepath.Join(tmp, host.LeasePrefix+"*"))
+		require.NoError(t, err)
+		return m
+	}
+	cmd := run("hang MARK-hkill")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		// The driver a dead run left on the host: end its group.
+		if b, err := os.ReadFile(filepath.Join(ws, "say.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(ws, "say.pid"))
+		return err == nil && len(leases()) == 1
+	}, time.Minute, 100*time.Millisecond, "the turn started")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	left := leases()
+	require.Len(t, left, 1, "kill -9 leaves the lease directory")
+
+	out, err := run("hello MARK-hnext").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "answer: hello MARK-hnext")
+	assert.NoDirExists(t, left[0], "the next run removed the dead run's lease")
+	assert.Empty(t, leases())
 }
