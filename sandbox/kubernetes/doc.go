@@ -164,7 +164,8 @@
 // process dies, the deadline passes, the Job controller fails the Job, the
 // TTL controller deletes it and the garbage collector deletes its pods and
 // their Secrets: within about 35 s of the death (30 s and a few), with
-// nobody running `outpost gc`. [Provider.Close] deletes the Job at once.
+// nobody running `outpost gc`. [Provider.Close] deletes the Job at once,
+// and with it the pods of leases not released.
 // The kubeconfig user needs to create, patch and delete Jobs in the
 // namespace; where it may not, the provider logs a warning and leases live
 // until Release, `outpost gc` or Options.Lifetime. A process that cannot
@@ -176,7 +177,8 @@
 // tracks its live leases: [Provider.ReleaseAll] removes them all,
 // [CleanupOnSignal] calls it when the process receives SIGINT, SIGTERM, SIGHUP
 // or SIGQUIT, and [Provider.Close] stops their background watches and
-// heartbeats without removing them.
+// heartbeats and deletes the runner Job (so what was not released goes
+// with it).
 //
 // # Images
 //
