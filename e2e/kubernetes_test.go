@@ -162,7 +162,7 @@ func TestKubernetesRealCLIs(t *testing.T) {
 
 // TestKubernetesCommand: outpost run --sandbox kubernetes, SIGINT mid-turn
 // (pod and Secret gone), kill -9 (outpost gc --sandbox kubernetes removes
-// them), and a batch of 32 jobs at concurrency 16 (each recorded once,
+// them at once), and a batch of 32 jobs at concurrency 16 (each recorded once,
 // nothing left).
 func TestKubernetesCommand(t *testing.T) {
 	testenv.Short(t)
@@ -199,7 +199,8 @@ func TestKubernetesCommand(t *testing.T) {
 	assert.Equal(t, 130, ee.ExitCode())
 	assert.Empty(t, kubeLeft(t, cs, cmd.Process.Pid), "SIGINT leaves no pod and no Secret")
 
-	// kill -9: the pod and Secret stay until gc, which removes them.
+	// kill -9: gc removes the pod and Secret (the cluster would too,
+	// after the runner job's grace: TestKubernetesLeaseDiesWithRunner).
 	cmd = run("run", "--agent", "echo", "--sandbox", "kubernetes", "--env", "E2E_KUBE_SECRET", "--no-store", "hang MARK-kkill")
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return len(kubeLeft(t, cs, cmd.Process.Pid)) >= 2 }, time.Minute, 200*time.Millisecond)

@@ -54,8 +54,10 @@
 //
 // [Provider.Acquire] creates and starts one container per lease:
 //
-//   - entrypoint "sleep infinity" behind Docker's init (--init), so exec'd
-//     processes and their orphans are reaped;
+//   - a keeper as the main process behind Docker's init (--init), so exec'd
+//     processes and their orphans are reaped. The keeper reads its standard
+//     input, to which the provider stays attached until Release (see
+//     Cleanup), and ends when it ends;
 //   - a non-root user: Spec.User, else Options.User, else the host's uid:gid;
 //     when the host process is root, [DefaultUser] (the image's "agent"
 //     account, 1000:1000) — a root CLI is refused by some agents and has no
@@ -103,7 +105,7 @@
 //     sandbox error). With network "none" this is how a lease reaches a
 //     model gateway with no route anywhere; network "host" is refused (the
 //     port would be the host's). The container's entrypoint is then the
-//     forwarding script instead of plain "sleep infinity";
+//     forwarding script, which then becomes the keeper;
 //   - environment: only HOME, TZ and XDG_CACHE_HOME in the container
 //     configuration. Spec.Env and Command.Env travel in each exec's
 //     environment, so no secret value is visible in the container's config or
@@ -174,10 +176,24 @@
 //
 // # Cleanup
 //
+// A lease dies with the process that holds it, even one killed with
+// SIGKILL. Each container is created with an open standard input that the
+// engine closes when its one attached client goes away (StdinOnce), and
+// with AutoRemove. Acquire attaches to it while the container starts (so
+// the lease costs no time more) and holds that connection, writing
+// nothing, until Release. When the process dies, the kernel closes the
+// connection (through ssh:// too: the ssh process's input ends and it
+// closes the far side's), the engine closes the keeper's input, the keeper
+// exits, the container's other processes end with it and the engine
+// removes the container — within a second or so, on Docker and on Podman,
+// with nobody running `outpost gc`.
+//
 // Every resource carries [LabelManaged], [LabelRun], [LabelSession] (when
 // given), [LabelVersion], [LabelOwnerPID], [LabelOwnerHost] and
 // [LabelOwnerStart]. [Reap] (outpost gc) removes labelled containers, volumes
-// and networks whose owning process is gone. A Provider also tracks its live
+// and networks whose owning process is gone: what the lifeline cannot
+// remove (a container created by a process that died before it attached,
+// or left by an engine that was down). A Provider also tracks its live
 // leases: [Provider.ReleaseAll] removes them all, and [CleanupOnSignal] calls
 // it when the process receives SIGINT, SIGTERM, SIGHUP or SIGQUIT.
 //

@@ -88,6 +88,8 @@ func TestPodman(t *testing.T) {
 		"HiddenDirs":       TestHiddenDirectories,
 		"ForwardNoNetwork": TestForwardWithoutNetwork,
 		"EngineKind":       testEngineKind("podman", true),
+		"DiesWithRunner":   TestLeaseDiesWithRunner,
+		"OutlivesSetup":    TestLeaseOutlivesSetup,
 	})
 }
 
@@ -115,6 +117,7 @@ func TestSSHEngine(t *testing.T) {
 		"RefusesHostFiles": testRefusesHostFiles(host, flags),
 		"OOMKilled":        TestOOMKilled,
 		"ReleaseAll":       TestReleaseAllAndCleanupOnSignal,
+		"DiesWithRunner":   TestLeaseDiesWithRunner,
 	})
 }
 

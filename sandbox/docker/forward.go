@@ -24,15 +24,15 @@ const ForwardDir = "/run/outpost"
 // Each pair gets a supervised socat that listens on the lease's own
 // 127.0.0.1:PORT and relays every connection to SOCKET; a socat that dies
 // (killed by the agent, which runs as the same user) is restarted a second
-// later. The shell then becomes the lease's "sleep infinity", so the
-// forwarders live and die with the container. Without socat it only sleeps
-// and the readiness check reports the missing program.
-const forwardScript = `command -v socat >/dev/null 2>&1 || exec sleep infinity
+// later. The shell then becomes the lease's keeper ([keeperScript]), so the
+// forwarders live and die with the container. Without socat it only keeps
+// the lease and the readiness check reports the missing program.
+const forwardScript = `command -v socat >/dev/null 2>&1 || { ` + keeperScript + `; exit 0; }
 while [ "$#" -ge 2 ]; do
   (while :; do socat TCP-LISTEN:"$1",bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:"$2"; sleep 1; done) </dev/null >/dev/null 2>&1 &
   shift 2
 done
-exec sleep infinity`
+` + keeperScript
 
 // forwardReadyScript waits until every port listens on 127.0.0.1 inside the
 // lease (read from /proc/net/tcp, so it needs no client tool):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path"
 	"sync"
@@ -40,6 +41,9 @@ type lease struct {
 	// without that count, so the next count read is a new baseline.
 	pidsSeen  int64
 	pidsStale bool
+
+	lifeMu   sync.Mutex
+	lifeline net.Conn // the attach to the keeper's stdin (see lifeline.go)
 
 	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
 	relMu     sync.Mutex
@@ -184,6 +188,10 @@ func (l *lease) Release(ctx context.Context) error {
 			errs = append(errs, engineError(err, "remove container %s", shortID(l.id)))
 		}
 	}
+	// Cut after the removal (a keeper ending first would race it with
+	// the engine's own removal), and also when the removal failed: the
+	// container then ends by itself.
+	l.cutLifeline()
 	if err := l.removeWorkspace(); err != nil {
 		errs = append(errs, err)
 	}

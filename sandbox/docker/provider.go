@@ -439,17 +439,21 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		Image:      image,
 		User:       user,
 		Env:        []string{"HOME=" + Home, "TZ=UTC", "XDG_CACHE_HOME=/tmp/.cache"},
-		Entrypoint: []string{"sleep"},
-		Cmd:        []string{"infinity"},
+		Entrypoint: []string{"sh", "-c", keeperScript, "outpost-keeper"},
 		WorkingDir: Root,
 		Labels:     labels,
+		// The keeper's stdin is the lifeline (see lifeline.go): open, and
+		// closed by the engine when the one attached client goes away.
+		OpenStdin: true,
+		StdinOnce: true,
 	}
 	if len(fwdArgs) > 0 {
 		cfg.Entrypoint = append([]string{"sh", "-c", forwardScript, "outpost-forward"}, fwdArgs...)
-		cfg.Cmd = nil
 	}
 	useInit := true
 	hc := &container.HostConfig{
+		// A container whose keeper ended (its runner died) removes itself.
+		AutoRemove:  true,
 		Init:        &useInit,
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges"},
@@ -502,6 +506,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		return nil, errors.Join(fmt.Errorf("create container: %w", ctx.Err()), l.Release(ctx))
 	}
 
+	// The lifeline is attached while the container starts, so it costs
+	// the lease no time of its own.
+	attached := l.attachLifeline(ctx)
 	sctx, cancel := p.opCtx(context.WithoutCancel(ctx))
 	err = p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
 	cancel()
@@ -510,6 +517,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	} else if err != nil {
 		err = p.engineError(err, "start container")
 	}
+	err = errors.Join(err, <-attached)
 	if err == nil && len(fwdArgs) > 0 {
 		err = l.awaitForwards(ctx, fwdArgs)
 	}

@@ -18,7 +18,10 @@ import (
 
 // The reaper exists because a lease is removed by its owner's Release, and an
 // owner can die without running it: kill -9, a crash, a lost CI runner. Such
-// containers keep running "sleep infinity" forever. Every Outpost resource
+// containers end by themselves once the engine sees their lifeline close
+// (lifeline.go); the reaper removes what that leaves (a container whose
+// owner died before it attached, one of an engine that was down, volumes
+// and networks). Every Outpost resource
 // records which process owns it (pid, host name, process start time), so a
 // later `outpost gc` can tell leftovers from resources of runs still going on.
 

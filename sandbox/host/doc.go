@@ -18,9 +18,14 @@
 //     lives in a lease directory ([LeasePrefix]* in Options.TempDir) that
 //     records its owning process (pid, host, start time): [Provider.ReleaseAll]
 //     removes every lease still held (the outpost command calls it on the way
-//     out, signals included), and [Reap] (outpost gc) removes the directories
-//     of owners that died without releasing them (kill -9, a crash), never
-//     following a link and never touching another user's;
+//     out, signals included), and [Reap] removes the directories of owners
+//     that died without releasing them (kill -9, a crash), never following
+//     a link and never touching another user's. The host kind runs it when
+//     it opens (the next outpost command on the host sandbox removes what a
+//     dead run of this host left); outpost gc runs it too, and also removes
+//     directories whose owner cannot be judged here once they are old. The
+//     processes a dead run started are not ended: they are not in a
+//     sandbox, and whatever daemonized escapes any group anyway;
 //   - a workspace: [sandbox.Spec.Workspace] as given (never removed), or a
 //     fresh temporary directory removed by Release;
 //   - an environment built only from [Options.Env], HOME and PWD, the

@@ -27,6 +27,15 @@ func open(ctx context.Context, c sandbox.Config) (sandbox.Engine, error) {
 	if err := refuseLimits(c.Common); err != nil {
 		return nil, err
 	}
+	// The leases of runs that died holding them (kill -9, a crash) go
+	// now: the directories of dead owners of this host, not those of
+	// owners that cannot be judged here (outpost gc waits for their age).
+	// It costs a listing of the temporary directory.
+	if left, err := Reap(ctx, ReapOptions{Grace: -1}); err != nil || len(left) > 0 {
+		if c.Logger != nil {
+			c.Logger.Debug("removed host leases of dead runs", "count", len(left), "err", err)
+		}
+	}
 	env := map[string]string{"TZ": "UTC"}
 	for _, k := range hostVars {
 		if v := c.Env(k); v != "" {
@@ -85,7 +94,8 @@ func (e *engine) Gateway() sandbox.Route { return sandbox.Route{Via: sandbox.Via
 // Close removes the private homes of leases still held: the harness
 // releases each lease itself, also after a signal cancelled the run; this
 // is the last line of defence. A home left by a process that died anyway
-// (kill -9) is removed by `outpost gc` (Reap).
+// (kill -9) is removed when the next run opens the host sandbox, or by
+// `outpost gc` (Reap).
 func (e *engine) Close() {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), DefaultReleaseTimeout)
 	defer cancel()

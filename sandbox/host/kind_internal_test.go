@@ -2,11 +2,15 @@ package host
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
@@ -44,4 +48,31 @@ func TestHostEnvIsChosen(t *testing.T) {
 	require.NoError(t, err)
 	defer e.Close()
 	assert.Equal(t, map[string]string{"PATH": "/bin", "LANG": "C.UTF-8", "TZ": "UTC"}, e.(*engine).env)
+}
+
+// TestOpenReapsDeadRunsLeases: opening the host sandbox (what the next
+// outpost command does) removes the lease directories of dead owners of
+// this host, and leaves a live owner's and an unjudgeable one's.
+func TestOpenReapsDeadRunsLeases(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // os.TempDir, where the kind's provider leases
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	me := procowner.Self()
+	mk := func(name string, o procowner.Owner) string {
+		dir := filepath.Join(tmp, LeasePrefix+name)
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "home"), 0o700))
+		require.NoError(t, writeOwner(dir, o))
+		return dir
+	}
+	gone := mk("dead", procowner.Owner{PID: dead.Process.Pid, Host: me.Host, Start: "1"})
+	live := mk("live", me)
+	foreign := mk("foreign", procowner.Owner{PID: 1, Host: "another-machine"})
+
+	e, err := Kind().Open(context.Background(), sandbox.Config{})
+	require.NoError(t, err)
+	defer e.Close()
+	assert.NoDirExists(t, gone)
+	assert.DirExists(t, live)
+	assert.DirExists(t, foreign)
 }

@@ -107,6 +107,10 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	if err != nil {
 		return nil, err
 	}
+	// The runner Job owns the pod (and the Secret until the pod adopts
+	// it): they die with this process.
+	owners := p.runnerOwner(ctx)
+	pod.OwnerReferences = owners
 
 	// Create calls are never abandoned half-way (a request cut off by
 	// cancellation can still complete in the API server and leak the
@@ -114,10 +118,11 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	bctx := context.WithoutCancel(ctx)
 	if l.secret != "" {
 		sec := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: l.secret, Namespace: p.ns, Labels: labels, Annotations: ownerAnnotations(annotations)},
-			Type:       corev1.SecretTypeOpaque,
-			Immutable:  new(true),
-			Data:       map[string][]byte{},
+			ObjectMeta: metav1.ObjectMeta{Name: l.secret, Namespace: p.ns, Labels: labels, Annotations: ownerAnnotations(annotations),
+				OwnerReferences: owners},
+			Type:      corev1.SecretTypeOpaque,
+			Immutable: new(true),
+			Data:      map[string][]byte{},
 		}
 		for k, v := range spec.Env {
 			sec.Data[k] = []byte(v)

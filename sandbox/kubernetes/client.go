@@ -7,6 +7,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,8 +19,8 @@ import (
 )
 
 // client is the provider's API client: the few calls it makes on pods,
-// Secrets, nodes, access reviews and exec, over REST clients whose scheme
-// holds only core/v1 and authorization/v1.
+// Secrets, nodes, access reviews, exec and the runner's Job, over REST
+// clients whose scheme holds only core/v1, authorization/v1 and batch/v1.
 //
 // client-go's generated clientset would do, but importing it registers
 // every API group of Kubernetes when the program starts, which costs every
@@ -27,6 +28,7 @@ import (
 type client struct {
 	core  *rest.RESTClient
 	authz *rest.RESTClient
+	batch *rest.RESTClient
 }
 
 // codecs is the scheme of the client, built on first use.
@@ -41,6 +43,9 @@ var codecs = sync.OnceValue(func() struct {
 		panic(err) // a static registration: cannot fail
 	}
 	if err := authorizationv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := batchv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return struct {
@@ -73,7 +78,11 @@ func newClient(cfg *rest.Config) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{core: core, authz: authz}, nil
+	batch, err := groupClient(batchv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, err
+	}
+	return &client{core: core, authz: authz, batch: batch}, nil
 }
 
 // version asks the API server for its version: the reachability probe.
@@ -149,6 +158,21 @@ func (c *client) mergePatch(ctx context.Context, resource, ns, name string, patc
 // delete deletes a namespaced object of resource ("pods", "secrets").
 func (c *client) delete(ctx context.Context, resource, ns, name string, opts metav1.DeleteOptions) error {
 	return c.core.Delete().Namespace(ns).Resource(resource).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+func (c *client) createJob(ctx context.Context, ns string, job *batchv1.Job) (*batchv1.Job, error) {
+	out := &batchv1.Job{}
+	err := c.batch.Post().Namespace(ns).Resource("jobs").Body(job).Do(ctx).Into(out)
+	return out, err
+}
+
+// patchJob applies a JSON merge patch to a Job.
+func (c *client) patchJob(ctx context.Context, ns, name string, patch []byte) error {
+	return c.batch.Patch(types.MergePatchType).Namespace(ns).Resource("jobs").Name(name).Body(patch).Do(ctx).Error()
+}
+
+func (c *client) deleteJob(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return c.batch.Delete().Namespace(ns).Resource("jobs").Name(name).Body(&opts).Do(ctx).Error()
 }
 
 func (c *client) accessReview(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {

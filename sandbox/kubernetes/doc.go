@@ -41,6 +41,9 @@
 //     Options.Pids, else [DefaultPids]), when the node has none, or when
 //     its configuration cannot be read; Options.Pids negative asks for no
 //     limit and checks nothing;
+//   - an owner reference to the provider's runner Job, which the cluster
+//     deletes, and the pod and its Secret with it, when the provider's
+//     process stops renewing it (see Cleanup);
 //   - activeDeadlineSeconds (Options.Lifetime) as the backstop for a lease
 //     nobody releases, restartPolicy Never, image pull policy
 //     Options.PullPolicy (IfNotPresent unless set);
@@ -152,13 +155,30 @@
 //
 // # Cleanup
 //
+// A lease dies with the process that holds it, even one killed with
+// SIGKILL. On its first Acquire the provider creates a runner Job
+// (outpost-runner-<16 hex>, batch/v1) that never runs a pod: it holds an
+// active deadline Options.RunnerGrace ([DefaultRunnerGrace], 30 s) ahead,
+// which the provider pushes forward every sixth of that, and
+// ttlSecondsAfterFinished 0. Every pod names the Job as its owner. When the
+// process dies, the deadline passes, the Job controller fails the Job, the
+// TTL controller deletes it and the garbage collector deletes its pods and
+// their Secrets: within about 35 s of the death (30 s and a few), with
+// nobody running `outpost gc`. [Provider.Close] deletes the Job at once,
+// and with it the pods of leases not released.
+// The kubeconfig user needs to create, patch and delete Jobs in the
+// namespace; where it may not, the provider logs a warning and leases live
+// until Release, `outpost gc` or Options.Lifetime. A process that cannot
+// reach the API server for longer than the grace loses its leases.
+//
 // [Provider.Reap] (outpost gc) removes labelled pods and Secrets whose owning process
 // is gone, and those of owners on other hosts whose heartbeat is older than
 // [ReapOptions].Grace, in every namespace the client may list. A Provider
 // tracks its live leases: [Provider.ReleaseAll] removes them all,
 // [CleanupOnSignal] calls it when the process receives SIGINT, SIGTERM, SIGHUP
 // or SIGQUIT, and [Provider.Close] stops their background watches and
-// heartbeats without removing them.
+// heartbeats and deletes the runner Job (so what was not released goes
+// with it).
 //
 // # Images
 //

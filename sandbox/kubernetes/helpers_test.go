@@ -71,6 +71,7 @@ func newProvider(t testing.TB, opts kubernetes.Options) *kubernetes.Provider {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		assert.NoError(t, p.ReleaseAll(ctx), "release leftovers")
+		_ = p.Close()
 	})
 	return p
 }

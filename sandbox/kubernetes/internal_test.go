@@ -409,3 +409,18 @@ func TestNodeIsLocal(t *testing.T) {
 		assert.Equal(t, want, p.NodeIsLocal(), host)
 	}
 }
+
+// TestRunnerDeadline: the runner Job's activeDeadlineSeconds, counted from
+// just before it was created, always ends it at least a grace after now.
+func TestRunnerDeadline(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	grace := 30 * time.Second
+	assert.Equal(t, int64(31), runnerDeadline(start, start, grace), "at least one second elapsed, rounded up")
+	assert.Equal(t, int64(41), runnerDeadline(start, start.Add(10200*time.Millisecond), grace))
+	assert.Equal(t, int64(3630), runnerDeadline(start, start.Add(time.Hour), grace))
+	assert.Equal(t, int64(2), runnerDeadline(start, start, 10*time.Millisecond), "a grace under a second is one")
+	for _, d := range []time.Duration{0, time.Millisecond, 999 * time.Millisecond, time.Second, 90 * time.Minute} {
+		got := time.Duration(runnerDeadline(start, start.Add(d), grace)) * time.Second
+		assert.GreaterOrEqual(t, got, d+grace, "elapsed %v", d)
+	}
+}

@@ -154,8 +154,8 @@ func (s *sidecarProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandb
 }
 
 // doctor checks the cluster of $KUBECONFIG (or ~/.kube/config):
-// reachable, the namespace, permission to create pods and Secrets and to
-// exec, the nodes' pod pids limit, and the sandbox image on a node.
+// reachable, the namespace, permission to create pods and Secrets, to
+// exec and to create and renew the runner Job, the nodes' pod pids limit, and the sandbox image on a node.
 // Without a kubeconfig there is nothing to check.
 func doctor(ctx context.Context, c sandbox.DoctorConfig) []sandbox.Check {
 	path := Kubeconfig("", c.Getenv)
@@ -172,6 +172,8 @@ func doctor(ctx context.Context, c sandbox.DoctorConfig) []sandbox.Check {
 	defer cancel()
 	for _, perm := range []struct{ verb, resource, sub string }{
 		{"create", "pods", ""}, {"create", "secrets", ""}, {"create", "pods", "exec"}, {"delete", "pods", ""},
+		// The runner Job, which ends the pods of a runner that died.
+		{"create", "jobs.batch", ""}, {"patch", "jobs.batch", ""},
 	} {
 		name := "kubernetes may " + perm.verb + " " + perm.resource
 		if perm.sub != "" {

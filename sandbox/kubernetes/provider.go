@@ -52,6 +52,10 @@ const (
 	// DefaultLifetime is the pod's activeDeadlineSeconds: the backstop that
 	// ends a lease whose owner vanished without anyone running `outpost gc`.
 	DefaultLifetime = 24 * time.Hour
+	// DefaultRunnerGrace is how long the leases of a process that died
+	// (even by SIGKILL) outlive it before the cluster deletes them (see
+	// [Options.RunnerGrace]).
+	DefaultRunnerGrace = 30 * time.Second
 	// DefaultHeartbeatInterval is how often a live lease refreshes
 	// [AnnotationHeartbeat].
 	DefaultHeartbeatInterval = time.Minute
@@ -186,6 +190,14 @@ type Options struct {
 	ReleaseTimeout time.Duration
 	// Lifetime is the pods' activeDeadlineSeconds. Zero: [DefaultLifetime].
 	Lifetime time.Duration
+	// RunnerGrace is how long the leases of a provider whose process died
+	// without releasing them (kill -9, a crash, a lost machine) live on:
+	// the provider's runner Job (batch/v1, in Namespace; the kubeconfig
+	// user needs to create, patch and delete Jobs there) owns its pods,
+	// and the cluster deletes it, and them, when the provider stops
+	// renewing it for that long. Zero: [DefaultRunnerGrace]; negative: no
+	// runner Job (leases live until Release, `outpost gc` or Lifetime).
+	RunnerGrace time.Duration
 	// HeartbeatInterval is how often a lease refreshes
 	// [AnnotationHeartbeat]. Zero: [DefaultHeartbeatInterval]; negative: never.
 	HeartbeatInterval time.Duration
@@ -212,6 +224,8 @@ type Provider struct {
 	leases leasekit.Tracker[*lease]
 	// nodePids caches each node's pod pids limit (-1: none) once read.
 	nodePids map[string]int64
+	// runner is the Job that owns the provider's pods (see lifeline.go).
+	runner runnerJob
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -276,6 +290,7 @@ func (o Options) withDefaults() Options {
 	o.ReleaseTimeout = cmp.Or(o.ReleaseTimeout, DefaultReleaseTimeout)
 	o.Lifetime = cmp.Or(o.Lifetime, DefaultLifetime)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
+	o.RunnerGrace = cmp.Or(o.RunnerGrace, DefaultRunnerGrace)
 	o.HomeBytes = cmp.Or(o.HomeBytes, DefaultHomeBytes)
 	o.CPUs = cmp.Or(o.CPUs, DefaultCPUs)
 	o.MemoryBytes = cmp.Or(o.MemoryBytes, DefaultMemoryBytes)
@@ -381,11 +396,15 @@ func (p *Provider) NodeIsLocal() bool {
 // Close stops the background work of the live leases (pod watches and
 // heartbeats) without releasing them, for a caller that gives up on a
 // cluster it cannot reach any more; see [Provider.ReleaseAll] to remove them.
-// The leases' own calls fail afterwards only if the cluster does.
+// The leases' own calls fail afterwards only if the cluster does. Close
+// also deletes the provider's runner Job (see [Options.RunnerGrace]), and
+// with it the pods of leases not released yet: a lease does not outlive
+// its provider.
 func (p *Provider) Close() error {
 	for _, l := range p.leases.All() {
 		l.cancel()
 	}
+	p.endRunnerJob()
 	return nil
 }
 
@@ -438,10 +457,12 @@ func isUnreachable(err error) bool {
 
 // Can reports whether the provider's credentials may do verb on resource
 // (and subresource, "" for none) in its namespace (a SelfSubjectAccessReview).
+// A resource of an API group is named resource.group ("jobs.batch").
 func (p *Provider) Can(ctx context.Context, verb, resource, subresource string) (bool, error) {
+	resource, group, _ := strings.Cut(resource, ".")
 	r, err := p.cs.accessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: p.ns, Verb: verb, Resource: resource, Subresource: subresource}},
+			Namespace: p.ns, Verb: verb, Group: group, Resource: resource, Subresource: subresource}},
 	})
 	if err != nil {
 		return false, outposterr.Wrap(outposterr.Sandbox, err, "ask the API server what outpost may do")
