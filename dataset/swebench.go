@@ -106,18 +106,29 @@ type SWEBenchOptions struct {
 	Attempts int
 	// Timeout is the verifier's timeout ("": the default), a Go duration.
 	Timeout string
+	// Image is every job's image; Environment instead a build context
+	// directory whose Dockerfile builds it (a job's "environment").
+	Image, Environment string
 }
 
 // Job is a job line an import writes: the fields of a jobs file's line
 // (package batch), the verifier's SWE-bench fields included.
 type Job struct {
-	ID       string          `json:"id"`
-	Agent    string          `json:"agent"`
-	Prompt   string          `json:"prompt"`
-	Source   JobSource       `json:"source"`
-	Attempts int             `json:"attempts,omitempty"`
-	Metadata json.RawMessage `json:"metadata"`
-	Verify   JobVerify       `json:"verify"`
+	ID       string    `json:"id"`
+	Agent    string    `json:"agent"`
+	Prompt   string    `json:"prompt"`
+	Source   JobSource `json:"source"`
+	Attempts int       `json:"attempts,omitempty"`
+	Image    string    `json:"image,omitempty"`
+	// Environment is the job's image recipe.
+	Environment *JobEnvironment `json:"environment,omitempty"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Verify      JobVerify       `json:"verify"`
+}
+
+// JobEnvironment is a job's image recipe: a build context directory.
+type JobEnvironment struct {
+	Context string `json:"context"`
 }
 
 // JobSource is a job's git source.
@@ -159,6 +170,19 @@ func ImportSWEBench(ctx context.Context, r io.Reader, opts SWEBenchOptions, emit
 	}
 	if opts.TestCommand == "" {
 		opts.TestCommand = DefaultTestCommand
+	}
+	if opts.Image != "" && opts.Environment != "" {
+		return 0, outposterr.New(outposterr.Configuration, "give an image or an environment to build one, not both")
+	}
+	if opts.Environment != "" {
+		abs, err := filepath.Abs(opts.Environment)
+		if err != nil {
+			return 0, outposterr.Wrap(outposterr.Configuration, err, "environment")
+		}
+		if fi, err := os.Stat(filepath.Join(abs, "Dockerfile")); err != nil || !fi.Mode().IsRegular() {
+			return 0, outposterr.New(outposterr.Configuration, "environment %s holds no Dockerfile", opts.Environment)
+		}
+		opts.Environment = relTo(opts.Base, abs)
 	}
 	br := bufio.NewReader(r)
 	first, blank, err := firstByte(br)
@@ -258,19 +282,19 @@ func swebenchJob(ctx context.Context, row SWEBenchRow, opts SWEBenchOptions) (Jo
 	if err := hasCommit(ctx, mirror, row.BaseCommit); err != nil {
 		return Job{}, fmt.Errorf("instance %s: %w", row.InstanceID, err)
 	}
-	repo := mirror
-	if opts.Base != "" {
-		if rel, err := filepath.Rel(opts.Base, mirror); err == nil && filepath.IsLocal(rel) {
-			repo = rel
-		}
-	}
+	repo := relTo(opts.Base, mirror)
 	tests := make([]string, 0, len(row.FailToPass)+len(row.PassToPass))
 	for _, t := range append(append([]string{}, row.FailToPass...), row.PassToPass...) {
 		tests = append(tests, shellQuote(t))
 	}
 	meta, _ := json.Marshal(map[string]string{"instance_id": row.InstanceID, "repo": row.Repo})
+	var env *JobEnvironment
+	if opts.Environment != "" {
+		env = &JobEnvironment{Context: opts.Environment}
+	}
 	return Job{
 		ID: row.InstanceID, Agent: opts.Agent, Prompt: row.ProblemStatement,
+		Image: opts.Image, Environment: env,
 		Source:   JobSource{Repo: repo, Commit: row.BaseCommit},
 		Attempts: opts.Attempts, Metadata: meta,
 		Verify: JobVerify{
@@ -280,6 +304,17 @@ func swebenchJob(ctx context.Context, row SWEBenchRow, opts SWEBenchOptions) (Jo
 			Parser: "pytest", TestPatch: row.TestPatch,
 		},
 	}, nil
+}
+
+// relTo returns p relative to base when it lies under it, else p.
+func relTo(base, p string) string {
+	if base == "" {
+		return p
+	}
+	if rel, err := filepath.Rel(base, p); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return p
 }
 
 func nonNil(l []string) []string {

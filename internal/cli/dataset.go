@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,11 +20,11 @@ import (
 func NewCmdDataset(f *Factory) *cobra.Command {
 	ds := &cobra.Command{Use: "dataset", Short: "Turn evaluation datasets into jobs files"}
 	imp := &cobra.Command{Use: "import", Short: "Import a dataset as a jobs file"}
-	var repos, out, agent, testCommand string
+	var repos, out, agent, testCommand, img, environment string
 	var attempts int
 	var timeout time.Duration
 	swe := &cobra.Command{
-		Use:   "swebench FILE --repos DIR [-o JOBS.jsonl] [--agent NAME] [--test-command CMD] [--attempts K]",
+		Use:   "swebench FILE --repos DIR [-o JOBS.jsonl] [--agent NAME] [--test-command CMD] [--attempts K] [--image IMAGE | --environment DIR]",
 		Short: "Turn SWE-bench rows and local repository mirrors into jobs with verifiers",
 		Long: `swebench reads SWE-bench instances (a JSON array, or one JSON object per line; "-":
 standard input) and writes one job line per instance: id and metadata.instance_id
@@ -39,6 +38,8 @@ SWE-bench stores them. The mirror of owner/name is --repos DIR/owner__name, else
 DIR/owner/name, else DIR/name: a git repository (a clone or a --mirror clone) that
 holds the base commit. The verifier's command is --test-command with {tests} replaced
 by the instance's tests, each quoted (default: ` + dataset.DefaultTestCommand + `).
+The tests need an image that runs them: --image names one, --environment DIR writes an
+"environment" whose DIR/Dockerfile batch builds once.
 
 A row without an instance_id, repo, base_commit, problem_statement or FAIL_TO_PASS,
 a repo without a mirror or a mirror without the commit is a configuration error
@@ -58,7 +59,7 @@ directory are written relative to it, others absolute (pass batch --allow-path D
 			if fi, err := os.Stat(repos); err != nil || !fi.IsDir() {
 				return outposterr.New(outposterr.Configuration, "--repos %s is not a directory", repos)
 			}
-			var in io.Reader = f.IO.In
+			in := f.IO.In
 			if args[0] != "-" {
 				fh, err := os.Open(args[0])
 				if err != nil {
@@ -78,7 +79,8 @@ directory are written relative to it, others absolute (pass batch --allow-path D
 				}
 				base = filepath.Dir(abs)
 			}
-			opts := dataset.SWEBenchOptions{Repos: repos, Base: base, Agent: agent, TestCommand: testCommand, Attempts: attempts}
+			opts := dataset.SWEBenchOptions{Repos: repos, Base: base, Agent: agent, TestCommand: testCommand, Attempts: attempts,
+				Image: img, Environment: environment}
 			if timeout > 0 {
 				opts.Timeout = timeout.String()
 			}
@@ -119,6 +121,8 @@ directory are written relative to it, others absolute (pass batch --allow-path D
 	fl.StringVar(&agent, "agent", "claude", "the jobs' agent")
 	fl.StringVar(&testCommand, "test-command", "", "the verifier's command; {tests} becomes the instance's tests (default: "+dataset.DefaultTestCommand+")")
 	fl.IntVar(&attempts, "attempts", 0, "attempts per instance (0: one)")
+	fl.StringVar(&img, "image", "", "the jobs' image (one that runs the tests)")
+	fl.StringVar(&environment, "environment", "", "a directory whose Dockerfile builds the jobs' image (their \"environment\")")
 	fl.DurationVar(&timeout, "verify-timeout", 0, "the verifier's timeout (0: batch's default)")
 	imp.AddCommand(swe)
 	ds.AddCommand(imp)
