@@ -443,3 +443,32 @@ func TestEvalSWEBenchImport(t *testing.T) {
 	assert.Equal(t, map[string]int{"acme__calc-1": 1, "acme__calc-2": 2}, passed)
 	assert.Contains(t, string(out), "solved 3 of 6 graded jobs (3 failed, 0 verifier errors); pass@1 0.500, pass@3 1.000 over 2 tasks")
 }
+
+// TestEvalTaskEnvironmentFails: a task whose environment's recipe fails
+// stops the batch before any turn: a configuration error (exit 2) that
+// ends with the failing step's output, no result line, no container.
+func TestEvalTaskEnvironmentFails(t *testing.T) {
+	cli := evalDocker(t)
+	outpost := buildOutpost(t)
+	root := t.TempDir()
+	task := filepath.Join(root, "tasks", "broken")
+	copyTree(t, filepath.Join("..", "testdata", "tasks", "sh-sum"), task)
+	gitCmd(t, filepath.Join(task, "workspace"), "init", "-q", "-b", "main")
+	gitCmd(t, filepath.Join(task, "workspace"), "add", "-A")
+	gitCmd(t, filepath.Join(task, "workspace"), "commit", "-q", "-m", "task")
+	require.NoError(t, os.MkdirAll(filepath.Join(task, "environment"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(task, "environment", "Dockerfile"),
+		[]byte("FROM outpost/base:dev\nRUN echo the-recipe-step-ran && exit 7\n"), 0o644))
+	results := filepath.Join(root, "results.jsonl")
+	cmd := exec.Command(outpost, "batch", filepath.Join(root, "tasks"), "--agent", "claude", "--results", results, "--offline", "--no-store")
+	cmd.Env = append(os.Environ(), "OUTPOST_STATE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(out))
+	assert.Equal(t, 2, ee.ExitCode(), string(out))
+	assert.Contains(t, string(out), "configuration: job broken: environment ")
+	assert.Contains(t, string(out), "returned a non-zero code: 7")
+	assert.Contains(t, string(out), "the-recipe-step-ran", "the build log's tail")
+	assert.NoFileExists(t, results)
+	assert.Zero(t, owned(t, cli, cmd.Process.Pid))
+}
