@@ -337,8 +337,10 @@ func (v *VerifySpec) check(j *Job) error {
 
 // EnvironmentSpec is a job's task environment: an image built from a
 // Dockerfile and its build context, once per content (the outpost command
-// tags it by a hash of both, labels it and reuses it), then set as the
-// job's Image. A build that fails fails the batch before anything runs.
+// tags it by a hash of both, labels it and reuses it: see
+// sandbox/kinds.EnsureTaskImage), then set as the job's Image in its
+// place. A build that fails fails the batch before anything runs; a
+// runner refuses a job whose environment is still unbuilt.
 type EnvironmentSpec struct {
 	// Dockerfile is the recipe (absolute here; the outpost command
 	// resolves it against the jobs file's directory). Empty: Context's
