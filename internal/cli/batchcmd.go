@@ -79,7 +79,7 @@ line per finished job to the results file. A job line:
 
   {"id","agent","prompt", "source":{"repo","commit"}|{"dir"} | "workspace",
    "metadata":{…}, "model","effort","timeout","idle_timeout","env":[…],
-   "image","cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
+   "image"|"environment":{"dockerfile","context"},"cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
    "conversation","fallback":[…],"schema":{…},
    "verify":{"command","files","timeout","image","network"}}
 

@@ -163,6 +163,7 @@ func readTask(dir string, o *BatchOptions) (batch.Job, error) {
 		if j.Verify != nil {
 			v = *j.Verify
 		}
+		v.Files = abs(v.Files)
 		if v.Files == "" {
 			v.Files = tests
 		}
