@@ -258,6 +258,12 @@ func TestEvalTaskDataset(t *testing.T) {
 		}
 		assert.Equal(t, harness.VerdictFail, r.Verdict, "%s (%s): %+v", r.Job, kind, r.Verify)
 		assert.Equal(t, 0.0, *r.Reward, "%s (%s): graded on the real tests", r.Job, kind)
+		// The real tests said so: pytest's summary, or the shell test's complaint.
+		mark := "want "
+		if strings.HasSuffix(d.tests, ".py") {
+			mark = " failed"
+		}
+		assert.Contains(t, r.Verify.Output, mark, "%s (%s): the hidden tests ran", r.Job, kind)
 	}
 	for name, d := range script {
 		assert.ElementsMatch(t, d.edits, seen[name], "%s: each scripted edit ran once", name)
