@@ -69,3 +69,19 @@ func TestTestOnlyAgentFromOneRow(t *testing.T) {
 	require.NotEmpty(t, asked, "the pin was looked for: %v", err)
 	assert.Contains(t, asked[0], agenttest.Launcher, "the runner's catalog holds the parrot's pin")
 }
+
+// TestCheckJobsUnbuiltEnvironment: the runner builds no image, so a job
+// whose environment was not built (its tag given as image) is refused
+// rather than run on the default image.
+func TestCheckJobsUnbuiltEnvironment(t *testing.T) {
+	env := map[string]string{CacheEnv: t.TempDir()}
+	r, err := New(context.Background(), Options{Project: t.TempDir(), NoStore: true, Agents: agenttest.Registry(),
+		Sandbox: SandboxOptions{Kind: "host"}, Getenv: func(k string) string { return env[k] }})
+	require.NoError(t, err)
+	defer r.Close()
+	err = r.CheckJobs([]batch.Job{{ID: "j", Agent: agenttest.Name, Prompt: "hi", Environment: &batch.EnvironmentSpec{Context: "/t/env"}}})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "job j: its environment is not built")
+	require.NoError(t, r.CheckJobs([]batch.Job{{ID: "j", Agent: agenttest.Name, Prompt: "hi", Image: "outpost-task:x"}}))
+}

@@ -885,6 +885,12 @@ func (r *Runner) CheckJobs(jobs []batch.Job) error {
 		if err := j.Compile(); err != nil {
 			return err
 		}
+		if j.Environment != nil {
+			// The runner builds no image: a job's environment would
+			// silently run on the default image.
+			return outposterr.New(outposterr.Configuration,
+				"job %s: its environment is not built: build it first (sandbox/kinds.EnsureTaskImage, as outpost batch does) and give the job its tag as image", j.ID)
+		}
 		for _, name := range append([]string{j.Agent}, j.Fallback...) {
 			if _, err := r.table.Lookup(name); err != nil {
 				return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)

@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -59,10 +60,14 @@ type Job struct {
 	Env []string `json:"env,omitempty"`
 	// Image, CPUs, Memory and Pids override the lease's container image and
 	// limits (0: the defaults and flags).
-	Image  string  `json:"image,omitempty"`
-	CPUs   float64 `json:"cpus,omitempty"`
-	Memory Bytes   `json:"memory,omitempty"`
-	Pids   int64   `json:"pids,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Environment builds the job's image from a Dockerfile instead of
+	// naming one (not both); the image then serves the agent's and the
+	// verifier's leases (see [EnvironmentSpec]).
+	Environment *EnvironmentSpec `json:"environment,omitempty"`
+	CPUs        float64          `json:"cpus,omitempty"`
+	Memory      Bytes            `json:"memory,omitempty"`
+	Pids        int64            `json:"pids,omitempty"`
 	// MaxCostUSD and MaxTurns cap the job's cost and each of its turns'
 	// assistant turns (0: Options.MaxJobCostUSD, Options.MaxTurns).
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
@@ -137,6 +142,9 @@ func (j *Job) Compile() error {
 		}
 	}
 	if err := j.Verify.check(j); err != nil {
+		return err
+	}
+	if err := j.Environment.check(j); err != nil {
 		return err
 	}
 	for _, name := range j.Env {
@@ -358,6 +366,62 @@ func (v *VerifySpec) check(j *Job) error {
 		if err := grading.CheckLists(grading.Parser(v.Parser), v.FailToPass, v.PassToPass); err != nil {
 			return bad("%v", err)
 		}
+	}
+	return nil
+}
+
+// EnvironmentSpec is a job's task environment: an image built from a
+// Dockerfile and its build context, once per content (the outpost command
+// tags it by a hash of both, labels it and reuses it: see
+// sandbox/kinds.EnsureTaskImage), then set as the job's Image in its
+// place. A build that fails fails the batch before anything runs; a
+// runner refuses a job whose environment is still unbuilt.
+type EnvironmentSpec struct {
+	// Dockerfile is the recipe (absolute here; the outpost command
+	// resolves it against the jobs file's directory). Empty: Context's
+	// Dockerfile.
+	Dockerfile string `json:"dockerfile,omitempty"`
+	// Context is the build context directory (absolute here). Empty: the
+	// Dockerfile's directory.
+	Context string `json:"context,omitempty"`
+}
+
+// Paths returns the build context and the Dockerfile's path relative to
+// it, or an error when the Dockerfile lies outside the context.
+func (e EnvironmentSpec) Paths() (contextDir, dockerfile string, err error) {
+	contextDir, file := e.Context, e.Dockerfile
+	switch {
+	case contextDir == "" && file == "":
+		return "", "", errors.New("give a dockerfile, a context directory or both")
+	case contextDir == "":
+		contextDir = filepath.Dir(file)
+	case file == "":
+		file = filepath.Join(contextDir, "Dockerfile")
+	}
+	rel, err := filepath.Rel(contextDir, file)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", "", fmt.Errorf("the dockerfile %s is outside the build context %s", file, contextDir)
+	}
+	return contextDir, rel, nil
+}
+
+func (e *EnvironmentSpec) check(j *Job) error {
+	if e == nil {
+		return nil
+	}
+	bad := func(format string, args ...any) error {
+		return outposterr.New(outposterr.Configuration, "job %s: environment: "+format, append([]any{j.ID}, args...)...)
+	}
+	if j.Image != "" {
+		return bad("give an image or an environment to build one, not both")
+	}
+	for _, p := range []string{e.Dockerfile, e.Context} {
+		if p != "" && !filepath.IsAbs(p) {
+			return bad("%q is not absolute", p)
+		}
+	}
+	if _, _, err := e.Paths(); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

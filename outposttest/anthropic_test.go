@@ -9,6 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -798,4 +801,44 @@ func TestRunDirective(t *testing.T) {
 		msg("user", []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "ok"}}))
 	assert.Equal(t, "end_turn", m.stopReason)
 	assert.Contains(t, finalText(m), "outpost tool done: ran the command.")
+}
+
+// TestRunEachDirective: each conversation carrying the directive runs the
+// next command, cycling; the follow-up after a tool result takes none.
+func TestRunEachDirective(t *testing.T) {
+	srv := newServer(t)
+	prompt := msg("user", "MARK-each "+outposttest.RunEachDirective("echo a", "echo b"))
+	var got []string
+	for range 3 {
+		m := streamMessage(t, srv, prompt)
+		require.Equal(t, "tool_use", m.stopReason)
+		tool := m.blocks[1]
+		input := tool["input"].(map[string]any)
+		got = append(got, input["command"].(string))
+		id, _ := tool["id"].(string)
+		m = streamMessage(t, srv, prompt,
+			msg("assistant", []any{m.blocks[0], map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": input}}),
+			msg("user", []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "ok"}}))
+		assert.Equal(t, "end_turn", m.stopReason)
+		assert.Contains(t, finalText(m), "outpost tool done: ran the command.")
+	}
+	assert.Equal(t, []string{"echo a", "echo b", "echo a"}, got)
+	// Another directive counts on its own.
+	m := streamMessage(t, srv, msg("user", outposttest.RunEachDirective("echo c", "echo d")))
+	assert.Equal(t, "echo c", m.blocks[1]["input"].(map[string]any)["command"])
+}
+
+// TestWriteCommand: the command writes any content to the path, making
+// its directory.
+func TestWriteCommand(t *testing.T) {
+	dir := t.TempDir()
+	content := "it's \"quoted\" $HOME `x`\nline 2\n"
+	cmd := exec.Command("sh", "-c", outposttest.WriteCommand("sub dir/f'.txt", content))
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	b, err := os.ReadFile(filepath.Join(dir, "sub dir", "f'.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, content, string(b))
+	assert.Contains(t, outposttest.WriteDirective("a", "b"), "[[outpost:run=")
 }

@@ -90,7 +90,11 @@
 // The decision is stateless: it depends only on the conversation sent.
 // [RunDirective] scripts the command instead: the agent runs any shell
 // command through its tool ("[[outpost:run=BASE64URL]]" beside the tool
-// directive), the way a test scripts an agent's edits or a hostile agent.
+// directive), the way a test scripts an agent's edits or a hostile agent;
+// [WriteDirective] is the one that writes given content to a given path.
+// [RunEachDirective] ("[[outpost:runs=B64,B64,…]]") is not stateless: the
+// server hands the next of its commands to each conversation that starts a
+// turn with it, so the K attempts of one task prompt make different edits.
 //
 // # Scripted answers
 //

@@ -115,6 +115,57 @@ func RunDirective(command string) string {
 	return Directive(ScenarioTool) + "[[outpost:run=" + base64.RawURLEncoding.EncodeToString([]byte(command)) + "]]"
 }
 
+// WriteCommand returns a shell command that writes content to path (made
+// with its parent directories), for [RunDirective]: an agent's scripted
+// edit. Any text survives: the content travels base64-encoded.
+func WriteCommand(path, content string) string {
+	return "mkdir -p \"$(dirname " + shellQuote(path) + ")\" && printf '%s' " +
+		shellQuote(base64.StdEncoding.EncodeToString([]byte(content))) + " | base64 -d > " + shellQuote(path)
+}
+
+// WriteDirective returns a prompt directive that makes the agent write
+// content to path through its shell tool ([RunDirective] of [WriteCommand]).
+func WriteDirective(path, content string) string { return RunDirective(WriteCommand(path, content)) }
+
+// RunEachDirective is [RunDirective] with one command per conversation:
+// the first conversation whose turn carries this directive runs
+// commands[0], the next commands[1], and so on, cycling. A conversation is
+// counted as its first request of the turn (no tool result yet) reaches
+// the server, so K attempts of one prompt, however they interleave, run
+// each command once when K is len(commands) (which attempt runs which is
+// the order they reach the server).
+func RunEachDirective(commands ...string) string {
+	enc := make([]string, len(commands))
+	for i, c := range commands {
+		enc[i] = base64.RawURLEncoding.EncodeToString([]byte(c))
+	}
+	return Directive(ScenarioTool) + "[[outpost:runs=" + strings.Join(enc, ",") + "]]"
+}
+
+// runsRE matches a [RunEachDirective].
+var runsRE = regexp.MustCompile(`\[\[outpost:runs=([A-Za-z0-9_-]+(?:,[A-Za-z0-9_-]+)*)\]\]`)
+
+// runEach returns the commands of the current turn's last run-each
+// directive and the directive's text (its key).
+func (c conversation) runEach() ([]string, string, bool) {
+	m := runsRE.FindAllStringSubmatch(c.current, -1)
+	if len(m) == 0 {
+		return nil, "", false
+	}
+	var out []string
+	for _, e := range strings.Split(m[len(m)-1][1], ",") {
+		b, err := base64.RawURLEncoding.DecodeString(e)
+		if err != nil {
+			return nil, "", false
+		}
+		out = append(out, string(b))
+	}
+	return out, m[len(m)-1][0], true
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // runRE matches a [RunDirective].
 var runRE = regexp.MustCompile(`\[\[outpost:run=([A-Za-z0-9_-]+)\]\]`)
 
@@ -337,6 +388,9 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 			if _, ok := c.runCommand(); ok {
 				p.text = "outpost tool done: ran the command. " + c.okText()
 			}
+			if _, _, ok := c.runEach(); ok {
+				p.text = "outpost tool done: ran the command. " + c.okText()
+			}
 			return p
 		}
 		name, _ := ToolFile(c.marker())
@@ -345,6 +399,17 @@ func (s *Server) decide(sc Scenario, c conversation) plan {
 		if cmd, ok := c.runCommand(); ok {
 			p.preamble = "I will run the command."
 			p.tool = &toolCall{name: "Bash", command: cmd, desc: "Run the scripted command"}
+		}
+		if cmds, key, ok := c.runEach(); ok {
+			s.timesMu.Lock()
+			if s.runs == nil {
+				s.runs = map[string]int{}
+			}
+			i := s.runs[key] % len(cmds)
+			s.runs[key]++
+			s.timesMu.Unlock()
+			p.preamble = "I will run the command."
+			p.tool = &toolCall{name: "Bash", command: cmds[i], desc: "Run the scripted command"}
 		}
 	case ScenarioRateLimit:
 		secs := int((s.cfg.retryAfter + time.Second - 1) / time.Second)

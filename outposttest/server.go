@@ -184,6 +184,8 @@ type Server struct {
 	// times counts requests per (scenario, turn text) for times=N directives.
 	timesMu sync.Mutex
 	times   map[string]int
+	// runs counts conversations per run-each directive (RunEachDirective).
+	runs map[string]int
 
 	cfg     config
 	handler http.Handler

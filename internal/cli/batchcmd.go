@@ -27,6 +27,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/kinds"
 )
 
 // BatchOptions are the flags of `outpost batch`.
@@ -69,23 +70,39 @@ type BatchOptions struct {
 	// Pool is "off", "on" (the overall concurrency) or a number of leases
 	// kept warm.
 	Pool string
+
+	// Attempts is the number of attempts of every job or task that names
+	// none (0: one).
+	Attempts int
 }
 
 // NewCmdBatch builds `outpost batch`.
 func NewCmdBatch(f *Factory) *cobra.Command {
 	o := &BatchOptions{Run: RunOptions{IO: f.IO}}
 	cmd := &cobra.Command{
-		Use:   "batch JOBS.jsonl|- [--results FILE] [--concurrency N[,AGENT=N…]] [--resume | --retry-failed[=CLASSES]]",
+		Use:   "batch JOBS.jsonl|TASKS-DIR|- [--results FILE] [--concurrency N[,AGENT=N…]] [--resume | --retry-failed[=CLASSES]]",
 		Short: "Run many turns unattended: task workspaces, patches, quota pauses, budgets, resumable",
 		Long: `batch runs every job of a JSON-lines file with a concurrency cap and appends one JSON
 line per finished job to the results file. A job line:
 
   {"id","agent","prompt", "source":{"repo","commit"}|{"dir"} | "workspace",
    "metadata":{…}, "model","effort","timeout","idle_timeout","env":[…],
-   "image","cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
+   "image"|"environment":{"dockerfile","context"},"cpus","memory","pids", "max_cost_usd","max_tokens","max_turns", "attempts",
    "conversation","fallback":[…],"schema":{…},
    "verify":{"command","files","timeout","image","network",
              "fail_to_pass","pass_to_pass","parser","test_patch"}}
+
+An "environment":{"dockerfile","context"} instead of "image" builds the job's image
+from a Dockerfile once per content, tagged outpost-task:<its hash> and reused while
+that tag exists; the agent's and the verifier's leases (unless verify.image) run on it.
+A recipe that fails is a configuration error (exit 2) ending with the build's last
+lines; outpost gc --images removes these images.
+
+A directory instead of a jobs file is a task directory, or a directory of them (each
+holding instruction.md, task.json, and optionally environment/Dockerfile, tests/ and
+workspace/, a git repository; see the README's "Evaluation workloads"). --agent names
+the agent of tasks whose task.json names none; --attempts K runs K attempts of every
+job or task that names no "attempts".
 
 Relative paths resolve against the jobs file's directory ("-" reads the jobs from
 standard input; paths then resolve against the current directory). A jobs file
@@ -165,7 +182,7 @@ its job, trial and verdict. "{trial}" in FILE writes one file per trial instead.
 				if o.Jobs == "-" {
 					return &flagError{errors.New("jobs read from standard input (-) need --results FILE")}
 				}
-				o.Results = o.Jobs + ".results.jsonl"
+				o.Results = filepath.Clean(o.Jobs) + ".results.jsonl"
 			}
 			return runBatch(cmd.Context(), cmd, f, o)
 		},
@@ -190,6 +207,8 @@ its job, trial and verdict. "{trial}" in FILE writes one file per trial instead.
 	fl.StringVar(&o.PredictionsPick, "predictions-pick", pickPassed, "the attempt an instance's prediction takes: passed (the first whose verifier passed, else the first with a patch), patch (the first with a patch) or first")
 	fl.StringArrayVar(&o.AllowPaths, "allow-path", nil, "a directory (links resolved) job paths may name besides the jobs file's own (repeatable)")
 	fl.StringVar(&o.Pool, "pool", "off", "keep leases created and started ahead of the turns: on (as many as --concurrency's overall cap), N, or off")
+
+	fl.IntVar(&o.Attempts, "attempts", 0, "attempts of every job or task that names none (\"attempts\"), ids ID#1…ID#K")
 	fl.StringArrayVar(&o.AllowEnv, "allow-env", nil, "a host variable a job's env may forward into that job's sandbox (repeatable; names only)")
 	return cmd
 }
@@ -292,9 +311,22 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	case o.MaxPark <= 0:
 		return &flagError{fmt.Errorf("--max-park must be positive, not %s", o.MaxPark)}
 	}
-	jobs, err := readJobs(o.Jobs, f.IO.In, o)
+	if o.Attempts < 0 || o.Attempts > batch.MaxAttempts {
+		return &flagError{fmt.Errorf("--attempts must be between 1 and %d, not %d", batch.MaxAttempts, o.Attempts)}
+	}
+	var jobs []batch.Job
+	if o.Jobs != "-" && isDir(o.Jobs) {
+		jobs, err = readTasks(o.Jobs, o)
+	} else {
+		jobs, err = readJobs(o.Jobs, f.IO.In, o)
+	}
 	if err != nil {
 		return err
+	}
+	for i := range jobs {
+		if jobs[i].Attempts == 0 {
+			jobs[i].Attempts = o.Attempts
+		}
 	}
 	if jobs, err = batch.Expand(jobs); err != nil {
 		return err
@@ -385,6 +417,9 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 
 // runPending runs the jobs not in opts.Done and appends their records.
 func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions, table *outpost.AgentTable, jobs []batch.Job, opts batch.Options) (int, error) {
+	if err := buildEnvironments(ctx, f, o, jobs, opts.Done); err != nil {
+		return 0, err
+	}
 	s, err := newSession(ctx, f, &o.Run, table)
 	if err != nil {
 		return 0, err
@@ -837,4 +872,44 @@ func noneIfZero(n int) int {
 		return -1
 	}
 	return n
+}
+
+// buildEnvironments builds (or finds) the task image of every job to run
+// that has an environment, once per recipe, and makes it the job's image:
+// its agent's and its verifier's leases run on it. A recipe that fails
+// fails the batch before anything runs.
+func buildEnvironments(ctx context.Context, f *Factory, o *BatchOptions, jobs []batch.Job, done map[string]bool) error {
+	type recipe struct{ context, dockerfile string }
+	tags := map[recipe]string{}
+	var out io.Writer
+	if o.Run.Output.Verbose {
+		out = f.IO.ErrOut
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Environment == nil || done[j.ID] {
+			continue
+		}
+		dir, file, err := j.Environment.Paths()
+		if err != nil {
+			return outposterr.Wrap(outposterr.Configuration, err, "job %s: environment", j.ID)
+		}
+		key := recipe{dir, file}
+		tag, ok := tags[key]
+		if !ok {
+			var built bool
+			tag, built, err = kinds.EnsureTaskImage(ctx, o.Run.Sandbox.Kind, f.Getenv, dir, file, Version, out)
+			if err != nil {
+				return outposterr.Wrap(outposterr.ClassOf(err), err, "job %s: environment %s", j.ID, filepath.Join(dir, file))
+			}
+			state := "reused"
+			if built {
+				state = "built"
+			}
+			fmt.Fprintf(f.IO.ErrOut, "environment %s: %s %s\n", filepath.Join(dir, file), state, tag)
+			tags[key] = tag
+		}
+		j.Image, j.Environment = tag, nil
+	}
+	return nil
 }

@@ -213,7 +213,7 @@ text, token usage and a classified outcome.
 	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil), NewCmdGC(f), NewCmdImage(f), NewCmdConversations(f), NewCmdBootstrap(f), NewCmdBatch(f), NewCmdDoctor(f), NewCmdInit(f),
 		newCmdContinue(f, false), newCmdContinue(f, true))
 	root.AddCommand(NewCmdReport(f, nil), newCmdGateway(f), NewCmdGrade(f))
-	root.AddCommand(NewCmdCI(f))
+	root.AddCommand(NewCmdCI(f), NewCmdDataset(f))
 	return root
 }
 

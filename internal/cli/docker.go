@@ -19,7 +19,7 @@ import (
 
 // NewCmdGC builds `outpost gc`.
 func NewCmdGC(f *Factory) *cobra.Command {
-	var dryRun bool
+	var dryRun, images bool
 	var grace time.Duration
 	var kind string
 	var settings map[string]*string
@@ -34,7 +34,7 @@ func NewCmdGC(f *Factory) *cobra.Command {
 		}
 	}
 	cmd := &cobra.Command{
-		Use:   "gc [--dry-run] [--sandbox KIND]",
+		Use:   "gc [--dry-run] [--sandbox KIND] [--images]",
 		Short: "Remove sandbox leftovers (containers, pods, host sandbox homes) that no live outpost process owns",
 		Long: `gc removes what runs that died without cleaning up left behind (kill -9, a crash, a
 lost machine) in the sandbox kinds ` + strings.Join(defaults, " and ") + ` (--sandbox KIND: in KIND instead;
@@ -48,6 +48,9 @@ one of ` + strings.Join(named, ", ") + `):
 
 whose owning outpost process is gone (or, for resources of another host or without an
 owner record, older than --grace). Resources of runs still going on are left alone.
+--images also removes the task images batch built from jobs' environments
+(labelled dev.outpost.task-image, on the engine they were built on), except those
+a container still uses.
 An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,6 +78,18 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 				}
 				errs = append(errs, err)
 			}
+			if images {
+				left, err := kinds.RemoveTaskImages(ctx, kind, f.Getenv, dryRun)
+				for _, l := range left {
+					found++
+					state := "left over"
+					if l.Removed {
+						state = "removed"
+					}
+					fmt.Fprintf(f.IO.Out, "%s %s\n", state, l.What)
+				}
+				errs = append(errs, err)
+			}
 			err = errors.Join(errs...)
 			if found == 0 && err == nil {
 				fmt.Fprintln(f.IO.Out, "no leftovers")
@@ -83,6 +98,7 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list leftovers without removing them")
+	cmd.Flags().BoolVar(&images, "images", false, "also remove the task images built from jobs' environments (outpost-task:…)")
 	cmd.Flags().DurationVar(&grace, "grace", sandbox.DefaultReapGrace, "age after which resources of unknown owners count as left over")
 	cmd.Flags().StringVar(&kind, "sandbox", "", "sweep this sandbox kind: "+strings.Join(named, ", ")+" (default: "+strings.Join(defaults, " and ")+")")
 	settings = addKindFlags(f, cmd.Flags(), true)

@@ -106,6 +106,18 @@ func (t *jobTrust) resolve(j *batch.Job) {
 		v.Files = filepath.Clean(v.Files)
 		j.Verify = &v
 	}
+	if e := j.Environment; e != nil {
+		abs := func(p string) string {
+			if p == "" {
+				return ""
+			}
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(t.base, p)
+			}
+			return filepath.Clean(p)
+		}
+		j.Environment = &batch.EnvironmentSpec{Dockerfile: abs(e.Dockerfile), Context: abs(e.Context)}
+	}
 }
 
 // check refuses a job that names a host path outside the roots or a
@@ -130,6 +142,14 @@ func (t *jobTrust) check(j *batch.Job, where string) error {
 	}
 	if j.Verify != nil && j.Verify.Files != "" {
 		paths = append(paths, field{"verify.files", j.Verify.Files})
+	}
+	if e := j.Environment; e != nil {
+		if e.Context != "" {
+			paths = append(paths, field{"environment.context", e.Context})
+		}
+		if e.Dockerfile != "" {
+			paths = append(paths, field{"environment.dockerfile", e.Dockerfile})
+		}
 	}
 	for _, f := range paths {
 		real, err := resolveExisting(f.path)

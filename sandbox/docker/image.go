@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/moby/patternmatcher"
@@ -33,12 +35,30 @@ type ImageBuilder interface {
 // registry. Build output is written to out (nil: discarded). A failed build
 // is a [outposterr.Sandbox] error carrying the builder's message.
 func BuildImage(ctx context.Context, cli ImageBuilder, contextDir, dockerfile, tag string, out io.Writer) error {
+	return buildImage(ctx, cli, contextDir, dockerfile, buildOptions{tag: tag, failed: outposterr.Sandbox}, out)
+}
+
+// buildOptions tune buildImage.
+type buildOptions struct {
+	tag    string
+	labels map[string]string
+	// failed classes a build the engine ran and the recipe failed (a step
+	// exited non-zero, a bad instruction, a missing base image); the
+	// message then ends with the tail of the build's output.
+	failed outposterr.Class
+}
+
+// buildTail is how many lines of build output a failed build's error keeps.
+const buildTail = 20
+
+func buildImage(ctx context.Context, cli ImageBuilder, contextDir, dockerfile string, o buildOptions, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
 	}
 	if dockerfile == "" {
 		dockerfile = "Dockerfile"
 	}
+	tag := o.tag
 	if filepath.IsAbs(dockerfile) || !filepath.IsLocal(dockerfile) {
 		return outposterr.New(outposterr.Configuration, "dockerfile %q must be a path inside the build context", dockerfile)
 	}
@@ -51,12 +71,13 @@ func BuildImage(ctx context.Context, cli ImageBuilder, contextDir, dockerfile, t
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(writeContext(pw, contextDir, filepath.ToSlash(dockerfile), pm))
+		pw.CloseWithError(writeContext(pw, contextDir, filepath.ToSlash(dockerfile), pm, false))
 	}()
 	defer pr.Close()
 	resp, err := cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  filepath.ToSlash(dockerfile),
+		Labels:      o.labels,
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,
@@ -65,6 +86,8 @@ func BuildImage(ctx context.Context, cli ImageBuilder, contextDir, dockerfile, t
 		return engineError(err, "build image %s", tag)
 	}
 	defer resp.Body.Close()
+	tail := &tailLines{max: buildTail}
+	out = io.MultiWriter(out, tail)
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var m struct {
@@ -83,7 +106,10 @@ func BuildImage(ctx context.Context, cli ImageBuilder, contextDir, dockerfile, t
 			return engineError(err, "build image %s: read progress", tag)
 		}
 		if msg := cmp.Or(m.ErrorDetail.Message, m.Error); msg != "" {
-			return outposterr.New(outposterr.Sandbox, "build image %s: %s", tag, msg)
+			if t := tail.String(); t != "" {
+				return outposterr.New(o.failed, "build image %s: %s; the build's last lines:\n%s", tag, strings.TrimSpace(msg), t)
+			}
+			return outposterr.New(o.failed, "build image %s: %s", tag, strings.TrimSpace(msg))
 		}
 		switch {
 		case m.Stream != "":
@@ -92,6 +118,38 @@ func BuildImage(ctx context.Context, cli ImageBuilder, contextDir, dockerfile, t
 			_, _ = fmt.Fprintln(out, m.Status, m.Progress)
 		}
 	}
+}
+
+// tailLines keeps the last max lines written to it.
+type tailLines struct {
+	max     int
+	lines   []string
+	partial string
+}
+
+func (t *tailLines) Write(p []byte) (int, error) {
+	text := t.partial + string(p)
+	parts := strings.Split(text, "\n")
+	t.partial = parts[len(parts)-1]
+	for _, l := range parts[:len(parts)-1] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		t.lines = append(t.lines, l)
+		if len(t.lines) > t.max {
+			t.lines = t.lines[1:]
+		}
+	}
+	return len(p), nil
+}
+
+// String is the kept lines, the unfinished last one included.
+func (t *tailLines) String() string {
+	lines := t.lines
+	if strings.TrimSpace(t.partial) != "" {
+		lines = append(lines[:len(lines):len(lines)], t.partial)
+	}
+	return strings.Join(lines[max(len(lines)-t.max, 0):], "\n")
 }
 
 // ignoreMatcher reads contextDir/.dockerignore, if any.
@@ -118,7 +176,9 @@ func ignoreMatcher(contextDir string) (*patternmatcher.PatternMatcher, error) {
 // writeContext writes contextDir as a tar stream, skipping ignored paths.
 // Regular files, directories and symlinks are sent with their modes; the
 // owner is root, as the classic builder expects.
-func writeContext(w io.Writer, contextDir, dockerfile string, pm *patternmatcher.PatternMatcher) error {
+// With stable, times are left out, so the stream depends only on the
+// names, modes, link targets and contents: its hash names a recipe.
+func writeContext(w io.Writer, contextDir, dockerfile string, pm *patternmatcher.PatternMatcher, stable bool) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(contextDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -164,6 +224,10 @@ func writeContext(w io.Writer, contextDir, dockerfile string, pm *patternmatcher
 			hdr.Name += "/"
 		}
 		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if stable {
+			hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}, time.Time{}
+			hdr.PAXRecords = nil
+		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -286,4 +288,46 @@ func BuildImageAt(ctx context.Context, getenv func(string) string, contextDir, d
 	}
 	defer cli.Close()
 	return BuildImage(ctx, cli, contextDir, dockerfile, tag, out)
+}
+
+// taskImageClient opens the engine of the docker kind (DOCKER_HOST), or
+// of the podman kind.
+func taskImageClient(getenv func(string) string, podman bool) (*client.Client, error) {
+	endpoint := DockerEndpoint
+	if podman {
+		endpoint = PodmanEndpoint
+	}
+	ep, err := endpoint(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return NewEndpointClient(ep)
+}
+
+// EnsureTaskImageAt is [EnsureTaskImage] on the engine DOCKER_HOST names
+// (getenv), or on Podman's service with podman.
+func EnsureTaskImageAt(ctx context.Context, getenv func(string) string, podman bool, contextDir, dockerfile, version string, out io.Writer) (string, bool, error) {
+	cli, err := taskImageClient(getenv, podman)
+	if err != nil {
+		return "", false, err
+	}
+	defer cli.Close()
+	return EnsureTaskImage(ctx, cli, contextDir, dockerfile, version, out)
+}
+
+// RemoveTaskImagesAt is [RemoveTaskImages] on the engine DOCKER_HOST
+// names (getenv), or on Podman's service with podman; each image is
+// described as gc prints it.
+func RemoveTaskImagesAt(ctx context.Context, getenv func(string) string, podman, dryRun bool) ([]sandbox.Leftover, error) {
+	cli, err := taskImageClient(getenv, podman)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	left, err := RemoveTaskImages(ctx, cli, dryRun)
+	out := make([]sandbox.Leftover, 0, len(left))
+	for _, l := range left {
+		out = append(out, sandbox.Leftover{Removed: l.Removed, What: fmt.Sprintf("%s %s (%s)", l.Kind, l.Name, l.Reason)})
+	}
+	return out, err
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/sandbox/host"
@@ -29,4 +30,24 @@ func Builtin() sandbox.Kinds {
 // output to out (`outpost image build`).
 func BuildImage(ctx context.Context, getenv func(string) string, contextDir, dockerfile, tag string, out io.Writer) error {
 	return docker.BuildImageAt(ctx, getenv, contextDir, dockerfile, tag, out)
+}
+
+// EnsureTaskImage returns the tag of the task image built from
+// contextDir's dockerfile for leases of the sandbox kind named kind ("":
+// the default), building it once per content (docker.EnsureTaskImage):
+// on Podman's service for podman, else on the Docker engine DOCKER_HOST
+// names (for kubernetes the image must then reach the cluster's nodes).
+// The host sandbox runs no image: a configuration error.
+func EnsureTaskImage(ctx context.Context, kind string, getenv func(string) string, contextDir, dockerfile, version string, out io.Writer) (tag string, built bool, err error) {
+	if kind == "host" {
+		return "", false, outposterr.New(outposterr.Configuration,
+			"the host sandbox runs no image, so it cannot run a task's environment: run in an isolated sandbox (docker, podman or kubernetes)")
+	}
+	return docker.EnsureTaskImageAt(ctx, getenv, kind == "podman", contextDir, dockerfile, version, out)
+}
+
+// RemoveTaskImages removes the task images of the engine the sandbox kind
+// named kind builds them on (outpost gc --images).
+func RemoveTaskImages(ctx context.Context, kind string, getenv func(string) string, dryRun bool) ([]sandbox.Leftover, error) {
+	return docker.RemoveTaskImagesAt(ctx, getenv, kind == "podman", dryRun)
 }

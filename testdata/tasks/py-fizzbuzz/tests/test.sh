@@ -1,0 +1,1 @@
+python3 -m pytest -q -p no:cacheprovider test_fizz.py
