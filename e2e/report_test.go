@@ -19,7 +19,8 @@ import (
 // an outage retried to ok, and a turn that times out) recorded with --out;
 // the directory holds a trajectory for every attempt, and outpost report
 // renders it in all five formats: the JUnit parses with one testcase per
-// job and the timeout as its failure, the markdown has its totals row, the
+// job and the timeout as its error (no verifier: a failed run, not a test
+// failure), the markdown has its totals row, the
 // GitHub format annotates the failure, the HTML is one self-contained file.
 func TestBatchOutAndReport(t *testing.T) {
 	evalDocker(t)
@@ -71,6 +72,10 @@ func TestBatchOutAndReport(t *testing.T) {
 		assert.Positive(t, fi.Size(), e)
 	}
 
+	input, err := os.ReadFile(filepath.Join(out, "jobs", "claude-ok", "input.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(input), `"prompt": "say MARK-ok-claude"`, "the run directory keeps each job's prompt")
+
 	report := func(format string) string {
 		f := filepath.Join(dir, "report."+format)
 		b, err := exec.Command(outpost, "report", out, "--format", format, "-o", f).CombinedOutput()
@@ -79,17 +84,20 @@ func TestBatchOutAndReport(t *testing.T) {
 		require.NoError(t, err)
 		return string(text)
 	}
-	assert.Contains(t, report("table"), "claude-timeout")
+	table := report("table")
+	assert.Contains(t, table, "claude-timeout")
+	assert.True(t, strings.HasPrefix(table, "13 jobs, not graded (no verifier); runs: 12 ok, 1 failed"), table)
 	assert.Contains(t, report("markdown"), "| **total** |")
 	var suites struct {
 		Tests  int `xml:"tests,attr"`
 		Suites []struct {
 			Cases []struct {
-				Name    string `xml:"name,attr"`
-				Failure *struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+				Error   *struct {
 					Type    string `xml:"type,attr"`
 					Message string `xml:"message,attr"`
-				} `xml:"failure"`
+				} `xml:"error"`
 			} `xml:"testcase"`
 		} `xml:"testsuite"`
 	}
@@ -100,8 +108,9 @@ func TestBatchOutAndReport(t *testing.T) {
 	for _, s := range suites.Suites {
 		for _, c := range s.Cases {
 			cases++
-			if c.Failure != nil {
-				failed = append(failed, c.Name+" "+c.Failure.Type+" "+c.Failure.Message)
+			assert.Nil(t, c.Failure, "no verifier: nothing failed a test")
+			if c.Error != nil {
+				failed = append(failed, c.Name+" "+c.Error.Type+" "+c.Error.Message)
 			}
 		}
 	}
