@@ -2,8 +2,10 @@ package report_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/report"
+	"github.com/outpost-dev/outpost/runrec/runrectest"
 )
 
 // browser is a headless Chromium tab that records console problems and
@@ -143,6 +147,11 @@ func TestHTMLInChromium(t *testing.T) {
 	i := b.eval(t, `String(Array.from(document.querySelectorAll("#job-rows a.jobid")).findIndex(function(a){return a.textContent.indexOf("evil/")===0}))`)
 	require.NotEqual(t, "-1", i)
 	require.NoError(t, chromedp.Do(b.ctx, chromedp.Evaluate[chromedp.Void](`document.querySelectorAll("#job-rows a.jobid")[`+i+`].click()`)))
+	n, err := strconv.Atoi(i)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.WaitVisible(fmt.Sprintf("#job-%d .prompt-text", n+1))))
+	assert.Contains(t, b.eval(t, fmt.Sprintf(`document.querySelector("#job-%d .verify-output, #job-%d .answer").textContent`, n+1, n+1)), "<script>alert('pwned')</script>",
+		"the hostile job's texts are shown as text")
 	assert.Equal(t, "1", b.eval(t, `String(document.querySelectorAll("script:not([type])").length)`), "opening the hostile job added no script")
 	assert.Equal(t, "0", b.eval(t, `String(document.querySelectorAll("#job-rows img").length)`), "nor an image")
 
@@ -201,4 +210,71 @@ func sortedRows(got, want string) string {
 		}
 	}
 	return want
+}
+
+// TestHTMLManyJobsInChromium: a run of 600 jobs shows its first 200 rows,
+// "show more jobs" adds the next page, and a job past the first chunk of
+// details (found by the search) opens with its own prompt.
+func TestHTMLManyJobsInChromium(t *testing.T) {
+	testenv.Chromium(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	require.NoError(t, runrectest.Write(dir, runrectest.Many(600)))
+	r, err := report.Load(dir)
+	require.NoError(t, err)
+	page := filepath.Join(t.TempDir(), "report.html")
+	require.NoError(t, os.WriteFile(page, []byte(render(t, r, "html")), 0o600))
+	b := newBrowser(t)
+	b.open(t, page)
+	assert.Equal(t, "200", b.eval(t, `String(document.querySelectorAll("#job-rows tr.row").length)`), "one page of rows at first")
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.Click(`#job-more-button`)))
+	assert.Equal(t, "400", b.eval(t, `String(document.querySelectorAll("#job-rows tr.row").length)`))
+	id := r.Jobs[555].ID
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.SendKeys("#search", "issue 555 in")))
+	waitRows(t, b, id)
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.Click(`#job-rows a.jobid`), chromedp.WaitVisible(`#job-556 .prompt-text`)))
+	assert.True(t, strings.HasPrefix(b.eval(t, `document.querySelector("#job-556 .prompt-text").textContent`), "Issue 555 in repo-070"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	assert.Empty(t, b.problems)
+}
+
+// BenchmarkHTMLFirstRender10k measures the HTML report of a 10,000-job
+// graded run directory (runrectest.Many: prompt, metadata, trajectory,
+// patch and verifier output per job): generate-ms is report.Load and HTML
+// once; first-render-ms is what the page's script records when its first
+// rows are laid out and painted, in milliseconds since navigation started
+// (file read, HTML and JSON parsed, script run), averaged over b.N loads in
+// headless Chromium, html-parsed-ms the part until the HTML was parsed
+// (the navigation timing's domInteractive); page-MiB the file's size. Needs Chromium (skips
+// without it unless OUTPOST_REQUIRE_CHROMIUM=1).
+func BenchmarkHTMLFirstRender10k(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "run")
+	require.NoError(b, runrectest.Write(dir, runrectest.Many(10_000)))
+	start := time.Now()
+	r, err := report.Load(dir)
+	require.NoError(b, err)
+	require.Len(b, r.Jobs, 10_000)
+	var page strings.Builder
+	require.NoError(b, r.HTML(&page))
+	generate := time.Since(start)
+	file := filepath.Join(b.TempDir(), "report.html")
+	require.NoError(b, os.WriteFile(file, []byte(page.String()), 0o600))
+	br := newBrowser(b)
+	br.open(b, file) // warm the browser once
+	total, parsed := 0.0, 0.0
+	b.ResetTimer()
+	for b.Loop() {
+		ms, err := strconv.ParseFloat(br.open(b, file), 64)
+		require.NoError(b, err)
+		total += ms
+		p, err := strconv.ParseFloat(br.eval(b, `String(performance.getEntriesByType("navigation")[0].domInteractive)`), 64)
+		require.NoError(b, err)
+		parsed += p
+	}
+	b.StopTimer()
+	b.ReportMetric(parsed/float64(b.N), "html-parsed-ms")
+	assert.Equal(b, "200", br.eval(b, `String(document.querySelectorAll("#job-rows tr.row").length)`), "the first page of rows")
+	b.ReportMetric(total/float64(b.N), "first-render-ms")
+	b.ReportMetric(float64(generate.Milliseconds()), "generate-ms")
+	b.ReportMetric(float64(len(page.String()))/(1<<20), "page-MiB")
 }

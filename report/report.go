@@ -1,8 +1,12 @@
 // Package report renders what a run or a batch did — from a run directory
 // (package runrec) or a batch results file — for people and for CI: a
 // terminal table, Markdown for a CI step summary, one self-contained HTML
-// page with charts and every job's trajectory as a conversation, JUnit XML,
-// and GitHub Actions workflow annotations.
+// page with charts, a searchable job table and each job's prompt, verdict,
+// verifier output, patch and trajectory, JUnit XML, and GitHub Actions
+// workflow annotations. Every format leads with what was solved (the
+// verifiers' verdicts, pass@1 and pass@k per task, the mean reward and its
+// standard error); a job without a verifier is "not graded", never
+// "succeeded". [Compare] sets two runs side by side, task by task.
 //
 // Everything it reads is hostile input: job ids, texts and trajectories are
 // escaped for the format they land in (terminal control characters,

@@ -9,6 +9,19 @@
   var more = document.getElementById("job-more");
   var shownNote = document.getElementById("shown");
   var open = {};
+  // Details come in chunks of data.chunk jobs (a gzipped JSON array as a
+  // base64 JSON string), inflated and parsed when first needed.
+  var chunks = document.querySelectorAll("script.outpost-details"), parsed = {};
+  function details(i) {
+    var c = Math.floor(i / data.chunk);
+    if (!parsed[c]) {
+      var bin = atob(JSON.parse(chunks[c].textContent)), bytes = new Uint8Array(bin.length);
+      for (var k = 0; k < bin.length; k++) { bytes[k] = bin.charCodeAt(k); }
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      parsed[c] = new Response(stream).text().then(JSON.parse);
+    }
+    return parsed[c].then(function (list) { return list[i % data.chunk]; });
+  }
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -131,8 +144,8 @@
     d.appendChild(node);
     return d;
   }
-  function detail(i) {
-    var j = jobs[i], d = JSON.parse(data.details[i]);
+  function detail(i, d) {
+    var j = jobs[i];
     var box = el("div", "jobbody");
     box.id = "job-" + (i + 1);
     if (d.omitted) { box.appendChild(el("p", "note", d.omitted)); return box; }
@@ -216,11 +229,18 @@
     var dt = el("tr", "detail");
     var c = el("td");
     c.colSpan = 13;
-    c.appendChild(detail(i));
+    c.appendChild(el("p", "muted loading", "loading…"));
     dt.appendChild(c);
     tr.after(dt);
     tr.classList.add("opened");
     open[i] = dt;
+    details(i).then(function (d) {
+      c.textContent = "";
+      c.appendChild(detail(i, d));
+    }, function (err) {
+      c.textContent = "";
+      c.appendChild(el("p", "note", "This job's details could not be read: " + err));
+    });
   }
 
   document.querySelectorAll("#grade-filter button").forEach(function (b) {

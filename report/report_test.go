@@ -2,6 +2,8 @@ package report_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
 	"os"
@@ -216,8 +218,8 @@ func TestGitHubAnnotations(t *testing.T) {
 func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
 	_, r := graded(t)
 	out := render(t, r, "html")
-	assert.Equal(t, 2, strings.Count(out, "<script"), "the page's own script and its JSON data, nothing else")
-	assert.Equal(t, 2, strings.Count(out, "</script"), "no hostile text closes a script element")
+	assert.Equal(t, 3, strings.Count(out, "<script"), "the page's own script, its JSON data and one chunk of details, nothing else")
+	assert.Equal(t, 3, strings.Count(out, "</script"), "no hostile text closes a script element")
 	assert.NotContains(t, out, "alert('pwned')</script>")
 	assert.NotContains(t, out, "<img src=x")
 	assert.Contains(t, out, `"id":"evil/\u003cscript\u003ealert(1)\u003c/script\u003e#`, "hostile ids are JSON-escaped data")
@@ -252,7 +254,7 @@ func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
 			Items []struct{ K string }
 		}
 	}
-	require.NoError(t, json.Unmarshal([]byte(data.Details[i]), &d))
+	require.NoError(t, json.Unmarshal(data.Details[i], &d))
 	assert.Equal(t, "Add tests for the parser", d.Prompt)
 	assert.Contains(t, d.Patch, "+++ b/parser/parse.py")
 	assert.Contains(t, d.Verify.Output, "tests/test_parser.py:42: AssertionError")
@@ -277,7 +279,7 @@ func pageScript(t *testing.T) string {
 
 type pageJSON struct {
 	Jobs    []struct{ ID, Grade string }
-	Details []string
+	Details []json.RawMessage
 	Tasks   []struct {
 		Task  string
 		PassN string `json:"passn"`
@@ -291,6 +293,17 @@ func pageData(t *testing.T, page string) pageJSON {
 	require.NotNil(t, m)
 	var d pageJSON
 	require.NoError(t, json.Unmarshal([]byte(m[1]), &d))
+	for _, c := range regexp.MustCompile(`(?s)<script type="application/json" class="outpost-details">(.*?)</script>`).FindAllStringSubmatch(page, -1) {
+		var b64 string
+		require.NoError(t, json.Unmarshal([]byte(c[1]), &b64))
+		z, err := base64.StdEncoding.DecodeString(b64)
+		require.NoError(t, err)
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		require.NoError(t, err)
+		var chunk []json.RawMessage
+		require.NoError(t, json.NewDecoder(zr).Decode(&chunk))
+		d.Details = append(d.Details, chunk...)
+	}
 	return d
 }
 
