@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -120,7 +125,18 @@ func TestBatchOutAndReport(t *testing.T) {
 	assert.Contains(t, failed[0], "timeout")
 	assert.Contains(t, report("github"), "::error")
 	html := report("html")
-	assert.Contains(t, html, "MARK-tool-codex", "a job's conversation is in the page")
+	// The jobs' details are gzipped and base64-encoded JSON in the page.
+	var details strings.Builder
+	for _, m := range regexp.MustCompile(`<script type="application/json" class="outpost-details">"([A-Za-z0-9+/=]*)"</script>`).FindAllStringSubmatch(html, -1) {
+		z, err := base64.StdEncoding.DecodeString(m[1])
+		require.NoError(t, err)
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		require.NoError(t, err)
+		b, err := io.ReadAll(zr)
+		require.NoError(t, err)
+		details.Write(b)
+	}
+	assert.Contains(t, details.String(), "MARK-tool-codex", "a job's conversation is in the page")
 	assert.NotContains(t, html, "<script src=", "self-contained")
 	raw, err := json.Marshal(recs)
 	require.NoError(t, err)
