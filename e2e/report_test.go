@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -19,7 +24,8 @@ import (
 // an outage retried to ok, and a turn that times out) recorded with --out;
 // the directory holds a trajectory for every attempt, and outpost report
 // renders it in all five formats: the JUnit parses with one testcase per
-// job and the timeout as its failure, the markdown has its totals row, the
+// job and the timeout as its error (no verifier: a failed run, not a test
+// failure), the markdown has its totals row, the
 // GitHub format annotates the failure, the HTML is one self-contained file.
 func TestBatchOutAndReport(t *testing.T) {
 	evalDocker(t)
@@ -71,6 +77,10 @@ func TestBatchOutAndReport(t *testing.T) {
 		assert.Positive(t, fi.Size(), e)
 	}
 
+	input, err := os.ReadFile(filepath.Join(out, "jobs", "claude-ok", "input.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(input), `"prompt": "say MARK-ok-claude"`, "the run directory keeps each job's prompt")
+
 	report := func(format string) string {
 		f := filepath.Join(dir, "report."+format)
 		b, err := exec.Command(outpost, "report", out, "--format", format, "-o", f).CombinedOutput()
@@ -79,17 +89,20 @@ func TestBatchOutAndReport(t *testing.T) {
 		require.NoError(t, err)
 		return string(text)
 	}
-	assert.Contains(t, report("table"), "claude-timeout")
+	table := report("table")
+	assert.Contains(t, table, "claude-timeout")
+	assert.True(t, strings.HasPrefix(table, "13 jobs, not graded (no verifier); runs: 12 ok, 1 failed"), table)
 	assert.Contains(t, report("markdown"), "| **total** |")
 	var suites struct {
 		Tests  int `xml:"tests,attr"`
 		Suites []struct {
 			Cases []struct {
-				Name    string `xml:"name,attr"`
-				Failure *struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+				Error   *struct {
 					Type    string `xml:"type,attr"`
 					Message string `xml:"message,attr"`
-				} `xml:"failure"`
+				} `xml:"error"`
 			} `xml:"testcase"`
 		} `xml:"testsuite"`
 	}
@@ -100,8 +113,9 @@ func TestBatchOutAndReport(t *testing.T) {
 	for _, s := range suites.Suites {
 		for _, c := range s.Cases {
 			cases++
-			if c.Failure != nil {
-				failed = append(failed, c.Name+" "+c.Failure.Type+" "+c.Failure.Message)
+			assert.Nil(t, c.Failure, "no verifier: nothing failed a test")
+			if c.Error != nil {
+				failed = append(failed, c.Name+" "+c.Error.Type+" "+c.Error.Message)
 			}
 		}
 	}
@@ -111,7 +125,18 @@ func TestBatchOutAndReport(t *testing.T) {
 	assert.Contains(t, failed[0], "timeout")
 	assert.Contains(t, report("github"), "::error")
 	html := report("html")
-	assert.Contains(t, html, "MARK-tool-codex", "a job's conversation is in the page")
+	// The jobs' details are gzipped and base64-encoded JSON in the page.
+	var details strings.Builder
+	for _, m := range regexp.MustCompile(`<script type="application/json" class="outpost-details">"([A-Za-z0-9+/=]*)"</script>`).FindAllStringSubmatch(html, -1) {
+		z, err := base64.StdEncoding.DecodeString(m[1])
+		require.NoError(t, err)
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		require.NoError(t, err)
+		b, err := io.ReadAll(zr)
+		require.NoError(t, err)
+		details.Write(b)
+	}
+	assert.Contains(t, details.String(), "MARK-tool-codex", "a job's conversation is in the page")
 	assert.NotContains(t, html, "<script src=", "self-contained")
 	raw, err := json.Marshal(recs)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/runrec"
 	"github.com/outpost-dev/outpost/usage"
 )
@@ -39,42 +41,122 @@ type htmlPage struct {
 	Manifest                 *runrec.Manifest
 	CLIVersions              []kv
 	Totals                   Totals
+	Scores                   batch.Scores
+	Headline                 string
+	MeanReward               string
 	TotalCost                string
 	CostShort, TokensShort   string
-	SuccessPct               int
+	SolvedPct, OKPct         int
 	Wall                     string
 	Charts                   []Chart
-	Jobs                     []htmlJob
 	Notes                    []string
 	CSP                      string
 	Style                    template.CSS
 	Script                   template.JS
-	Statuses                 []kv
+	// Data is the jobs and tasks as JSON (escaped by json.Marshal: no
+	// markup can close its script element); the page's script builds
+	// rows from it. Details are the jobs' details, detailChunk jobs to a
+	// JSON array, gzipped and base64-encoded (a 10,000-job page parses in
+	// a fraction of the time), each inflated and parsed only when one of
+	// its jobs is opened.
+	Data     template.JS
+	Details  []template.JS
+	Statuses []kv
+	Grades   []kv
 }
 
 type kv struct{ K, V string }
 
-type htmlJob struct {
-	N                               int
-	Anchor                          string
-	ID, Agents, Model, Status, Tone string
-	Detail, Error, Text             string
-	Duration, Tokens, Cost          string
-	CostNote                        string
-	Turns, Retries, Parks           int
-	Attempts                        []htmlAttempt
+// pageData is the page's JSON: a summary per job (what the table, the
+// filters and the search need) and the per-task scores. The jobs' details
+// are apart (Details, chunks of detailChunk), so the first render parses
+// only the summaries.
+type pageData struct {
+	Jobs   []jobRow  `json:"jobs"`
+	Tasks  []taskRow `json:"tasks"`
+	Grades []string  `json:"grades"`
+	K      int       `json:"k,omitempty"`
+	Chunk  int       `json:"chunk"`
+
+	details []json.RawMessage
+}
+
+// detailChunk is how many jobs' details one script element holds.
+const detailChunk = 500
+
+// jobRow is one job's table row.
+type jobRow struct {
+	ID       string `json:"id"`
+	Task     string `json:"task,omitempty"`
+	Trial    int    `json:"trial,omitempty"`
+	Agents   string `json:"agents"`
+	Model    string `json:"model,omitempty"`
+	Status   string `json:"status"`
+	Tone     string `json:"tone"`
+	Detail   string `json:"detail,omitempty"`
+	Grade    string `json:"grade"`
+	Reward   string `json:"reward"`
+	Duration string `json:"duration"`
+	Turns    int    `json:"turns"`
+	Retries  int    `json:"retries"`
+	Parks    int    `json:"parks"`
+	Tokens   string `json:"tokens"`
+	Cost     string `json:"cost"`
+	CostNote string `json:"cost_note"`
+	// Find is the lower-case text the search box matches: id, task,
+	// agents, model, status, verdict, the prompt's start.
+	Find string `json:"find"`
+}
+
+// jobDetail is what an opened job shows.
+type jobDetail struct {
+	Prompt    string        `json:"prompt,omitempty"`
+	PromptCut int64         `json:"prompt_cut,omitempty"`
+	Metadata  string        `json:"metadata,omitempty"`
+	Verify    *verifyDetail `json:"verify,omitempty"`
+	Files     []string      `json:"files,omitempty"`
+	Patch     string        `json:"patch,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Text      string        `json:"text,omitempty"`
+	Attempts  []htmlAttempt `json:"attempts,omitempty"`
+	Omitted   string        `json:"omitted,omitempty"`
+}
+
+type verifyDetail struct {
+	Exit     string `json:"exit,omitempty"`
+	Duration string `json:"duration,omitempty"`
+	Output   string `json:"output,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+type taskRow struct {
+	Task   string `json:"task"`
+	N      int    `json:"n"`
+	C      int    `json:"c"`
+	Errors int    `json:"errors"`
+	Pass1  string `json:"pass1"`
+	PassN  string `json:"passn"`
+	PassK  string `json:"passk,omitempty"`
+	Reward string `json:"reward"`
 }
 
 type htmlAttempt struct {
-	N                                       int
-	Agent, Model, Started, Duration, Status string
-	Tone, Detail, Error                     string
-	Unfinished                              bool
-	Items                                   []convItem
-	Truncated                               string
-	Omitted                                 int
-	Stderr, Patch                           string
-	Usage                                   string
+	N          int        `json:"n"`
+	Agent      string     `json:"agent,omitempty"`
+	Model      string     `json:"model,omitempty"`
+	Started    string     `json:"started,omitempty"`
+	Duration   string     `json:"duration,omitempty"`
+	Status     string     `json:"status"`
+	Tone       string     `json:"tone"`
+	Detail     string     `json:"detail,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Unfinished bool       `json:"unfinished,omitempty"`
+	Items      []convItem `json:"items,omitempty"`
+	Truncated  string     `json:"truncated,omitempty"`
+	Omitted    int        `json:"omitted,omitempty"`
+	Stderr     string     `json:"stderr,omitempty"`
+	Patch      string     `json:"patch,omitempty"`
+	Usage      string     `json:"usage,omitempty"`
 }
 
 // convItem is one entry of a trajectory rendered as a conversation.
@@ -82,9 +164,24 @@ type convItem struct {
 	// Kind selects the look: assistant, user, reasoning, tool, result,
 	// error-result, file, retry, quota, warning, failure, stderr, system,
 	// usage, finished, raw.
-	Kind, Title, Text, Code, Meta string
-	Final                         bool
+	Kind  string `json:"k"`
+	Title string `json:"t"`
+	Text  string `json:"x,omitempty"`
+	Code  string `json:"c,omitempty"`
+	Meta  string `json:"m,omitempty"`
+	Final bool   `json:"f,omitempty"`
 }
+
+// Bounds on what the page embeds: per job its prompt, patch and metadata,
+// and in all the jobs' details (past it, a job's details say to open the
+// run directory instead).
+const (
+	maxPagePrompt   = 32 << 10
+	maxPagePatch    = 256 << 10
+	maxPageMetadata = 32 << 10
+	maxPageDetails  = 96 << 20
+	maxFindPrompt   = 300
+)
 
 // tone maps a status to one of the page's fixed CSS classes, never to the
 // status text itself (a class comes from hostile input).
@@ -108,17 +205,23 @@ func cut(s string, n int) string {
 
 // HTML writes one self-contained page: inline CSS, a small inline script
 // (allowed by its hash in the page's Content-Security-Policy, which also
-// forbids every network fetch), inline SVG charts, and every job's
-// trajectory as a conversation. All data is escaped by html/template.
+// forbids every network fetch), inline SVG charts, and the jobs as JSON
+// data from which the script builds the job table (a page of rows at a
+// time, filtered by verdict and outcome and searched) and, when a job is
+// opened, its prompt, metadata, verdict, verifier output, coloured patch
+// and trajectory as a conversation. The script sets every text as text
+// (never as markup).
 func (r *Report) HTML(w io.Writer) error {
 	sum := sha256.Sum256([]byte(pageScript))
 	p := htmlPage{
 		Title: "Outpost report", Source: r.Source, Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-		Manifest: r.Manifest, Totals: r.Totals, TotalCost: r.Totals.totalCost(), Charts: r.charts(), Notes: r.Notes,
+		Manifest: r.Manifest, Totals: r.Totals, Scores: r.Scores, Headline: r.Headline(), TotalCost: r.Totals.totalCost(),
+		Charts: r.charts(), Notes: r.Notes,
 		CSP: "default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-" +
 			base64.StdEncoding.EncodeToString(sum[:]) + "'; base-uri 'none'; form-action 'none'",
 		Style: template.CSS(pageStyle), Script: template.JS(pageScript), //nolint:gosec // constants embedded in the binary
 	}
+	p.MeanReward = meanSE(r.Scores.MeanReward, r.Scores.RewardSE)
 	p.TokensShort = formatTokens(r.Totals.Tokens)
 	p.CostShort = fmt.Sprintf("$%.4f", r.Totals.CostUSD)
 	switch {
@@ -129,8 +232,11 @@ func (r *Report) HTML(w io.Writer) error {
 	case r.Totals.CostEstimated > 0:
 		p.CostShort = "~" + p.CostShort
 	}
+	if r.Totals.Graded > 0 {
+		p.SolvedPct = r.Totals.Solved * 100 / r.Totals.Graded
+	}
 	if r.Totals.Jobs > 0 {
-		p.SuccessPct = r.Totals.OK * 100 / r.Totals.Jobs
+		p.OKPct = r.Totals.OK * 100 / r.Totals.Jobs
 	}
 	if r.Totals.WallMS > 0 {
 		p.Wall = formatDuration(r.Totals.WallMS)
@@ -140,20 +246,132 @@ func (r *Report) HTML(w io.Writer) error {
 			p.CLIVersions = append(p.CLIVersions, kv{k, m.CLIVersions[k]})
 		}
 	}
-	seen := map[string]int{}
+	seen, grades := map[string]int{}, map[string]int{}
 	for i := range r.Jobs {
 		seen[r.Jobs[i].Status()]++
-		p.Jobs = append(p.Jobs, htmlJobOf(i, &r.Jobs[i]))
+		grades[r.Jobs[i].Grade()]++
 	}
 	for _, s := range orderedStatuses(mapKeys(seen)) {
 		p.Statuses = append(p.Statuses, kv{s, fmt.Sprint(seen[s])})
+	}
+	data := r.pageData()
+	for _, g := range data.Grades {
+		p.Grades = append(p.Grades, kv{g, fmt.Sprint(grades[g])})
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	p.Data = template.JS(b) //nolint:gosec // json.Marshal escapes <, > and &: the data cannot end its script element
+	for i := 0; i < len(data.details); i += detailChunk {
+		b, err := json.Marshal(data.details[i:min(i+detailChunk, len(data.details))])
+		if err != nil {
+			return err
+		}
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		if _, err := zw.Write(b); err != nil {
+			return err
+		}
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		// A JSON string of base64: nothing in it can end its script element.
+		p.Details = append(p.Details, template.JS(`"`+base64.StdEncoding.EncodeToString(z.Bytes())+`"`)) //nolint:gosec // base64 only
 	}
 	var buf bytes.Buffer
 	if err := page.Execute(&buf, p); err != nil {
 		return err
 	}
-	_, err := w.Write(buf.Bytes())
+	_, err = w.Write(buf.Bytes())
 	return err
+}
+
+// gradeOrder orders the verdict filter's buttons.
+var gradeOrder = []string{GradePass, GradeFail, GradeError, GradeNotGraded, GradeUnfinished}
+
+func (r *Report) pageData() pageData {
+	d := pageData{Jobs: make([]jobRow, 0, len(r.Jobs)), details: make([]json.RawMessage, 0, len(r.Jobs)), Tasks: []taskRow{}, K: r.Scores.K,
+		Chunk: detailChunk}
+	present := map[string]bool{}
+	budget := maxPageDetails
+	for i := range r.Jobs {
+		j := &r.Jobs[i]
+		present[j.Grade()] = true
+		d.Jobs = append(d.Jobs, jobRowOf(j))
+		det := jobDetailOf(j)
+		b, err := json.Marshal(det)
+		if err != nil || len(b) > budget {
+			b, _ = json.Marshal(jobDetail{Omitted: "This job's details were not embedded: the page's size bound was reached. The run directory has them; `outpost report` of a smaller run directory shows them."})
+		}
+		budget -= len(b)
+		d.details = append(d.details, b)
+	}
+	for _, g := range gradeOrder {
+		if present[g] {
+			d.Grades = append(d.Grades, g)
+		}
+	}
+	for _, ts := range r.Scores.Tasks {
+		row := taskRow{Task: ts.Task, N: ts.N, C: ts.C, Errors: ts.Errors, Pass1: passText(ts.N, ts.PassAt1), PassN: passAtN(ts),
+			Reward: meanSE(ts.MeanReward, ts.RewardSE)}
+		if k := r.Scores.K; k > 1 && ts.N >= k {
+			row.PassK = fmt.Sprintf("%.3f", batch.PassAtK(ts.N, ts.C, k))
+		}
+		d.Tasks = append(d.Tasks, row)
+	}
+	return d
+}
+
+func jobRowOf(j *Job) jobRow {
+	row := jobRow{ID: j.ID, Task: j.Task, Trial: j.Trial, Agents: agentsOf(j), Model: j.Model, Status: j.Status(), Tone: tone(j.Status()),
+		Detail: j.Detail(), Grade: j.Grade(), Reward: rewardText(j.Reward), Duration: formatDuration(j.DurationMS),
+		Turns: j.Turns, Retries: j.Retries, Parks: j.Parks, Tokens: formatTokens(j.Usage.Tokens()), Cost: formatCost(j.Usage),
+		CostNote: costNote(j.Usage)}
+	if row.Task == row.ID {
+		row.Task = ""
+	}
+	prompt := j.Prompt
+	if len(prompt) > maxFindPrompt {
+		prompt = strings.ToValidUTF8(prompt[:maxFindPrompt], "")
+	}
+	row.Find = strings.ToLower(strings.Join([]string{j.ID, j.Task, row.Agents, j.Model, row.Status, row.Grade, row.Detail, prompt}, "\n"))
+	return row
+}
+
+func jobDetailOf(j *Job) jobDetail {
+	d := jobDetail{Prompt: j.Prompt, PromptCut: j.PromptCut, Error: j.Outcome.Error, Text: cut(j.Outcome.Text, maxItemText)}
+	if len(d.Prompt) > maxPagePrompt {
+		d.PromptCut += int64(len(d.Prompt) - maxPagePrompt)
+		d.Prompt = cut(d.Prompt, maxPagePrompt)
+	}
+	if len(j.Metadata) > 0 {
+		d.Metadata = cut(prettyJSON(j.Metadata), maxPageMetadata)
+	}
+	if v := j.Verify; v != nil {
+		vd := &verifyDetail{Output: cut(v.Output, maxCode*4), Error: v.Error, Duration: formatDuration(v.DurationMS)}
+		if v.ExitCode != nil {
+			vd.Exit = fmt.Sprint(*v.ExitCode)
+		}
+		d.Verify = vd
+	}
+	if j.Patch != nil {
+		d.Files = j.Patch.Files
+	}
+	d.Patch = cut(j.LastPatch(), maxPagePatch)
+	for _, a := range j.Attempts {
+		ha := htmlAttemptOf(a)
+		if len(j.Attempts) == 1 && ha.Error == d.Error {
+			ha.Error = "" // the job's outcome box says it already
+		}
+		if ha.Patch != "" && ha.Patch == j.LastPatch() {
+			ha.Patch = "" // shown once, as the job's patch
+		} else {
+			ha.Patch = cut(ha.Patch, maxPagePatch)
+		}
+		d.Attempts = append(d.Attempts, ha)
+	}
+	return d
 }
 
 func mapKeys(m map[string]int) map[string]bool {
@@ -172,21 +390,6 @@ func costNote(u usage.Usage) string {
 		return "estimated from the token counts at the model's API list price"
 	}
 	return "reported by the CLI"
-}
-
-func htmlJobOf(i int, j *Job) htmlJob {
-	h := htmlJob{N: i + 1, Anchor: fmt.Sprintf("job-%d", i+1), ID: j.ID, Agents: agentsOf(j), Model: j.Model,
-		Status: j.Status(), Tone: tone(j.Status()), Detail: j.Detail(), Error: j.Outcome.Error, Text: cut(j.Outcome.Text, maxItemText),
-		Duration: formatDuration(j.DurationMS), Tokens: formatTokens(j.Usage.Tokens()), Cost: formatCost(j.Usage),
-		CostNote: costNote(j.Usage), Turns: j.Turns, Retries: j.Retries, Parks: j.Parks}
-	for _, a := range j.Attempts {
-		ha := htmlAttemptOf(a)
-		if len(j.Attempts) == 1 && ha.Error == h.Error {
-			ha.Error = "" // the job's outcome box says it already
-		}
-		h.Attempts = append(h.Attempts, ha)
-	}
-	return h
 }
 
 func htmlAttemptOf(a runrec.JobAttempt) htmlAttempt {

@@ -40,12 +40,14 @@ type (
 		Value string `xml:"value,attr"`
 	}
 	junitCase struct {
-		Name      string        `xml:"name,attr"`
-		Classname string        `xml:"classname,attr"`
-		Time      string        `xml:"time,attr"`
-		Failure   *junitFailure `xml:"failure,omitempty"`
-		Skipped   *junitSkipped `xml:"skipped,omitempty"`
-		SystemOut string        `xml:"system-out,omitempty"`
+		Name       string          `xml:"name,attr"`
+		Classname  string          `xml:"classname,attr"`
+		Time       string          `xml:"time,attr"`
+		Properties []junitProperty `xml:"properties>property,omitempty"`
+		Failure    *junitFailure   `xml:"failure,omitempty"`
+		Error      *junitFailure   `xml:"error,omitempty"`
+		Skipped    *junitSkipped   `xml:"skipped,omitempty"`
+		SystemOut  string          `xml:"system-out,omitempty"`
 	}
 	junitFailure struct {
 		Type    string `xml:"type,attr"`
@@ -77,12 +79,29 @@ func xmlSafe(s string, n int) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// JUnit writes one testsuite with one testcase per job; a failed job's
-// <failure> carries its class as type and its error as message, an
-// unfinished job is <skipped>.
+// JUnit writes one testsuite with one testcase per job, graded by its
+// verdict: fail is a <failure> (the verifier's error and output tail), a
+// verifier error an <error>; a job without a verifier is not graded — no
+// <failure> — unless its run failed, which is an <error> of its class (a
+// run that failed was no test); an unfinished job is <skipped>. Every
+// testcase carries its verdict, reward, task, trial and run outcome as
+// properties; the suite leads its properties with the headline (solved
+// first) and pass@1.
 func (r *Report) JUnit(w io.Writer) error {
 	t := r.Totals
-	suite := junitSuite{Name: "outpost", Tests: t.Jobs, Failures: t.Failed, Skipped: t.Unfinished, Time: seconds(t.DurationMS)}
+	suite := junitSuite{Name: "outpost", Tests: t.Jobs, Skipped: t.Unfinished, Time: seconds(t.DurationMS)}
+	suite.Properties = append(suite.Properties, junitProperty{"summary", xmlSafe(r.Headline(), 2000)},
+		junitProperty{"solved", fmt.Sprint(t.Solved)}, junitProperty{"graded", fmt.Sprint(t.Graded)},
+		junitProperty{"not_graded", fmt.Sprint(t.NotGraded)})
+	if t.Graded > 0 {
+		suite.Properties = append(suite.Properties, junitProperty{"pass_at_1", fmt.Sprintf("%.4f", r.Scores.PassAt1)})
+		if r.Scores.K > 1 {
+			suite.Properties = append(suite.Properties, junitProperty{fmt.Sprintf("pass_at_%d", r.Scores.K), fmt.Sprintf("%.4f", r.Scores.PassAtK)})
+		}
+		if m := r.Scores.MeanReward; m != nil {
+			suite.Properties = append(suite.Properties, junitProperty{"mean_reward", fmt.Sprintf("%.4f", *m)})
+		}
+	}
 	if m := r.Manifest; m != nil {
 		if !m.Started.IsZero() {
 			suite.Timestamp = m.Started.UTC().Format(time.RFC3339)
@@ -101,13 +120,19 @@ func (r *Report) JUnit(w io.Writer) error {
 	for i := range r.Jobs {
 		j := &r.Jobs[i]
 		c := junitCase{Name: xmlSafe(j.ID, 1000), Classname: xmlSafe("outpost."+agentsOf(j), 200), Time: seconds(j.DurationMS)}
-		switch j.Status() {
-		case "ok":
-			c.SystemOut = xmlSafe(j.Outcome.Text, 64<<10)
-		case "unfinished":
-			c.Skipped = &junitSkipped{Message: "the run stopped before this job finished"}
-		default:
-			o := j.Outcome
+		g := j.Grade()
+		c.Properties = []junitProperty{{"verdict", g}, {"outcome", xmlSafe(j.Status(), 100)}}
+		if j.Reward != nil {
+			c.Properties = append(c.Properties, junitProperty{"reward", fmt.Sprint(*j.Reward)})
+		}
+		if j.Task != "" && j.Task != j.ID {
+			c.Properties = append(c.Properties, junitProperty{"task", xmlSafe(j.Task, 1000)})
+		}
+		if j.Trial > 0 {
+			c.Properties = append(c.Properties, junitProperty{"trial", fmt.Sprint(j.Trial)})
+		}
+		o := j.Outcome
+		runBody := func() string {
 			body := fmt.Sprintf("agent: %s\nturns: %d, retries: %d, parks: %d\n", agentsOf(j), j.Turns, j.Retries, j.Parks)
 			if o.Conversation != "" {
 				body += "conversation: " + o.Conversation + "\n"
@@ -115,13 +140,52 @@ func (r *Report) JUnit(w io.Writer) error {
 			if o.ResetAt != "" {
 				body += "reset_at: " + o.ResetAt + "\n"
 			}
-			body += "\n" + o.Error + "\n"
-			c.Failure = &junitFailure{Type: xmlSafe(j.Status(), 100), Message: xmlSafe(j.Detail()+": "+strings.TrimPrefix(o.Error, o.Class+": "), 2000),
-				Body: xmlSafe(body, 64<<10)}
+			if o.Error != "" {
+				body += "\n" + o.Error + "\n"
+			}
+			return body
+		}
+		verifyText := func() (msg, body string) {
+			v := j.Verify
+			if v == nil {
+				return "", ""
+			}
+			if v.ExitCode != nil {
+				body = fmt.Sprintf("verifier exit code: %d\n", *v.ExitCode)
+			}
+			if v.Error != "" {
+				body += v.Error + "\n"
+				msg = v.Error
+			}
+			if v.Output != "" {
+				body += "\nverifier output (tail):\n" + v.Output
+			}
+			return msg, body
+		}
+		switch {
+		case g == GradeUnfinished:
+			c.Skipped = &junitSkipped{Message: "the run stopped before this job finished"}
+		case g == GradeFail:
+			msg, body := verifyText()
+			if msg == "" {
+				msg = "the verifier failed it"
+			}
+			suite.Failures++
+			c.Failure = &junitFailure{Type: "verdict", Message: xmlSafe("fail: "+msg, 2000), Body: xmlSafe(body+"\n"+runBody(), 64<<10)}
+		case g == GradeError:
+			msg, body := verifyText()
+			suite.Errors++
+			c.Error = &junitFailure{Type: "verifier", Message: xmlSafe("verifier error: "+msg, 2000), Body: xmlSafe(body+"\n"+runBody(), 64<<10)}
+		case g == GradeNotGraded && !o.OK:
+			suite.Errors++
+			c.Error = &junitFailure{Type: xmlSafe(j.Status(), 100), Message: xmlSafe(j.Detail()+": "+strings.TrimPrefix(o.Error, o.Class+": "), 2000),
+				Body: xmlSafe(runBody(), 64<<10)}
+		default:
+			c.SystemOut = xmlSafe(o.Text, 64<<10)
 		}
 		suite.Cases = append(suite.Cases, c)
 	}
-	doc := junitSuites{Name: "outpost", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Time: suite.Time,
+	doc := junitSuites{Name: "outpost", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Time: suite.Time,
 		Suites: []junitSuite{suite}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err

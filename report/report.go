@@ -1,8 +1,12 @@
 // Package report renders what a run or a batch did — from a run directory
 // (package runrec) or a batch results file — for people and for CI: a
 // terminal table, Markdown for a CI step summary, one self-contained HTML
-// page with charts and every job's trajectory as a conversation, JUnit XML,
-// and GitHub Actions workflow annotations.
+// page with charts, a searchable job table and each job's prompt, verdict,
+// verifier output, patch and trajectory, JUnit XML, and GitHub Actions
+// workflow annotations. Every format leads with what was solved (the
+// verifiers' verdicts, pass@1 and pass@k per task, the mean reward and its
+// standard error); a job without a verifier is "not graded", never
+// "succeeded". [Compare] sets two runs side by side, task by task.
 //
 // Everything it reads is hostile input: job ids, texts and trajectories are
 // escaped for the format they land in (terminal control characters,
@@ -12,6 +16,7 @@
 package report
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +46,9 @@ type Report struct {
 	// Notes say what the reader left out.
 	Notes  []string
 	Totals Totals
+	// Scores are the verdicts scored per task (pass@1, pass@k, mean reward
+	// and its standard error); zero when no job was graded.
+	Scores batch.Scores
 }
 
 // Job is one job's row.
@@ -62,21 +70,60 @@ type Job struct {
 	Finished bool
 	// Attempts are the recorded turns (run directories only).
 	Attempts []runrec.JobAttempt
-	// Verdict and Reward are the verifier's (jobs with one; outpost grade).
+	// Task is the task the job is an attempt of (the record's task, else
+	// the job's id); Trial its trial number (0: the job has one attempt).
+	Task  string
+	Trial int
+	// Verdict is the verifier's ("": not graded), Reward its reward and
+	// Verify how it ran (exit code, output tail, error).
 	Verdict harness.Verdict
 	Reward  *float64
+	Verify  *harness.Verification
+	// Patch describes what the job changed (files, size).
+	Patch *batch.PatchRecord
+	// Metadata is the job's metadata as given; Prompt the job's prompt
+	// (run directories that kept it; bounded by runrec).
+	Metadata json.RawMessage
+	Prompt   string
+	// PromptCut is how many bytes of the prompt were not kept.
+	PromptCut int64
 }
 
-// VerdictText is "verdict pass (reward 1)", or "" for a job not graded.
-func (j *Job) VerdictText() string {
-	if j.Verdict == "" {
-		return ""
+// Grades of a job: the verifier's verdicts, "not graded" for a finished job
+// without a verifier, "unfinished" for one the run never finished.
+const (
+	GradePass       = "pass"
+	GradeFail       = "fail"
+	GradeError      = "error"
+	GradeNotGraded  = "not graded"
+	GradeUnfinished = "unfinished"
+)
+
+// Grade is the job's verdict: pass, fail, error, "not graded" or
+// "unfinished". A job without a verifier is never "succeeded".
+func (j *Job) Grade() string {
+	switch {
+	case !j.Finished:
+		return GradeUnfinished
+	case j.Verdict == harness.VerdictPass:
+		return GradePass
+	case j.Verdict == harness.VerdictFail:
+		return GradeFail
+	case j.Verdict != "":
+		return GradeError
 	}
-	s := "verdict " + string(j.Verdict)
-	if j.Reward != nil {
-		s += fmt.Sprintf(" (reward %g)", *j.Reward)
+	return GradeNotGraded
+}
+
+// LastPatch is the patch text of the job's last attempt that kept one ("":
+// none loaded).
+func (j *Job) LastPatch() string {
+	for k := len(j.Attempts) - 1; k >= 0; k-- {
+		if j.Attempts[k].Patch != "" {
+			return j.Attempts[k].Patch
+		}
 	}
-	return s
+	return ""
 }
 
 // Status is the job's one-word state: "ok", its failure class, or
@@ -119,7 +166,11 @@ func (j *Job) Detail() string {
 // Totals sum the jobs.
 type Totals struct {
 	Jobs, OK, Failed, Unfinished int
-	Turns, Retries, Parks        int
+	// Graded counts the jobs a verifier graded: Solved passed, VerdictFail
+	// failed, VerdictError could not be graded; NotGraded finished without
+	// a verifier.
+	Graded, Solved, VerdictFail, VerdictError, NotGraded int
+	Turns, Retries, Parks                                int
 	// DurationMS sums the jobs' durations; WallMS is the run's span when
 	// the manifest says it.
 	DurationMS, WallMS int64
@@ -130,8 +181,6 @@ type Totals struct {
 	// is (partly) a list-price estimate.
 	CostUSD                    float64
 	CostUnknown, CostEstimated int
-	// Graded counts jobs with a verdict, Solved those that passed.
-	Graded, Solved int
 }
 
 // Load reads a run directory or a batch results file (JSON lines of
@@ -206,15 +255,18 @@ func FromRun(run *runrec.Run) *Report {
 // last attempt's result.
 func jobsFrom(recs []batch.Record, dirs []runrec.Job) []Job {
 	attempts := map[string][]runrec.JobAttempt{}
+	inputs := map[string]runrec.Job{}
 	for _, d := range dirs {
 		attempts[d.ID] = d.Attempts
+		inputs[d.ID] = d
 	}
 	index := map[string]int{}
 	var jobs []Job
 	for _, rec := range recs {
 		j := Job{ID: rec.Job, Agent: rec.Agent, Agents: rec.Agents, Model: rec.Outcome.Model, Outcome: rec.Outcome,
 			DurationMS: rec.DurationMS, Turns: rec.Turns, Retries: rec.Retries, Parks: rec.Parks, Usage: rec.Usage, Finished: true,
-			Verdict: rec.Verdict, Reward: rec.Reward}
+			Task: rec.Task, Trial: rec.Trial, Verdict: rec.Verdict, Reward: rec.Reward, Verify: rec.Verify, Patch: rec.Patch,
+			Metadata: rec.Metadata}
 		if i, ok := index[rec.Job]; ok {
 			jobs[i] = j // a later record of the same job wins
 			continue
@@ -256,6 +308,16 @@ func jobsFrom(recs []batch.Record, dirs []runrec.Job) []Job {
 		jobs = append(jobs, j)
 	}
 	for i := range jobs {
+		j := &jobs[i]
+		if in, ok := inputs[j.ID]; ok {
+			j.Prompt, j.PromptCut = in.Prompt, in.PromptCut
+			if len(j.Metadata) == 0 {
+				j.Metadata = in.Metadata
+			}
+		}
+		if j.Task == "" {
+			j.Task = j.ID
+		}
 		for _, a := range jobs[i].Attempts {
 			if a.Result != nil && !a.Result.Started.IsZero() {
 				jobs[i].Started = a.Result.Started
@@ -286,11 +348,18 @@ func (r *Report) total() {
 		default:
 			t.Failed++
 		}
-		if j.Verdict != "" {
+		switch j.Grade() {
+		case GradePass:
 			t.Graded++
-			if j.Verdict == harness.VerdictPass {
-				t.Solved++
-			}
+			t.Solved++
+		case GradeFail:
+			t.Graded++
+			t.VerdictFail++
+		case GradeError:
+			t.Graded++
+			t.VerdictError++
+		case GradeNotGraded:
+			t.NotGraded++
 		}
 		t.Turns += j.Turns
 		t.Retries += j.Retries
@@ -310,6 +379,16 @@ func (r *Report) total() {
 		} else {
 			t.CostUnknown++
 		}
+	}
+	if t.Graded > 0 {
+		grades := make([]batch.Graded, 0, len(r.Jobs))
+		for i := range r.Jobs {
+			j := &r.Jobs[i]
+			if j.Finished {
+				grades = append(grades, batch.Graded{Task: j.Task, Verdict: j.Verdict, Reward: j.Reward})
+			}
+		}
+		r.Scores = batch.Score(grades)
 	}
 }
 

@@ -2,10 +2,14 @@ package report_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,8 +26,19 @@ import (
 // sample builds the sample run directory (hostile job included) once per test.
 func sample(t *testing.T) (string, *report.Report) {
 	t.Helper()
+	return sampleWith(t, runrectest.Options{Hostile: true})
+}
+
+// graded builds the sample with verdicts (runrectest.Grades).
+func graded(t *testing.T) (string, *report.Report) {
+	t.Helper()
+	return sampleWith(t, runrectest.Options{Hostile: true, Graded: true})
+}
+
+func sampleWith(t *testing.T, o runrectest.Options) (string, *report.Report) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
-	_, err := runrectest.Sample(dir, os.DirFS(".."), runrectest.Options{Hostile: true})
+	_, err := runrectest.Sample(dir, os.DirFS(".."), o)
 	require.NoError(t, err)
 	r, err := report.Load(dir)
 	require.NoError(t, err)
@@ -48,8 +63,11 @@ func TestTotals(t *testing.T) {
 	assert.Positive(t, tt.CostUnknown, "copilot turns against the scripted server have no known cost")
 	assert.Positive(t, tt.CostEstimated, "codex turns are priced from the table")
 	assert.Positive(t, tt.WallMS)
+	assert.Zero(t, tt.Graded)
+	assert.Equal(t, 15, tt.NotGraded)
 	for _, j := range r.Jobs {
 		assert.NotEmpty(t, j.Attempts, j.ID)
+		assert.Equal(t, report.GradeNotGraded, j.Grade(), "a job without a verifier is not graded, whatever its run did")
 	}
 }
 
@@ -57,10 +75,13 @@ func TestTable(t *testing.T) {
 	_, r := sample(t)
 	out := render(t, r, "table")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 1+15+1)
-	assert.True(t, strings.HasPrefix(lines[0], "JOB"))
+	require.Len(t, lines, 1+1+15+1)
+	assert.Equal(t, "15 jobs, not graded (no verifier); runs: 11 ok, 4 failed", lines[0], "the headline leads; no job is called succeeded")
+	assert.True(t, strings.HasPrefix(lines[1], "JOB"))
 	assert.True(t, strings.HasPrefix(lines[len(lines)-1], "TOTAL"))
+	assert.Contains(t, lines[len(lines)-1], "not graded")
 	assert.Contains(t, lines[len(lines)-1], "11 ok, 4 failed")
+	assert.NotContains(t, strings.ToLower(out), "succeeded")
 	assert.NotContains(t, out, "\x1b", "no terminal escape from a job id reaches the terminal")
 	assert.Contains(t, out, "evil/<script>alert(1)</script>#\uFFFD[31m")
 }
@@ -78,10 +99,12 @@ func TestMarkdownTotalsRow(t *testing.T) {
 	total := rows[len(rows)-1]
 	assert.True(t, strings.HasPrefix(total, "| **total** |"), total)
 	assert.Contains(t, total, "**11 ok, 4 failed**")
+	assert.Contains(t, total, "| **not graded** |")
+	assert.Contains(t, out, "**15 jobs, not graded (no verifier); runs&#58; 11 ok, 4 failed**", "the headline leads")
 	assert.Regexp(t, `\| \*\*\d+(\.\d)?[kM]?\*\* \| \*\*≥ \\~\\\$\d+\.\d{4} \(\d+ unknown\)\*\* \|$`, total,
 		"tokens, then the known cost marked as a lower bound with the unknown count")
 	for _, row := range rows {
-		assert.Equal(t, 10, strings.Count(row, "|")-strings.Count(row, `\|`), "every row has 9 cells: %s", row)
+		assert.Equal(t, 12, strings.Count(row, "|")-strings.Count(row, `\|`), "every row has 11 cells: %s", row)
 	}
 	assert.NotContains(t, out, "<script>", "markup in ids and texts is escaped")
 	assert.Contains(t, out, "&lt;script&gt;")
@@ -92,6 +115,7 @@ type junitTestsuites struct {
 	XMLName  xml.Name `xml:"testsuites"`
 	Tests    int      `xml:"tests,attr"`
 	Failures int      `xml:"failures,attr"`
+	Errors   int      `xml:"errors,attr"`
 	Suites   []struct {
 		Name       string `xml:"name,attr"`
 		Tests      int    `xml:"tests,attr"`
@@ -105,14 +129,23 @@ type junitTestsuites struct {
 			Value string `xml:"value,attr"`
 		} `xml:"properties>property"`
 		Cases []struct {
-			Name      string `xml:"name,attr"`
-			Classname string `xml:"classname,attr"`
-			Time      string `xml:"time,attr"`
-			Failure   *struct {
+			Name       string `xml:"name,attr"`
+			Classname  string `xml:"classname,attr"`
+			Time       string `xml:"time,attr"`
+			Properties []struct {
+				Name  string `xml:"name,attr"`
+				Value string `xml:"value,attr"`
+			} `xml:"properties>property"`
+			Failure *struct {
 				Type    string `xml:"type,attr"`
 				Message string `xml:"message,attr"`
 				Body    string `xml:",chardata"`
 			} `xml:"failure"`
+			Error *struct {
+				Type    string `xml:"type,attr"`
+				Message string `xml:"message,attr"`
+				Body    string `xml:",chardata"`
+			} `xml:"error"`
 			Skipped   *struct{} `xml:"skipped"`
 			SystemOut string    `xml:"system-out"`
 		} `xml:"testcase"`
@@ -127,11 +160,13 @@ func TestJUnitParsesBack(t *testing.T) {
 	dec.Strict = true
 	require.NoError(t, dec.Decode(&doc))
 	assert.Equal(t, 15, doc.Tests)
-	assert.Equal(t, 4, doc.Failures)
+	assert.Equal(t, 0, doc.Failures, "no verifier failed a job: nothing is a test failure")
+	assert.Equal(t, 4, doc.Errors, "a failed run without a verdict is an error")
 	require.Len(t, doc.Suites, 1)
 	s := doc.Suites[0]
 	assert.Equal(t, 15, s.Tests)
-	assert.Equal(t, 4, s.Failures)
+	assert.Equal(t, 0, s.Failures)
+	assert.Equal(t, 4, s.Errors)
 	assert.Equal(t, "2026-12-02T09:00:00Z", s.Timestamp)
 	require.Len(t, s.Cases, 15)
 	classes := map[string]int{}
@@ -140,11 +175,15 @@ func TestJUnitParsesBack(t *testing.T) {
 		names[c.Name] = true
 		assert.True(t, strings.HasPrefix(c.Classname, "outpost."), c.Classname)
 		assert.Regexp(t, `^\d+\.\d{3}$`, c.Time)
-		if c.Failure != nil {
-			classes[c.Failure.Type]++
-			assert.NotEmpty(t, c.Failure.Message, c.Name)
-			assert.Contains(t, c.Failure.Body, "agent: ", c.Name)
+		assert.Nil(t, c.Failure, c.Name)
+		if c.Error != nil {
+			classes[c.Error.Type]++
+			assert.NotEmpty(t, c.Error.Message, c.Name)
+			assert.Contains(t, c.Error.Body, "agent: ", c.Name)
 		}
+		require.NotEmpty(t, c.Properties, c.Name)
+		assert.Equal(t, "verdict", c.Properties[0].Name)
+		assert.Equal(t, "not graded", c.Properties[0].Value, c.Name)
 	}
 	assert.Equal(t, map[string]int{"process": 2, "timeout": 1, "quota": 1}, classes)
 	assert.True(t, names["weekly-limit"])
@@ -161,7 +200,7 @@ func TestGitHubAnnotations(t *testing.T) {
 	_, r := sample(t)
 	out := render(t, r, "github")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	command := regexp.MustCompile(`^::(error|warning|notice) title=[^:\n]*::[^\n]*$`)
+	command := regexp.MustCompile(`^::(error|warning|notice) (?:file=[^,:\n]+(?:,line=\d+)?,)?title=[^:\n]*::[^\n]*$`)
 	counts := map[string]int{}
 	for _, l := range lines {
 		m := command.FindStringSubmatch(l)
@@ -172,27 +211,100 @@ func TestGitHubAnnotations(t *testing.T) {
 	assert.Equal(t, 4, counts["warning"], "parks, a fallback and a retry before success")
 	assert.Equal(t, 1, counts["notice"])
 	assert.Contains(t, out, "::error title=outpost job weekly-limit (claude)::quota (resets 2026-12-05T11%3A00%3A00Z)"[:60])
+	assert.Contains(t, out, "::notice title=outpost report::15 jobs, not graded (no verifier); runs: 11 ok, 4 failed;")
+	assert.NotContains(t, out, "succeeded")
 }
 
 func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
-	_, r := sample(t)
+	_, r := graded(t)
 	out := render(t, r, "html")
-	assert.Equal(t, 1, strings.Count(out, "<script"), "only the page's own script")
+	assert.Equal(t, 3, strings.Count(out, "<script"), "the page's own script, its JSON data and one chunk of details, nothing else")
+	assert.Equal(t, 3, strings.Count(out, "</script"), "no hostile text closes a script element")
 	assert.NotContains(t, out, "alert('pwned')</script>")
 	assert.NotContains(t, out, "<img src=x")
-	assert.Contains(t, out, "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;")
+	assert.Contains(t, out, `"id":"evil/\u003cscript\u003ealert(1)\u003c/script\u003e#`, "hostile ids are JSON-escaped data")
 	assert.Contains(t, out, `http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;`)
 	fetch := regexp.MustCompile(`(?i)(src|href|xlink:href|action)\s*=\s*["']?\s*(https?:)?//`)
 	assert.Empty(t, fetch.FindAllString(out, -1), "nothing is loaded from the network")
 	assert.NotContains(t, strings.ToLower(out), "@import")
 	assert.NotContains(t, strings.ToLower(out), "url(http")
+	assert.NotContains(t, pageScript(t), "innerHTML", "the script never parses text as markup")
+	assert.NotContains(t, pageScript(t), "insertAdjacentHTML")
 	for _, id := range []string{"chart-outcomes", "chart-durations", "chart-tokens", "chart-cost", "chart-parks"} {
 		assert.Regexp(t, `<figure class="chart" id="`+id+`">\s*<figcaption>.*</figcaption>\s*<div class="svg"><svg`, out, id)
 	}
-	assert.Equal(t, 15, strings.Count(out, `<details class="job `))
-	assert.Contains(t, out, `class="msg k-tool`)
-	assert.Contains(t, out, `class="msg k-retry`)
-	assert.Contains(t, out, `class="msg k-failure`)
+	assert.Contains(t, out, `<p class="headline" id="headline">solved 3 of 7 graded jobs`, "the page leads with solved")
+	assert.Contains(t, out, `<section id="tasks">`)
+
+	data := pageData(t, out)
+	require.Len(t, data.Jobs, 15)
+	require.Len(t, data.Details, 15)
+	grades := map[string]int{}
+	for _, j := range data.Jobs {
+		grades[j.Grade]++
+	}
+	assert.Equal(t, map[string]int{"pass": 3, "fail": 3, "error": 1, "not graded": 8}, grades)
+	i := slices.IndexFunc(data.Jobs, func(j struct{ ID, Grade string }) bool { return j.ID == "add-tests" })
+	require.GreaterOrEqual(t, i, 0)
+	var d struct {
+		Prompt   string
+		Patch    string
+		Verify   struct{ Output string }
+		Attempts []struct {
+			Items []struct{ K string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(data.Details[i], &d))
+	assert.Equal(t, "Add tests for the parser", d.Prompt)
+	assert.Contains(t, d.Patch, "+++ b/parser/parse.py")
+	assert.Contains(t, d.Verify.Output, "tests/test_parser.py:42: AssertionError")
+	require.NotEmpty(t, d.Attempts)
+	kinds := map[string]bool{}
+	for _, it := range d.Attempts[0].Items {
+		kinds[it.K] = true
+	}
+	assert.True(t, kinds["tool"], "the trajectory's tool calls are in the job's details")
+	require.Len(t, data.Tasks, 5)
+	assert.Equal(t, "readme", data.Tasks[3].Task)
+	assert.Equal(t, "pass@2 1.000", data.Tasks[3].PassN)
+}
+
+// pageScript is the HTML page's script as embedded.
+func pageScript(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("report.js")
+	require.NoError(t, err)
+	return string(b)
+}
+
+type pageJSON struct {
+	Jobs    []struct{ ID, Grade string }
+	Details []json.RawMessage
+	Tasks   []struct {
+		Task  string
+		PassN string `json:"passn"`
+	}
+}
+
+// pageData decodes the page's embedded JSON.
+func pageData(t *testing.T, page string) pageJSON {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="outpost-data">(.*?)</script>`).FindStringSubmatch(page)
+	require.NotNil(t, m)
+	var d pageJSON
+	require.NoError(t, json.Unmarshal([]byte(m[1]), &d))
+	for _, c := range regexp.MustCompile(`(?s)<script type="application/json" class="outpost-details">(.*?)</script>`).FindAllStringSubmatch(page, -1) {
+		var b64 string
+		require.NoError(t, json.Unmarshal([]byte(c[1]), &b64))
+		z, err := base64.StdEncoding.DecodeString(b64)
+		require.NoError(t, err)
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		require.NoError(t, err)
+		var chunk []json.RawMessage
+		require.NoError(t, json.NewDecoder(zr).Decode(&chunk))
+		d.Details = append(d.Details, chunk...)
+	}
+	return d
 }
 
 func TestResultsFileInput(t *testing.T) {
@@ -203,7 +315,6 @@ func TestResultsFileInput(t *testing.T) {
 	assert.Equal(t, 15, r.Totals.Jobs)
 	out := render(t, r, "html")
 	assert.Contains(t, out, "parks; the results file has no times")
-	assert.Contains(t, out, "No trajectory: the input is a results file")
 	for _, f := range report.Formats {
 		render(t, r, f)
 	}
@@ -276,12 +387,12 @@ func TestVerdicts(t *testing.T) {
 	assert.Equal(t, 1, r.Totals.Solved)
 	var table, md bytes.Buffer
 	require.NoError(t, r.Render(&table, "table"))
-	assert.Regexp(t, `(?m)^a\s+ok; verdict pass \(reward 1\)`, table.String())
-	assert.Regexp(t, `(?m)^b\s+ok; verdict fail \(reward 0\)`, table.String())
-	assert.Regexp(t, `(?m)^c\s+ok; verdict error\s`, table.String())
-	assert.Regexp(t, `(?m)^d\s+claude\s+ok\s`, table.String())
-	assert.Contains(t, table.String(), "4 ok, 0 failed; solved 1 of 3 graded")
+	assert.Regexp(t, `(?m)^a\s+pass\s+1\s+ok\s`, table.String())
+	assert.Regexp(t, `(?m)^b\s+fail\s+0\s+ok\s`, table.String())
+	assert.Regexp(t, `(?m)^c\s+error\s+—\s+ok\s`, table.String())
+	assert.Regexp(t, `(?m)^d\s+claude\s+not graded\s+—\s+ok\s`, table.String())
+	assert.Regexp(t, `(?m)^TOTAL\s+1 of 3 solved\s+4 ok, 0 failed`, table.String())
 	require.NoError(t, r.Render(&md, "markdown"))
-	assert.Contains(t, md.String(), "**4 jobs**: 4 ok, 0 failed · solved 1 of 3 graded")
-	assert.Contains(t, md.String(), "ok; verdict fail (reward 0)")
+	assert.Contains(t, md.String(), "**solved 1 of 3 graded jobs (1 failed, 1 verifier errors; 1 not graded)")
+	assert.Contains(t, md.String(), "| b |  | ❌ fail | 0 |")
 }

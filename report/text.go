@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/outpost-dev/outpost/batch"
 )
 
 // clean makes s safe for one terminal or table cell: control characters
@@ -53,27 +55,42 @@ func agentsOf(j *Job) string {
 	return j.Agent
 }
 
-// Table writes a terminal table and a totals line.
+// Table writes the headline (solved first), a terminal table with a totals
+// line, and the per-task scores when jobs were graded.
 func (r *Report) Table(w io.Writer) error {
+	fmt.Fprintln(w, clean(r.Headline(), 1000))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tAGENT\tOUTCOME\tDURATION\tTURNS\tRETRIES\tPARKS\tTOKENS\tCOST")
+	fmt.Fprintln(tw, "JOB\tAGENT\tVERDICT\tREWARD\tOUTCOME\tDURATION\tTURNS\tRETRIES\tPARKS\tTOKENS\tCOST")
 	for i := range r.Jobs {
 		j := &r.Jobs[i]
 		out := j.Status()
 		if d := j.Detail(); d != "" {
 			out = d
 		}
-		if v := j.VerdictText(); v != "" {
-			out += "; " + v
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", clean(j.ID, 40), clean(agentsOf(j), 30), clean(out, 60),
-			formatDuration(j.DurationMS), j.Turns, j.Retries, j.Parks, formatTokens(j.Usage.Tokens()), formatCost(j.Usage))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", clean(j.ID, 40), clean(agentsOf(j), 30), j.Grade(), rewardText(j.Reward),
+			clean(out, 60), formatDuration(j.DurationMS), j.Turns, j.Retries, j.Parks, formatTokens(j.Usage.Tokens()), formatCost(j.Usage))
 	}
 	t := r.Totals
-	fmt.Fprintf(tw, "TOTAL\t\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", summary(t), formatDuration(t.DurationMS), t.Turns, t.Retries, t.Parks,
+	fmt.Fprintf(tw, "TOTAL\t\t%s\t\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", solvedShort(t), summary(t), formatDuration(t.DurationMS), t.Turns, t.Retries, t.Parks,
 		formatTokens(t.Tokens), t.totalCost())
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.Scores.Tasks) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tGRADED\tPASSED\tERRORS\tPASS@1\tPASS@N\tREWARD")
+		for i, ts := range r.Scores.Tasks {
+			if i == maxTaskRows {
+				fmt.Fprintf(tw, "… %d more tasks\n", len(r.Scores.Tasks)-i)
+				break
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", clean(ts.Task, 40), ts.N, ts.C, ts.Errors, passText(ts.N, ts.PassAt1),
+				passAtN(ts), meanSE(ts.MeanReward, ts.RewardSE))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", clean(n, 300))
@@ -81,16 +98,85 @@ func (r *Report) Table(w io.Writer) error {
 	return nil
 }
 
-// summary is "11 ok, 4 failed" (and unfinished ones).
+// maxTaskRows bounds the per-task rows of the table and Markdown formats.
+const maxTaskRows = 500
+
+// summary is "11 ok, 4 failed" (and unfinished ones): how the runs ended.
 func summary(t Totals) string {
 	s := fmt.Sprintf("%d ok, %d failed", t.OK, t.Failed)
 	if t.Unfinished > 0 {
 		s += fmt.Sprintf(", %d unfinished", t.Unfinished)
 	}
-	if t.Graded > 0 {
-		s += fmt.Sprintf("; solved %d of %d graded", t.Solved, t.Graded)
-	}
 	return s
+}
+
+// solvedShort is the totals row's verdict cell: "3 of 6 solved" or "not graded".
+func solvedShort(t Totals) string {
+	if t.Graded == 0 {
+		return GradeNotGraded
+	}
+	return fmt.Sprintf("%d of %d solved", t.Solved, t.Graded)
+}
+
+// Headline leads with what was solved: "solved 3 of 6 graded jobs (2
+// failed, 1 verifier error; 9 not graded); pass@1 0.500, pass@2 0.750 over
+// 4 tasks; mean reward 0.583 ± 0.201; runs: 11 ok, 4 failed". Without a
+// verifier it says the jobs are not graded; it never calls a job that only
+// ran to its end "succeeded".
+func (r *Report) Headline() string {
+	t, s := r.Totals, r.Scores
+	var b strings.Builder
+	if t.Graded == 0 {
+		fmt.Fprintf(&b, "%d jobs, not graded (no verifier)", t.Jobs)
+	} else {
+		fmt.Fprintf(&b, "solved %d of %d graded jobs (%d failed, %d verifier errors", t.Solved, t.Graded, t.VerdictFail, t.VerdictError)
+		if t.NotGraded > 0 {
+			fmt.Fprintf(&b, "; %d not graded", t.NotGraded)
+		}
+		fmt.Fprintf(&b, "); pass@1 %.3f", s.PassAt1)
+		if s.K > 1 {
+			fmt.Fprintf(&b, ", pass@%d %.3f", s.K, s.PassAtK)
+		}
+		fmt.Fprintf(&b, " over %d tasks", len(s.Tasks))
+		if s.MeanReward != nil {
+			fmt.Fprintf(&b, "; mean reward %s", meanSE(s.MeanReward, s.RewardSE))
+		}
+	}
+	fmt.Fprintf(&b, "; runs: %s", summary(t))
+	return b.String()
+}
+
+func rewardText(r *float64) string {
+	if r == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g", *r)
+}
+
+// meanSE is "0.583 ± 0.201", "1.000" (one value), or "—".
+func meanSE(mean, se *float64) string {
+	switch {
+	case mean == nil:
+		return "—"
+	case se == nil:
+		return fmt.Sprintf("%.3f", *mean)
+	}
+	return fmt.Sprintf("%.3f ± %.3f", *mean, *se)
+}
+
+func passText(n int, p float64) string {
+	if n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f", p)
+}
+
+// passAtN is a task's pass@n over its n graded attempts: "pass@3 0.900".
+func passAtN(ts batch.TaskScore) string {
+	if ts.N == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("pass@%d %.3f", ts.N, ts.PassAtN)
 }
 
 // mdEscaper escapes text for a GitHub-flavoured Markdown table cell: HTML
@@ -113,42 +199,46 @@ func icon(status string) string {
 	return "❌"
 }
 
-// Markdown writes a summary line and a job table ending with a totals row;
-// it fits $GITHUB_STEP_SUMMARY.
+// Markdown writes the headline (solved first), a job table ending with a
+// totals row, and the per-task scores; it fits $GITHUB_STEP_SUMMARY.
 func (r *Report) Markdown(w io.Writer) error {
 	t := r.Totals
 	var b strings.Builder
 	b.WriteString("## Outpost report\n\n")
-	fmt.Fprintf(&b, "**%d jobs**: %d ok, %d failed", t.Jobs, t.OK, t.Failed)
-	if t.Unfinished > 0 {
-		fmt.Fprintf(&b, ", %d unfinished", t.Unfinished)
-	}
-	if t.Graded > 0 {
-		fmt.Fprintf(&b, " · solved %d of %d graded", t.Solved, t.Graded)
-	}
-	fmt.Fprintf(&b, " · %s tokens · cost %s", formatTokens(t.Tokens), md(t.totalCost(), 60))
+	fmt.Fprintf(&b, "**%s**\n\n", md(r.Headline(), 1000))
+	fmt.Fprintf(&b, "%d jobs · %s tokens · cost %s", t.Jobs, formatTokens(t.Tokens), md(t.totalCost(), 60))
 	if t.WallMS > 0 {
 		fmt.Fprintf(&b, " · %s wall time", formatDuration(t.WallMS))
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| job | agent | outcome | duration | turns | retries | parks | tokens | cost |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| job | agent | verdict | reward | outcome | duration | turns | retries | parks | tokens | cost |\n")
+	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for i := range r.Jobs {
 		j := &r.Jobs[i]
 		out := j.Status()
 		if d := j.Detail(); d != "" {
 			out = d
 		}
-		if v := j.VerdictText(); v != "" {
-			out += "; " + v
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %d | %d | %d | %s | %s |\n", md(j.ID, 80), md(agentsOf(j), 40), icon(j.Status()), md(out, 120),
+		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s %s | %s | %d | %d | %d | %s | %s |\n", md(j.ID, 80), md(agentsOf(j), 40),
+			gradeIcon(j.Grade()), j.Grade(), rewardText(j.Reward), icon(j.Status()), md(out, 120),
 			formatDuration(j.DurationMS), j.Turns, j.Retries, j.Parks, formatTokens(j.Usage.Tokens()), md(formatCost(j.Usage), 30))
 	}
-	fmt.Fprintf(&b, "| **total** | | **%s** | **%s** | **%d** | **%d** | **%d** | **%s** | **%s** |\n", summary(t),
+	fmt.Fprintf(&b, "| **total** | | **%s** | | **%s** | **%s** | **%d** | **%d** | **%d** | **%s** | **%s** |\n", solvedShort(t), summary(t),
 		formatDuration(t.DurationMS), t.Turns, t.Retries, t.Parks, formatTokens(t.Tokens), md(t.totalCost(), 60))
 	if t.CostEstimated > 0 || t.CostUnknown > 0 {
 		b.WriteString("\n~ marks a cost estimated from token counts at API list prices; unknown costs are not counted.\n")
+	}
+	if len(r.Scores.Tasks) > 0 {
+		b.WriteString("\n### Tasks\n\npass@1 and pass@n are unbiased estimates over each task's n attempts graded pass or fail (verifier errors count in neither); reward is the mean ± its standard error.\n\n")
+		b.WriteString("| task | graded | passed | errors | pass@1 | pass@n | reward |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for i, ts := range r.Scores.Tasks {
+			if i == maxTaskRows {
+				fmt.Fprintf(&b, "\n%d more tasks are in the HTML report.\n", len(r.Scores.Tasks)-i)
+				break
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %s | %s |\n", md(ts.Task, 80), ts.N, ts.C, ts.Errors, passText(ts.N, ts.PassAt1),
+				passAtN(ts), meanSE(ts.MeanReward, ts.RewardSE))
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n> note: %s\n", md(n, 300))
@@ -157,22 +247,67 @@ func (r *Report) Markdown(w io.Writer) error {
 	return err
 }
 
+var gradeIcons = map[string]string{GradePass: "✅", GradeFail: "❌", GradeError: "⚠️", GradeNotGraded: "➖", GradeUnfinished: "⏸️"}
+
+func gradeIcon(g string) string { return gradeIcons[g] }
+
 // ghData escapes a workflow command's message; ghProp a property value.
 var (
 	ghData = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
 	ghProp = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
 )
 
-// GitHub writes GitHub Actions workflow commands: an ::error per failed or
-// unfinished job, a ::warning per job that succeeded only after retries,
-// parks or a fallback, and a ::notice with the totals.
+// GitHub writes GitHub Actions workflow commands: an ::error per job whose
+// verifier failed it (at its failing tests' files and lines and its patch's
+// changed files, when known), per verifier error, per failed job without a
+// verdict and per unfinished job; a ::warning per job that finished only
+// after retries, parks or a fallback, or that passed its verifier although
+// its run failed; and a ::notice with the headline (solved first).
 func (r *Report) GitHub(w io.Writer) error {
 	var b strings.Builder
 	for i := range r.Jobs {
 		j := &r.Jobs[i]
-		title := ghProp.Replace(clean("outpost job "+j.ID+" ("+agentsOf(j)+")", 200))
-		switch j.Status() {
-		case "ok":
+		title := "title=" + ghProp.Replace(clean("outpost job "+j.ID+" ("+agentsOf(j)+")", 200))
+		runErr := j.Detail()
+		if e := j.Outcome.Error; e != "" {
+			runErr += ": " + strings.TrimPrefix(e, j.Outcome.Class+": ")
+		}
+		switch g := j.Grade(); {
+		case g == GradeUnfinished:
+			fmt.Fprintf(&b, "::error %s::%s\n", title, ghData.Replace("the run stopped before this job finished"))
+		case g == GradeFail:
+			msg := "verdict fail"
+			if j.Reward != nil {
+				msg += fmt.Sprintf(" (reward %s)", rewardText(j.Reward))
+			}
+			if v := j.Verify; v != nil && v.Error != "" {
+				msg += ": " + v.Error
+			}
+			if !j.Outcome.OK {
+				msg += "; the run ended " + runErr
+			}
+			locs := j.Locations()
+			if len(locs) == 0 {
+				fmt.Fprintf(&b, "::error %s::%s\n", title, ghData.Replace(clean(msg, 1000)))
+			}
+			for _, l := range locs {
+				m := msg + "; this file was changed by the job's patch"
+				if l.Test {
+					m = msg + "; a test failed here"
+				}
+				fmt.Fprintf(&b, "::error %s,%s::%s\n", ghLocation(l), title, ghData.Replace(clean(m, 1000)))
+			}
+		case g == GradeError:
+			msg := "verifier error (not graded)"
+			if v := j.Verify; v != nil && v.Error != "" {
+				msg += ": " + v.Error
+			}
+			fmt.Fprintf(&b, "::error %s::%s\n", title, ghData.Replace(clean(msg, 1000)))
+		case !j.Outcome.OK && g == GradePass:
+			fmt.Fprintf(&b, "::warning %s::%s\n", title, ghData.Replace(clean("the verifier passed it although the run ended "+runErr, 1000)))
+		case !j.Outcome.OK:
+			fmt.Fprintf(&b, "::error %s::%s\n", title, ghData.Replace(clean(runErr, 1000)))
+		default:
 			var why []string
 			if j.Retries > 0 {
 				why = append(why, fmt.Sprintf("%d outage retries", j.Retries))
@@ -184,21 +319,26 @@ func (r *Report) GitHub(w io.Writer) error {
 				why = append(why, "fallback "+strings.Join(j.Agents, "→"))
 			}
 			if len(why) > 0 {
-				fmt.Fprintf(&b, "::warning title=%s::%s\n", title, ghData.Replace(clean("succeeded after "+strings.Join(why, ", "), 500)))
+				what := "finished (not graded)"
+				if g == GradePass {
+					what = "solved"
+				}
+				fmt.Fprintf(&b, "::warning %s::%s\n", title, ghData.Replace(clean(what+" after "+strings.Join(why, ", "), 500)))
 			}
-		case "unfinished":
-			fmt.Fprintf(&b, "::error title=%s::%s\n", title, ghData.Replace("the run stopped before this job finished"))
-		default:
-			msg := j.Detail()
-			if e := j.Outcome.Error; e != "" {
-				msg += ": " + strings.TrimPrefix(e, j.Outcome.Class+": ")
-			}
-			fmt.Fprintf(&b, "::error title=%s::%s\n", title, ghData.Replace(clean(msg, 1000)))
 		}
 	}
 	t := r.Totals
-	fmt.Fprintf(&b, "::notice title=outpost report::%s\n", ghData.Replace(fmt.Sprintf("%d jobs: %s; %s tokens; cost %s",
-		t.Jobs, summary(t), formatTokens(t.Tokens), t.totalCost())))
+	fmt.Fprintf(&b, "::notice title=outpost report::%s\n", ghData.Replace(clean(fmt.Sprintf("%s; %s tokens; cost %s",
+		r.Headline(), formatTokens(t.Tokens), t.totalCost()), 2000)))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ghLocation is an annotation's "file=…,line=…" properties.
+func ghLocation(l Location) string {
+	s := "file=" + ghProp.Replace(l.File)
+	if l.Line > 0 {
+		s += fmt.Sprintf(",line=%d", l.Line)
+	}
+	return s
 }

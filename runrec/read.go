@@ -34,6 +34,11 @@ type Run struct {
 type Job struct {
 	ID       string
 	Attempts []JobAttempt // by number
+	// Prompt and Metadata are what the job was asked (input.json, when
+	// kept); PromptCut counts the prompt's bytes that were not kept.
+	Prompt    string
+	PromptCut int64
+	Metadata  json.RawMessage
 }
 
 // JobAttempt is one attempt directory.
@@ -210,6 +215,7 @@ func (rd *reader) jobs(root string) {
 			continue
 		}
 		job := Job{ID: id}
+		rd.input(filepath.Join(dir, InputFile), &job)
 		var nums []int
 		for _, a := range rd.dirs(dir) {
 			if n, err := strconv.Atoi(a); err == nil && n > 0 && strconv.Itoa(n) == a {
@@ -227,6 +233,30 @@ func (rd *reader) jobs(root string) {
 		rd.run.Jobs = append(rd.run.Jobs, job)
 	}
 	sort.Slice(rd.run.Jobs, func(i, j int) bool { return rd.run.Jobs[i].ID < rd.run.Jobs[j].ID })
+}
+
+// maxInputFile bounds input.json: the prompt's and the metadata's bounds
+// with room for JSON escapes.
+const maxInputFile = 4 << 20
+
+// input reads a job's optional input.json.
+func (rd *reader) input(path string, job *Job) {
+	if _, err := os.Lstat(path); err != nil {
+		return
+	}
+	b, err := readSmall(path, maxInputFile)
+	var in Input
+	if err == nil {
+		err = json.Unmarshal(b, &in)
+	}
+	if err != nil {
+		rd.errs = append(rd.errs, fmt.Errorf("%s: %w", rd.rel(path), err))
+		return
+	}
+	job.Prompt, job.Metadata = in.Prompt, in.Metadata
+	if in.PromptBytes > int64(len(in.Prompt)) {
+		job.PromptCut = in.PromptBytes - int64(len(in.Prompt))
+	}
 }
 
 func (rd *reader) attempt(dir, id string, n int) JobAttempt {

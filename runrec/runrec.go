@@ -7,11 +7,15 @@
 //	DIR/results.jsonl                  one batch.Record per finished job (the format of `batch --results`)
 //	DIR/parks.jsonl                    one Park per quota wait
 //	DIR/jobs/NAME/job.json             the job's id (NAME is SafeName(id), unique)
+//	DIR/jobs/NAME/input.json           what the job was asked: its prompt (the first 256 KiB) and metadata (Input)
 //	DIR/jobs/NAME/N/events.jsonl       attempt N's trajectory: its normalized events, one JSON object per line
 //	                                   (the objects `outpost run --json` prints), bounded by a truncation marker
 //	DIR/jobs/NAME/N/stderr.txt         the tail of the CLI's standard error
 //	DIR/jobs/NAME/N/result.json        the attempt's AttemptResult (outcome, usage, timing, trajectory size)
 //	DIR/jobs/NAME/N/patch.diff         the attempt's patch, when one was given
+//
+// A job's verdict, reward and verifier output (its tail) are in its
+// results.jsonl line (batch.Record's verdict, reward and verify).
 //
 // An attempt is one turn of a job: a retry, a resumed park or a fallback
 // agent each make a new one. A [Recorder] is safe for concurrent jobs; each
@@ -59,6 +63,7 @@ const (
 	ParksFile      = "parks.jsonl"
 	JobsDir        = "jobs"
 	JobFile        = "job.json"
+	InputFile      = "input.json"
 	EventsFile     = "events.jsonl"
 	StderrFile     = "stderr.txt"
 	ResultFile     = "result.json"
@@ -72,6 +77,8 @@ const (
 
 // Defaults for options left zero.
 const (
+	DefaultMaxPromptBytes     = 256 << 10
+	maxMetadataBytes          = 512 << 10
 	DefaultMaxTrajectoryBytes = 16 << 20
 	DefaultMaxPatchBytes      = 16 << 20
 )
@@ -156,6 +163,18 @@ type AttemptResult struct {
 	Patch  string `json:"patch,omitempty"`
 	// PatchOmitted is the size of a patch over the cap, which is not kept.
 	PatchOmitted int `json:"patch_omitted,omitempty"`
+}
+
+// Input is what a job was asked: its input.json.
+type Input struct {
+	// Prompt is the job's prompt, cut to the recorder's bound
+	// (DefaultMaxPromptBytes); PromptBytes is its whole size when cut.
+	Prompt      string `json:"prompt"`
+	PromptBytes int64  `json:"prompt_bytes,omitempty"`
+	// Metadata is the job's metadata as given (omitted over 512 KiB;
+	// MetadataBytes then says its size).
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	MetadataBytes int64           `json:"metadata_bytes,omitempty"`
 }
 
 // Option configures Create.
@@ -418,6 +437,49 @@ func nextAttempt(dir string) int {
 		}
 	}
 	return n + 1
+}
+
+// Input keeps what job id was asked (its prompt and metadata) in the job's
+// input.json, once: the first call for a job writes it, later calls (more
+// attempts of the job) keep the first. The prompt is cut to its bound on a
+// character boundary.
+func (r *Recorder) Input(id, prompt string, metadata json.RawMessage) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("record input: run directory closed")
+	}
+	js, err := r.jobLocked(id)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(r.dir, JobsDir, js.name, InputFile)
+	if _, err := os.Lstat(path); err == nil {
+		return nil
+	}
+	in := Input{Prompt: prompt}
+	if len(prompt) > DefaultMaxPromptBytes {
+		cut := DefaultMaxPromptBytes
+		for cut > 0 && prompt[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		in.Prompt, in.PromptBytes = prompt[:cut], int64(len(prompt))
+	}
+	switch {
+	case len(metadata) > maxMetadataBytes:
+		in.MetadataBytes = int64(len(metadata))
+	case len(metadata) > 0 && json.Valid(metadata):
+		in.Metadata = metadata
+	}
+	b, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return fmt.Errorf("record input: %w", err)
+	}
+	if err := atomicfile.Write(path, append(b, '\n'), filePerm); err != nil {
+		r.errs = append(r.errs, err)
+		return fmt.Errorf("record input: %w", err)
+	}
+	return nil
 }
 
 // Record appends a finished job's record to results.jsonl.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -365,4 +366,32 @@ func TestFinishKeepsTheResultsPatch(t *testing.T) {
 	assert.Equal(t, 1<<20, got["omitted"].PatchOmitted)
 	assert.Equal(t, 100, got["over"].PatchOmitted)
 	assert.Empty(t, got["over"].Patch)
+}
+
+func TestInputKeptOnceAndBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	rec, err := runrec.Create(dir, runrec.Manifest{Command: "batch"})
+	require.NoError(t, err)
+	require.NoError(t, rec.Input("a", "Fix the bug", json.RawMessage(`{"instance_id":"x-1"}`)))
+	require.NoError(t, rec.Input("a", "Continue where you left off", nil), "a later attempt keeps the first input")
+	long := strings.Repeat("é", runrec.DefaultMaxPromptBytes) // two bytes each
+	require.NoError(t, rec.Input("b", long, json.RawMessage(`{"big":"`+strings.Repeat("x", 600<<10)+`"}`)))
+	require.NoError(t, rec.Input("c", "no metadata", json.RawMessage(`not json`)))
+	require.NoError(t, rec.Close())
+
+	run, err := runrec.Read(dir, runrec.ReadOptions{})
+	require.NoError(t, err)
+	require.Len(t, run.Jobs, 3)
+	a, b, c := run.Jobs[0], run.Jobs[1], run.Jobs[2]
+	assert.Equal(t, "Fix the bug", a.Prompt)
+	assert.JSONEq(t, `{"instance_id":"x-1"}`, string(a.Metadata))
+	assert.Zero(t, a.PromptCut)
+	assert.Len(t, b.Prompt, runrec.DefaultMaxPromptBytes, "cut to the bound")
+	assert.True(t, utf8.ValidString(b.Prompt), "on a character boundary")
+	assert.Equal(t, int64(len(long)-runrec.DefaultMaxPromptBytes), b.PromptCut)
+	assert.Empty(t, b.Metadata, "metadata over its bound is not kept")
+	assert.Empty(t, c.Metadata, "invalid metadata is not kept")
+	st, err := os.Stat(filepath.Join(dir, runrec.JobsDir, "a", runrec.InputFile))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 }

@@ -29,24 +29,45 @@ type ReportOptions struct {
 	// ATIF is a directory to export the run's trajectories into as ATIF
 	// instead of rendering a report.
 	ATIF string
+
+	// Compare, set by --compare, renders Input (run A, before) against
+	// Against (run B, after).
+	Compare bool
+	Against string
 }
 
 // NewCmdReport builds `outpost report`. runF replaces the action in tests.
 func NewCmdReport(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
 	o := &ReportOptions{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "report DIR|RESULTS.jsonl [--format table|markdown|html|junit|github] [-o FILE]",
+		Use:   "report DIR|RESULTS.jsonl [--format table|markdown|html|junit|github] [-o FILE]\n  outpost report --compare RUN_A RUN_B [--format table|markdown|html] [-o FILE]",
 		Short: "Render a run directory or a batch results file for people and CI",
-		Long: `report reads a run directory (written by --out) or a batch results file and renders it:
+		Long: `report reads a run directory (written by --out) or a batch results file and renders it.
+Every format leads with what was solved: "solved 3 of 7 graded jobs …; pass@1 …" when a
+verifier graded the jobs, "not graded" when none did (a job that only ran to its end is
+never called solved or succeeded), then how the runs ended.
 
-  table     a terminal table with a totals line (default)
-  markdown  a summary and a table ending with a totals row; fits $GITHUB_STEP_SUMMARY
-  html      one self-contained page: outcome, duration, token, cost and quota-park charts,
-            and every job's trajectory as a conversation (a run directory has them; a
-            results file does not). It loads nothing from the network.
-  junit     JUnit XML, one testcase per job; a failure carries the class and the message
-  github    GitHub Actions annotations: ::error per failed job, ::warning per job that
-            needed retries, parks or a fallback, ::notice with the totals
+  table     the headline, a terminal table (verdict, reward, outcome, …) with a totals
+            line, and per task its attempts, passes, pass@1, pass@n and mean reward ± SE
+  markdown  the same as Markdown; fits $GITHUB_STEP_SUMMARY
+  html      one self-contained page: the headline, charts, pass@k per task, and a job
+            table with a search box and a verdict filter; opening a job shows its prompt,
+            metadata, verdict and reward, verifier output, patch as a coloured diff and
+            trajectory as a conversation (a run directory has them; a results file has
+            no prompt or trajectory). It loads nothing from the network.
+  junit     JUnit XML, one testcase per job: verdict fail is a <failure>, a verifier
+            error an <error>, a failed run without a verdict an <error> of its class, a
+            job without a verifier that ran to its end neither; properties carry the
+            verdict, reward, task and trial
+  github    GitHub Actions annotations: ::error per job the verifier failed, pointing at
+            the failing test's file and line (pytest, go test) and at the first changed
+            line of each file of its patch; per verifier error and per failed run; a
+            ::warning per job that needed retries, parks or a fallback; a ::notice with
+            the headline
+
+--compare RUN_A RUN_B compares two runs (directories or results files; A before, B
+after) task by task: fixed (solved in B, not in A), broke, same, new, gone; the solved,
+pass@1, pass@k and cost deltas; as a table, markdown or html.
 
 Costs marked ~ are estimates at API list prices; unknown costs are not counted and the
 total says how many there were.
@@ -57,11 +78,23 @@ DIR/JOB/N/trajectory.json per attempt N (JOB the job id made a safe file name).
 
 Exit codes: 0 rendered (whatever the jobs' outcomes), 2 configuration: the input is
 missing, malformed (the error names the file and line numbers) or the format unknown.`,
-		Args: exactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.Compare {
+				if len(args) != 2 {
+					return &flagError{fmt.Errorf("--compare takes two runs, RUN_A and RUN_B; got %d arguments", len(args))}
+				}
+				return nil
+			}
+			return exactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Input = args[0]
-			if !slices.Contains(report.Formats, o.Format) {
-				return &flagError{fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(report.Formats, ", "))}
+			formats := report.Formats
+			if o.Compare {
+				o.Against, formats = args[1], report.CompareFormats
+			}
+			if !slices.Contains(formats, o.Format) {
+				return &flagError{fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(formats, ", "))}
 			}
 			if o.ATIF != "" && (cmd.Flags().Changed("format") || cmd.Flags().Changed("output")) {
 				return &flagError{errors.New("--atif exports trajectories, not a report: drop --format and -o")}
@@ -78,6 +111,8 @@ missing, malformed (the error names the file and line numbers) or the format unk
 	cmd.Flags().StringVar(&o.Format, "format", "table", "output format: "+strings.Join(report.Formats, ", "))
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "write to FILE (replaced atomically) instead of standard output")
 	cmd.Flags().StringVar(&o.ATIF, "atif", "", "export every attempt's trajectory of the run directory as ATIF v1.7 into DIR (DIR/JOB/N/trajectory.json) instead")
+
+	cmd.Flags().BoolVar(&o.Compare, "compare", false, "compare two runs, RUN_A (before) and RUN_B (after), task by task")
 	return cmd
 }
 
@@ -86,11 +121,19 @@ func runReport(o *ReportOptions) error {
 	if err != nil {
 		return err
 	}
+	render := r.Render
+	if o.Compare {
+		b, err := report.Load(o.Against)
+		if err != nil {
+			return err
+		}
+		render = report.Compare(r, b).Render
+	}
 	if o.Output == "" {
-		return r.Render(o.IO.Out, o.Format)
+		return render(o.IO.Out, o.Format)
 	}
 	var buf bytes.Buffer
-	if err := r.Render(&buf, o.Format); err != nil {
+	if err := render(&buf, o.Format); err != nil {
 		return err
 	}
 	if err := atomicfile.Write(o.Output, buf.Bytes(), 0o644); err != nil {

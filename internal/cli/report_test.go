@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/runrec/runrectest"
 )
 
@@ -90,4 +91,37 @@ func TestReportATIF(t *testing.T) {
 	out = execute(t, "", nil, "report", dir, "--atif", outDir, "--format", "html")
 	assert.Equal(t, int(ExitConfiguration), out.code)
 	assert.Contains(t, out.stderr, "--atif exports trajectories, not a report")
+}
+
+func TestReportCompare(t *testing.T) {
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	require.NoError(t, runrectest.Write(a, []runrectest.Job{runrectest.GradedJob("t1", 1, harness.VerdictFail, 0.1),
+		runrectest.GradedJob("t2", 1, harness.VerdictPass, 0.1)}))
+	require.NoError(t, runrectest.Write(b, []runrectest.Job{runrectest.GradedJob("t1", 1, harness.VerdictPass, 0.2),
+		runrectest.GradedJob("t2", 1, harness.VerdictPass, 0.2)}))
+
+	out := execute(t, "", nil, "report", "--compare", a, b)
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Contains(t, out.stdout, "Δ solved 1 → 2 (+1); pass@1 0.500 → 1.000 (+0.500); cost $0.2000 → $0.4000 (+$0.2000, +100%)")
+	assert.Contains(t, out.stdout, "tasks: 1 fixed, 1 same")
+
+	page := filepath.Join(t.TempDir(), "compare.html")
+	out = execute(t, "", nil, "report", "--compare", a, b, "--format", "html", "-o", page)
+	require.Equal(t, 0, out.code, out.stderr)
+	html, err := os.ReadFile(page)
+	require.NoError(t, err)
+	assert.Contains(t, string(html), `<tr data-change="fixed"><td>t1</td>`)
+
+	out = execute(t, "", nil, "report", "--compare", a, b, "--format", "markdown")
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Contains(t, out.stdout, "| t1 | 🟢 fixed |")
+
+	out = execute(t, "", nil, "report", "--compare", a)
+	assert.Equal(t, int(ExitConfiguration), out.code)
+	assert.Contains(t, out.stderr, "--compare takes two runs")
+	out = execute(t, "", nil, "report", "--compare", a, b, "--format", "junit")
+	assert.Equal(t, int(ExitConfiguration), out.code)
+	assert.Contains(t, out.stderr, "want one of table, markdown, html")
+	out = execute(t, "", nil, "report", a, b)
+	assert.Equal(t, int(ExitConfiguration), out.code, "two runs need --compare")
 }

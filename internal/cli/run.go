@@ -125,6 +125,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOption
 	if rec != nil {
 		defer rec.Close()
 		att = rec.Job("run", 0)
+		_ = rec.Input("run", prompt, nil) // an error is returned by Close, with the attempt's
 		onEvent = func(ev adapters.Event) { r.event(ev); att.Event(ev) }
 	}
 	res, err := s.turn(ctx, req, onEvent)

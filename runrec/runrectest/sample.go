@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,37 @@ type Options struct {
 	Hostile bool
 	// MaxTrajectoryBytes is passed to the recorder (0: its default).
 	MaxTrajectoryBytes int64
+	// Graded gives the jobs of Grades their verdicts, rewards, verifier
+	// outputs, tasks and patches, as a batch with verifiers records them.
+	Graded bool
+}
+
+// Grade is a sample job's grade (Options.Graded).
+type Grade struct {
+	Task    string
+	Trial   int
+	Verdict harness.Verdict
+	Reward  float64
+	Output  string
+	Error   string
+	Patch   string
+}
+
+// Grades are the sample's grades by job id; jobs not here are not graded.
+var Grades = map[string]Grade{
+	"fix-readme": {Task: "readme", Trial: 1, Verdict: harness.VerdictPass, Reward: 1, Output: "ok  \texample.com/readme\t0.01s\n",
+		Patch: "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -3,2 +3,2 @@\n-teh\n+the\n"},
+	"retry-overload": {Task: "readme", Trial: 2, Verdict: harness.VerdictFail, Reward: 0,
+		Output: "--- FAIL: TestReadme (0.00s)\n    readme_test.go:17: got \"teh\", want \"the\"\nFAIL\n",
+		Patch:  "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -9,3 +9,3 @@ intro\n context\n-old\n+new\n"},
+	"add-tests": {Task: "parser", Trial: 1, Verdict: harness.VerdictFail, Reward: 0,
+		Output: "tests/test_parser.py:42: AssertionError\nFAILED tests/test_parser.py::test_empty - assert 1 == 2\n",
+		Patch: "diff --git a/parser/parse.py b/parser/parse.py\nindex 1111111..2222222 100644\n--- a/parser/parse.py\n+++ b/parser/parse.py\n@@ -10,6 +12,8 @@ def parse(s):\n     x = 1\n+    y = 2\n" +
+			"diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_new.py\n@@ -0,0 +1,3 @@\n+def test_new():\n+    pass\n+\n"},
+	"lint-fixes":   {Task: "parser", Trial: 2, Verdict: harness.VerdictPass, Reward: 0.5, Output: "1 passed in 0.02s\n"},
+	"refactor-api": {Verdict: harness.VerdictPass, Reward: 1},
+	"bump-deps":    {Verdict: harness.VerdictError, Error: "acquire the verifier's sandbox: no capacity"},
+	"bad-login":    {Verdict: harness.VerdictFail, Reward: 0, Error: "the attempt's patch does not apply to the source: empty patch"},
 }
 
 // step is one scripted turn: a fixture to replay, and how long it took.
@@ -166,9 +198,17 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 		}
 		s := j.steps[i]
 		att := rec.Job(recordedID(t.Job.ID), 0)
+		if err := rec.Input(recordedID(t.Job.ID), t.Job.Prompt, t.Job.Metadata); err != nil {
+			return &harness.Result{Agent: t.Agent}, err
+		}
 		res, err := replay(fixtures, s, clk, att, t.Job.ID == hostileRunID)
 		if err != nil {
 			return res, err
+		}
+		if g, ok := Grades[t.Job.ID]; ok && o.Graded && g.Patch != "" {
+			if err := att.Patch([]byte(g.Patch)); err != nil {
+				return res, err
+			}
 		}
 		if ferr := att.Finish(res); ferr != nil {
 			return res, ferr
@@ -180,6 +220,9 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 		Concurrency: 1, MaxPark: 20 * time.Minute, MaxRetries: 2, Now: clk.Now, Jitter: func() float64 { return 0.5 },
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.advance(d); return ctx.Err() },
 		OnRecord: func(r batch.Record) {
+			if g, ok := Grades[r.Job]; ok && o.Graded {
+				grade(&r, g)
+			}
 			r.Job = recordedID(r.Job)
 			if err := rec.Record(r); err != nil && recErr == nil {
 				recErr = err
@@ -201,6 +244,28 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 		recs[i].Job = recordedID(recs[i].Job)
 	}
 	return recs, err
+}
+
+// grade puts g into r as a batch with a verifier would.
+func grade(r *batch.Record, g Grade) {
+	r.Task, r.Trial, r.Verdict = g.Task, g.Trial, g.Verdict
+	exit := 0
+	if g.Verdict == harness.VerdictFail {
+		exit = 1
+	}
+	r.Verify = &harness.Verification{Output: g.Output, Error: g.Error, DurationMS: 1200}
+	if g.Verdict != harness.VerdictError {
+		reward := g.Reward
+		r.Reward, r.Verify.ExitCode = &reward, &exit
+	}
+	if g.Patch != "" {
+		r.Patch = &batch.PatchRecord{Base: "0123456789abcdef0123456789abcdef01234567", Bytes: len(g.Patch)}
+		for _, l := range strings.Split(g.Patch, "\n") {
+			if f, ok := strings.CutPrefix(l, "+++ b/"); ok {
+				r.Patch.Files = append(r.Patch.Files, f)
+			}
+		}
+	}
 }
 
 // replay runs one step: the fixture's output through the harness, its
