@@ -16,7 +16,6 @@ package wscopy
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -26,20 +25,75 @@ import (
 	"strings"
 )
 
+// Base is the state of a copy as [Copy] made it: [Sync] writes back only
+// what changed since, so a change made to the original meanwhile (another
+// lease's, written back first) is not undone.
+type Base map[string]entry
+
+// entry is what Sync compares of a path.
+type entry struct {
+	mode   fs.FileMode
+	size   int64
+	mtime  int64
+	target string
+}
+
+// state reads the entries of the tree at root (skipped paths left out).
+func state(root *os.Root, skip []string) (Base, error) {
+	b := Base{}
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != "." && skipped(p, skip) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if !copied(fi.Mode()) {
+			return nil
+		}
+		e := entry{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if e.target, err = root.Readlink(p); err != nil {
+				return err
+			}
+		}
+		if fi.IsDir() {
+			e.size, e.mtime = 0, 0 // a directory changes with its entries
+		}
+		b[p] = e
+		return nil
+	})
+	return b, err
+}
+
 // Copy copies the tree at src into dst, an existing empty directory, every
-// entry owned by uid:gid (negative: left as created). dst itself takes src's
-// permission bits and the same owner.
-func Copy(src, dst string, uid, gid int, skip []string) error {
+// entry owned by uid:gid (negative: left as created), and returns the
+// copy's state. dst itself takes src's permission bits and the same owner.
+func Copy(src, dst string, uid, gid int, skip []string) (Base, error) {
 	from, err := os.OpenRoot(src)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer from.Close()
 	to, err := os.OpenRoot(dst)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer to.Close()
+	if err := copyTree(from, to, uid, gid, skip); err != nil {
+		return nil, err
+	}
+	return state(to, skip)
+}
+
+func copyTree(from, to *os.Root, uid, gid int, skip []string) error {
 	return fs.WalkDir(from.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -83,13 +137,14 @@ func Copy(src, dst string, uid, gid int, skip []string) error {
 	})
 }
 
-// Sync makes the tree at dst (the original) what the tree at src (the
-// copy) is: new and changed files, links and directories are written (a
-// regular file whose size, modification time and permissions are src's is
-// taken as unchanged), entries src no longer holds are removed. A file
-// written in place keeps its owner; entries Sync creates are owned by
-// uid:gid (negative: left as created).
-func Sync(src, dst string, uid, gid int, skip []string) error {
+// Sync writes what changed in the tree at src (the copy) since base, its
+// state when [Copy] made it, into the tree at dst (the original): new and
+// changed files, links and directories are written, entries the copy no
+// longer holds are removed; entries the copy left as they were are not
+// touched, whatever dst holds there now. A file written in place keeps its
+// owner; entries Sync creates are owned by uid:gid (negative: left as
+// created).
+func Sync(src, dst string, base Base, uid, gid int, skip []string) error {
 	from, err := os.OpenRoot(src)
 	if err != nil {
 		return err
@@ -100,51 +155,26 @@ func Sync(src, dst string, uid, gid int, skip []string) error {
 		return err
 	}
 	defer to.Close()
-	// Removals first, deepest first, so a directory replaced by a file (or
-	// the other way round) is out of the way.
-	var gone []string
-	err = fs.WalkDir(to.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == "." {
-			return nil
-		}
-		if skipped(p, skip) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		tfi, err := to.Lstat(p)
-		if err != nil {
-			return err
-		}
-		if !copied(tfi.Mode()) {
-			return nil // never copied, so never removed
-		}
-		sfi, err := from.Lstat(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			gone = append(gone, p)
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		case err != nil:
-			return err
-		case sfi.IsDir() != tfi.IsDir() || (sfi.Mode()&fs.ModeSymlink) != (tfi.Mode()&fs.ModeSymlink):
-			gone = append(gone, p)
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-		}
-		return nil
-	})
+	now, err := state(from, skip)
 	if err != nil {
 		return err
 	}
+	// Removals first, deepest first, so a directory replaced by a file (or
+	// the other way round) is out of the way.
+	var gone []string
+	for p, was := range base {
+		if p == "." {
+			continue
+		}
+		if cur, ok := now[p]; !ok || cur.mode.Type() != was.mode.Type() {
+			gone = append(gone, p)
+		}
+	}
+	slices.Sort(gone)
 	for _, p := range slices.Backward(gone) {
+		if _, err := to.Lstat(p); err != nil {
+			continue // not there (any more)
+		}
 		if err := to.RemoveAll(p); err != nil {
 			return err
 		}
@@ -153,44 +183,46 @@ func Sync(src, dst string, uid, gid int, skip []string) error {
 		if err != nil {
 			return err
 		}
-		if p != "." && skipped(p, skip) {
-			if d.IsDir() {
-				return fs.SkipDir
+		cur, ok := now[p]
+		if !ok {
+			if d.IsDir() && p != "." {
+				return fs.SkipDir // skipped, or not copied
 			}
 			return nil
 		}
-		sfi, err := from.Lstat(p)
-		if err != nil {
-			return err
+		if was, had := base[p]; had && was == cur {
+			return nil // the lease left it as it was
 		}
 		tfi, terr := to.Lstat(p)
 		if terr != nil && !errors.Is(terr, fs.ErrNotExist) {
 			return terr
 		}
 		exists := terr == nil
+		if exists && tfi.Mode().Type() != cur.mode.Type() {
+			if err := to.RemoveAll(p); err != nil {
+				return err
+			}
+			exists = false
+		}
 		switch {
-		case sfi.IsDir():
+		case cur.mode.IsDir():
 			if !exists {
 				if err := to.Mkdir(p, 0o700); err != nil {
 					return err
 				}
 			}
-			if !exists || tfi.Mode().Perm() != sfi.Mode().Perm() {
-				if err := to.Chmod(p, sfi.Mode().Perm()); err != nil {
+			if !exists || tfi.Mode().Perm() != cur.mode.Perm() {
+				if err := to.Chmod(p, cur.mode.Perm()); err != nil {
 					return err
 				}
 			}
-		case sfi.Mode()&fs.ModeSymlink != 0:
-			target, err := from.Readlink(p)
-			if err != nil {
-				return err
-			}
+		case cur.mode&fs.ModeSymlink != 0:
 			if exists {
-				if cur, err := to.Readlink(p); err == nil && cur == target {
+				if t, err := to.Readlink(p); err == nil && t == cur.target {
 					return nil
 				}
 			}
-			if !inside(p, target) {
+			if !inside(p, cur.target) {
 				// A new link out of the workspace is not made (as the
 				// Kubernetes sandbox's sync-back does not): something
 				// run as root later would write through it.
@@ -201,21 +233,17 @@ func Sync(src, dst string, uid, gid int, skip []string) error {
 					return err
 				}
 			}
-			if err := to.Symlink(target, p); err != nil {
+			if err := to.Symlink(cur.target, p); err != nil {
 				return err
 			}
-		case sfi.Mode().IsRegular():
-			if exists && !tfi.Mode().IsRegular() {
-				return fmt.Errorf("%s: not a regular file in %s, left as it is", p, dst)
-			}
-			if exists && tfi.Size() == sfi.Size() && tfi.ModTime().Equal(sfi.ModTime()) && tfi.Mode().Perm() == sfi.Mode().Perm() {
-				return nil
+		default:
+			sfi, err := from.Lstat(p)
+			if err != nil {
+				return err
 			}
 			if err := copyFile(from, to, p, sfi); err != nil {
 				return err
 			}
-		default:
-			return nil
 		}
 		if exists {
 			return nil // its owner stays

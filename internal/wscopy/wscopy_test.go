@@ -53,10 +53,11 @@ func TestCopyAndSync(t *testing.T) {
 	if os.Geteuid() == 0 {
 		uid, gid = 4321, 4321
 	}
-	require.NoError(t, Copy(orig, cp, uid, gid, []string{".outpost"}))
+	base, err := Copy(orig, cp, uid, gid, []string{".outpost"})
+	require.NoError(t, err)
 	assert.Equal(t, "old\n", read(t, cp, "edit.txt"))
 	assert.Equal(t, "inner\n", read(t, cp, "dir/inner.txt"))
-	_, err := os.Lstat(filepath.Join(cp, ".outpost"))
+	_, err = os.Lstat(filepath.Join(cp, ".outpost"))
 	assert.True(t, os.IsNotExist(err), "a skipped path is not copied")
 	target, err := os.Readlink(filepath.Join(cp, "link"))
 	require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestCopyAndSync(t *testing.T) {
 	if os.Geteuid() == 0 {
 		syncU, syncG = 0, 0
 	}
-	require.NoError(t, Sync(cp, orig, syncU, syncG, []string{".outpost"}))
+	require.NoError(t, Sync(cp, orig, base, syncU, syncG, []string{".outpost"}))
 	assert.Equal(t, "keep\n", read(t, orig, "keep.txt"))
 	assert.Equal(t, "new\n", read(t, orig, "edit.txt"))
 	assert.Equal(t, "fresh\n", read(t, orig, "new/deep/file.txt"))
@@ -129,7 +130,7 @@ func TestCopyAndSync(t *testing.T) {
 	// Nothing changed since: a second sync writes nothing.
 	before, err := os.Stat(filepath.Join(orig, "keep.txt"))
 	require.NoError(t, err)
-	require.NoError(t, Sync(cp, orig, syncU, syncG, []string{".outpost"}))
+	require.NoError(t, Sync(cp, orig, base, syncU, syncG, []string{".outpost"}))
 	after, err := os.Stat(filepath.Join(orig, "keep.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, before.Sys().(*syscall.Stat_t).Ctim, after.Sys().(*syscall.Stat_t).Ctim, "an unchanged file is not rewritten")
@@ -139,9 +140,11 @@ func TestCopyAndSync(t *testing.T) {
 // copy has a directory is replaced, never followed.
 func TestSyncWritesThroughNoLinkOfTheOriginal(t *testing.T) {
 	orig, cp, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	base, err := Copy(orig, cp, -1, -1, nil)
+	require.NoError(t, err)
 	require.NoError(t, os.Symlink(outside, filepath.Join(orig, "d")))
 	write(t, cp, "d/f.txt", "in\n", 0o644)
-	require.NoError(t, Sync(cp, orig, -1, -1, nil))
+	require.NoError(t, Sync(cp, orig, base, -1, -1, nil))
 	fi, err := os.Lstat(filepath.Join(orig, "d"))
 	require.NoError(t, err)
 	assert.True(t, fi.IsDir())
@@ -149,4 +152,32 @@ func TestSyncWritesThroughNoLinkOfTheOriginal(t *testing.T) {
 	entries, err := os.ReadDir(outside)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "nothing written through the link")
+}
+
+// TestSyncWritesOnlyTheLeasesChanges: two leases on copies of one
+// workspace write back in turn; the second leaves the first's changes (an
+// edit, a new file, a deletion) alone where it changed nothing itself.
+func TestSyncWritesOnlyTheLeasesChanges(t *testing.T) {
+	orig, a, b := t.TempDir(), t.TempDir(), t.TempDir()
+	write(t, orig, "shared.txt", "v1\n", 0o644)
+	write(t, orig, "doomed.txt", "x\n", 0o644)
+	write(t, orig, "mine.txt", "b's\n", 0o644)
+	baseA, err := Copy(orig, a, -1, -1, nil)
+	require.NoError(t, err)
+	baseB, err := Copy(orig, b, -1, -1, nil)
+	require.NoError(t, err)
+
+	write(t, a, "shared.txt", "v2 by a\n", 0o644)
+	write(t, a, "new-by-a.txt", "a\n", 0o644)
+	require.NoError(t, os.Remove(filepath.Join(a, "doomed.txt")))
+	write(t, b, "mine.txt", "b's, edited\n", 0o644)
+	require.NoError(t, os.Chtimes(filepath.Join(b, "mine.txt"), time.Now().Add(time.Hour), time.Now().Add(time.Hour)))
+
+	require.NoError(t, Sync(a, orig, baseA, -1, -1, nil))
+	require.NoError(t, Sync(b, orig, baseB, -1, -1, nil))
+	assert.Equal(t, "v2 by a\n", read(t, orig, "shared.txt"), "b did not touch it")
+	assert.Equal(t, "a\n", read(t, orig, "new-by-a.txt"), "b's copy lacks it, but b did not delete it")
+	_, err = os.Lstat(filepath.Join(orig, "doomed.txt"))
+	assert.True(t, os.IsNotExist(err), "b's unchanged copy does not bring it back")
+	assert.Equal(t, "b's, edited\n", read(t, orig, "mine.txt"))
 }

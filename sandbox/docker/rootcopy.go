@@ -48,7 +48,8 @@ func (c copyProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.S
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Sandbox, err, "create the workspace copy")
 	}
-	if err := wscopy.Copy(ws, tmp, uid, gid, spec.Hide); err != nil {
+	base, err := wscopy.Copy(ws, tmp, uid, gid, spec.Hide)
+	if err != nil {
 		return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err, "copy the workspace %s for the lease", ws), os.RemoveAll(tmp))
 	}
 	inner := spec
@@ -57,13 +58,14 @@ func (c copyProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.S
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(tmp))
 	}
-	return &copiedLease{Sandbox: sb, workspace: ws, copy: tmp, uid: wsUID, gid: wsGID, hide: spec.Hide}, nil
+	return &copiedLease{Sandbox: sb, workspace: ws, copy: tmp, base: base, uid: wsUID, gid: wsGID, hide: spec.Hide}, nil
 }
 
 // copiedLease is a lease on a workspace copy.
 type copiedLease struct {
 	sandbox.Sandbox
 	workspace, copy string
+	base            wscopy.Base
 	uid, gid        int
 	hide            []string
 
@@ -72,7 +74,8 @@ type copiedLease struct {
 }
 
 // Release removes the container, then writes the copy's changes back into
-// the workspace and removes the copy. A failed write-back keeps the copy
+// the workspace (only what the lease changed: a concurrent lease's
+// changes, written back first, stay) and removes the copy. A failed write-back keeps the copy
 // and names it.
 func (l *copiedLease) Release(ctx context.Context) error {
 	if err := l.Sandbox.Release(ctx); err != nil {
@@ -83,7 +86,7 @@ func (l *copiedLease) Release(ctx context.Context) error {
 	if l.done {
 		return nil
 	}
-	if err := wscopy.Sync(l.copy, l.workspace, l.uid, l.gid, l.hide); err != nil {
+	if err := wscopy.Sync(l.copy, l.workspace, l.base, l.uid, l.gid, l.hide); err != nil {
 		l.done = true
 		return outposterr.Wrap(outposterr.Sandbox, err, "write the lease's changes back into %s (they are kept in %s)", l.workspace, l.copy)
 	}
