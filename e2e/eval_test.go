@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,9 +315,12 @@ func TestEvalBatch(t *testing.T) {
 	assert.Equal(t, 10, strings.Count(string(all), `"instance_id":"outpost__task`), "every attempt's prediction beside")
 }
 
-// TestEvalRootOwnedWorkspace: a root-owned workspace the lease user cannot
-// write fails as configuration naming the owner, before the CLI runs; the
-// same directory as a job's source runs on a copy Outpost owns.
+// TestEvalRootOwnedWorkspace: outpost as root (a CI runner) on a git
+// checkout of root's runs a real turn in a Docker lease: the lease user
+// works on a copy and the agent's file comes back into the checkout, whose
+// entries keep their ownership (the new file is root's too) and where git
+// works for root afterwards; the same directory as a job's source runs on
+// a copy Outpost owns and stays untouched.
 func TestEvalRootOwnedWorkspace(t *testing.T) {
 	cli := evalDocker(t)
 	if os.Geteuid() != 0 {
@@ -325,19 +330,64 @@ func TestEvalRootOwnedWorkspace(t *testing.T) {
 	ws := t.TempDir()
 	require.NoError(t, os.Chmod(ws, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "README"), []byte("root's\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "private"), []byte("root only\n"), 0o600))
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"},
+		{"-c", "user.name=t", "-c", "user.email=t@127.0.0.1", "commit", "-q", "-m", "root's"}} {
+		git := exec.Command("git", args...)
+		git.Dir = ws
+		b, err := git.CombinedOutput()
+		require.NoError(t, err, string(b))
+	}
+	owners := func() map[string][2]uint32 {
+		m := map[string][2]uint32{}
+		require.NoError(t, filepath.WalkDir(ws, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := os.Lstat(p)
+			if err != nil {
+				return err
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			m[p] = [2]uint32{st.Uid, st.Gid}
+			return nil
+		}))
+		return m
+	}
+	before := owners()
+	for p, o := range before {
+		require.Equal(t, [2]uint32{0, 0}, o, p)
+	}
 
 	cmd := exec.Command(outpost, "run", "--agent", "claude", "--offline", "--no-store", "--workspace", ws, "--json",
 		"MARK-root "+"[[outpost:scenario=tool]]")
 	cmd.Dir = t.TempDir()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, string(out))
-	assert.Equal(t, int(outpostcli.ExitConfiguration), exit.ExitCode())
-	assert.Contains(t, string(out), `"ok":false,"class":"configuration"`)
-	assert.Contains(t, string(out), "owned by 0:0(root:root)")
-	assert.Contains(t, string(out), "--user")
-	assert.NotContains(t, string(out), `"kind":"tool"`, "the CLI never ran")
+	require.NoError(t, err, "%s\n%s", out, stderr.String())
+	assert.Contains(t, string(out), `"ok":true`)
+	assert.Contains(t, string(out), "wrote outpost-MARK-root.txt")
 	assert.Zero(t, owned(t, cli, cmd.Process.Pid))
+
+	after := owners()
+	for p, o := range before {
+		assert.Equal(t, o, after[p], "%s keeps its owner", p)
+	}
+	made := filepath.Join(ws, "outpost-MARK-root.txt")
+	require.Contains(t, after, made, "the agent's file is in the checkout")
+	assert.Equal(t, [2]uint32{0, 0}, after[made], "and is root's")
+	for p, o := range after {
+		assert.Equal(t, [2]uint32{0, 0}, o, "%s is root's", p)
+	}
+	git := exec.Command("git", "status", "--porcelain")
+	git.Dir = ws
+	st, err := git.CombinedOutput()
+	require.NoError(t, err, "git status as root: %s", st)
+	assert.Equal(t, "?? outpost-MARK-root.txt\n", string(st))
+	// The scripted model takes the first mark it reads, git's status in
+	// Claude Code's context included.
+	require.NoError(t, os.Remove(made))
 
 	// As a source: a copy Outpost owns, written by the agent; the
 	// directory itself is untouched.

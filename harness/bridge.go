@@ -192,6 +192,12 @@ func (br *bridged) finish(res *Result) {
 			res.CLIUsage = &cli
 		}
 		res.Usage, res.UsageSource = u, "gateway"
+	} else if res.Err != nil && snap.Usage.Complete && snap.Usage.Tokens() == 0 &&
+		res.Usage.Tokens() == 0 && res.Usage.CostUSD == 0 && !res.Usage.CostKnown {
+		// A failed turn whose every request the wire saw consumed no
+		// token (refused, failed, or none made) cost nothing, known; its
+		// unknown cost would make a job's sum over its attempts unknown.
+		res.Usage, res.UsageSource = usage.Usage{Complete: true, CostKnown: true}, "gateway"
 	}
 	if res.Err == nil {
 		return

@@ -98,10 +98,13 @@ func newResult(t Turn, started time.Time) *Result {
 	return res
 }
 
-// failed is the result of a turn that ends before its CLI runs.
+// failed is the result of a turn that ends before its CLI runs. Nothing
+// ran, so nothing was spent: its usage is a known zero (a job's sum over its
+// attempts stays known).
 func failed(t Turn, started time.Time, err error) (*Result, error) {
 	res := newResult(t, started)
 	res.Err = err
+	res.Usage = usage.Usage{Complete: true, CostKnown: true}
 	res.Duration = t.Now().Sub(started)
 	return res, err
 }

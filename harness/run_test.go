@@ -16,6 +16,7 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/host"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 func TestMain(m *testing.M) {
@@ -336,4 +337,24 @@ func TestDeadlineBoundsTheWholeTurn(t *testing.T) {
 	res, err := Run(context.Background(), turn)
 	require.Error(t, err, "%+v", res)
 	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
+}
+
+// TestTurnThatNeverRanCostsAKnownZero: a turn that fails before its CLI
+// runs (here the lease cannot be acquired) spent nothing, known, so a sum
+// over a job's attempts keeps its known cost.
+func TestTurnThatNeverRanCostsAKnownZero(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"finished","ok":true}`)
+	turn.Provider = failingProvider{}
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	require.NotNil(t, res)
+	assert.True(t, res.Usage.CostKnown, "%+v", res.Usage)
+	assert.True(t, res.Usage.Complete)
+	assert.Zero(t, res.Usage.Tokens())
+	assert.Zero(t, res.Usage.CostUSD)
+	known := usage.Usage{Input: 10, Output: 5, CostUSD: 0.25, Complete: true, CostKnown: true, CostSource: usage.CostSourceCLI}
+	sum := res.Usage.Add(known)
+	assert.True(t, sum.CostKnown)
+	assert.Equal(t, usage.CostSourceCLI, sum.CostSource)
+	assert.InDelta(t, 0.25, sum.CostUSD, 1e-12)
 }

@@ -186,7 +186,7 @@ func checkWritable(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 	}
 	return &outposterr.Error{Class: outposterr.Configuration, Details: outposterr.Details{Agent: t.Adapter.Name()},
 		Message: fmt.Sprintf("%s: workspace %s is owned by %s and the lease user %s cannot create files in it: "+
-			"run the lease as its owner (Spec.User; outpost --user UID:GID), make it writable for %s, "+
+			"run the lease as its owner (--user UID:GID), make it writable for %s, "+
 			"or let Outpost work on a copy it owns (a job \"source\": {\"dir\": …} or {\"repo\": …, \"commit\": …})",
 			t.Adapter.Name(), where, owner, user, user)}
 }

@@ -281,6 +281,16 @@ func Create(dir string, m Manifest, opt ...Option) (*Recorder, error) {
 // Dir returns the run directory.
 func (r *Recorder) Dir() string { return r.dir }
 
+// Continues returns the manifest of the session this one continues (the
+// most recent earlier session in the directory) and how many sessions
+// wrote into the directory before this one; 0 for a new run directory.
+func (r *Recorder) Continues() (Manifest, int) {
+	if n := len(r.manifest.Previous); n > 0 {
+		return r.manifest.Previous[n-1], n
+	}
+	return Manifest{}, 0
+}
+
 func (r *Recorder) writeManifest() error {
 	b, err := json.MarshalIndent(r.manifest, "", "  ")
 	if err != nil {

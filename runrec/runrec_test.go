@@ -231,6 +231,8 @@ func TestContinueRunDirectory(t *testing.T) {
 	dir := t.TempDir()
 	rec, err := runrec.Create(dir, runrec.Manifest{OutpostVersion: "first"})
 	require.NoError(t, err)
+	_, n := rec.Continues()
+	assert.Zero(t, n, "a new run directory continues nothing")
 	require.NoError(t, rec.Job("j", 0).Finish(&harness.Result{Agent: "a"}))
 	require.NoError(t, rec.Record(batch.Record{Job: "j"}))
 	// An attempt the run never finished (interrupted) keeps its events.
@@ -241,6 +243,9 @@ func TestContinueRunDirectory(t *testing.T) {
 
 	rec, err = runrec.Create(dir, runrec.Manifest{OutpostVersion: "second"})
 	require.NoError(t, err)
+	prev, n := rec.Continues()
+	assert.Equal(t, 1, n)
+	assert.Equal(t, "first", prev.OutpostVersion)
 	a := rec.Job("j", 0)
 	assert.Equal(t, 2, a.Number(), "a resumed run numbers attempts after the recorded ones")
 	require.NoError(t, a.Finish(&harness.Result{Agent: "a"}))

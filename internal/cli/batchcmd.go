@@ -437,7 +437,7 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 	}
 	defer out.Close()
 	patchDir := o.Results + ".patches"
-	rec, err := openRecord(cmd, &o.Run)
+	rec, err := openRecord(cmd, &o.Run, f.IO.ErrOut)
 	if err != nil {
 		return 0, err
 	}

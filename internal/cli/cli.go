@@ -11,7 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,45 +21,28 @@ import (
 	"golang.org/x/term"
 
 	"github.com/outpost-dev/outpost/agents"
+	"github.com/outpost-dev/outpost/internal/version"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/kinds"
 )
 
-// Version is the outpost version: the module version and VCS revision the
-// binary was built from (go install …@VERSION records the version, a build
-// in a checkout the revision); -ldflags "-X …/internal/cli.Version=…" wins.
-var Version = buildVersion()
+// Version is the outpost version, declared once in internal/version and
+// stamped by the release build.
+var Version = version.Version()
 
-// buildVersion reads the version from the binary's build information.
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
+// versionText is what `outpost --version` prints: the version on the first
+// line, then the commit, the Go toolchain and platform, and the CLI version
+// each agent of reg is pinned to.
+func versionText(reg *agents.Registry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outpost %s\ncommit %s\n%s %s/%s\n", Version, version.Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	for _, a := range reg.All() {
+		if a.CLI != nil && a.CLI.Version != "" {
+			fmt.Fprintf(&b, "%s %s (pinned CLI)\n", a.Name, a.CLI.Version)
 		}
 	}
-	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		if modified == "true" {
-			rev += "-dirty"
-		}
-		v += " (" + rev + ")"
-	}
-	return v
+	return b.String()
 }
 
 // IOStreams are the command's standard streams.
@@ -210,6 +193,8 @@ text, token usage and a classified outcome.
 		Version:       Version,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err} })
+	// The template is a literal: it holds no template actions.
+	root.SetVersionTemplate(strings.ReplaceAll(versionText(f.Agents()), "{{", "{{\"{{\"}}"))
 	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil), NewCmdGC(f), NewCmdImage(f), NewCmdConversations(f), NewCmdBootstrap(f), NewCmdBatch(f), NewCmdDoctor(f), NewCmdInit(f),
 		newCmdContinue(f, false), newCmdContinue(f, true))
 	root.AddCommand(NewCmdReport(f, nil), newCmdGateway(f), NewCmdGrade(f))

@@ -131,6 +131,7 @@ func NewCmdImage(f *Factory) *cobra.Command {
 	img := &cobra.Command{Use: "image", Short: "Manage the sandbox image"}
 	var dir, tag, from string
 	var with []string
+	var release bool
 	build := &cobra.Command{
 		Use:   "build [--dir .outpost] [--tag outpost/base:dev] | --with " + strings.Join(defaultCLIs(f.Agents()), ",") + " [--from IMAGE] [--tag T]",
 		Short: "Build the sandbox image from the project's recipe (.outpost/Dockerfile), or one with the verified CLIs baked in",
@@ -143,16 +144,25 @@ With --with, it builds an image FROM --from (default the sandbox image) holding 
 named CLIs' verified cache entries (bootstrapped first when missing) at the path a
 lease looks for them, labelled ` + bootstrap.LabelBaked + `. A lease on such an image
 (--image) skips delivery: the CLI is found there, its version checked, nothing copied —
-what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`,
+what a Kubernetes cluster or a remote engine wants instead of a copy per lease.
+
+--release tags the image with this outpost's version instead of --tag:
+` + releaseImageTag(sandbox.DefaultImage, "vX.Y.Z", false) + ` (with --with: ` + releaseImageTag(sandbox.DefaultImage, "vX.Y.Z", true) + `).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			contextDir, dockerfile := "", "Dockerfile"
+			if release {
+				if cmd.Flags().Changed("tag") {
+					return &flagError{fmt.Errorf("--release derives the tag from the version: give one of --tag and --release")}
+				}
+				tag = releaseImageTag(sandbox.DefaultImage, Version, len(with) > 0)
+			}
 			if len(with) > 0 {
 				if cmd.Flags().Changed("dir") {
 					return &flagError{fmt.Errorf("--with builds FROM --from, not from a recipe directory: give one of --dir and --with")}
 				}
-				if !cmd.Flags().Changed("tag") {
+				if !cmd.Flags().Changed("tag") && !release {
 					tag = sandbox.DefaultImage + "-clis"
 				}
 				tmp, err := os.MkdirTemp("", "outpost-bake-")
@@ -196,7 +206,33 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.`
 	build.Flags().StringVar(&dir, "dir", ".outpost", "recipe directory holding the Dockerfile")
 	build.Flags().StringVar(&tag, "tag", sandbox.DefaultImage, "image tag (with --with: "+sandbox.DefaultImage+"-clis)")
 	build.Flags().StringSliceVar(&with, "with", nil, "bake these pinned CLIs (verified cache entries) into an image FROM --from: "+strings.Join(defaultCLIs(f.Agents()), ","))
+	build.Flags().BoolVar(&release, "release", false, "tag the image with this outpost's version ("+releaseImageTag(sandbox.DefaultImage, Version, false)+", with --with "+releaseImageTag(sandbox.DefaultImage, Version, true)+")")
 	build.Flags().StringVar(&from, "from", sandbox.DefaultImage, "with --with: the image to start from")
 	img.AddCommand(build)
 	return img
+}
+
+// releaseImageTag is the tag a release gives the sandbox image built from
+// the recipe (baked false) or with the pinned CLIs baked in: the repository
+// of image (default outpost/base) with the version as its tag, characters a
+// tag cannot hold replaced by '-'.
+func releaseImageTag(image, version string, baked bool) string {
+	repo := image
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		repo = image[:i]
+	}
+	tag := []byte(version)
+	for i, c := range tag {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			tag[i] = '-'
+		}
+	}
+	t := strings.TrimLeft(string(tag), ".-")
+	if t == "" {
+		t = "unknown"
+	}
+	if baked {
+		t += "-clis"
+	}
+	return repo + ":" + t
 }

@@ -399,7 +399,7 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 		return 0, err
 	}
 	defer s.close()
-	rec, err := openRecord(cmd, &run)
+	rec, err := openRecord(cmd, &run, io.Discard) // grade says itself that it continues
 	if err != nil {
 		return 0, err
 	}

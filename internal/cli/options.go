@@ -144,7 +144,7 @@ func addSandboxFlags(f *Factory, cmd *cobra.Command, o *SandboxOptions) {
 	fl.StringVar(&o.Image, "image", "", "container image (default: the Outpost base image)")
 	fl.StringVar(&o.Network, "network", "", "container network mode: none, bridge, host or a network name")
 	o.Settings = addKindFlags(f, fl, false)
-	fl.StringVar(&o.User, "user", "", "container lease user uid:gid, never root (default: yours; as root, the workspace owner's, else 1000:1000)")
+	fl.StringVar(&o.User, "user", "", "container lease user uid:gid, never root (default: yours; as root, the workspace owner's, else 1000:1000 on a copy of a root-owned workspace, written back at release)")
 	fl.Float64Var(&o.CPUs, "cpus", sandbox.DefaultCPUs, "CPU quota of each container lease, in CPUs (0: no limit)")
 	fl.StringVar(&o.Memory, "memory", units.BytesSize(float64(sandbox.DefaultMemoryBytes)), "memory limit of each container lease, swap disabled, e.g. 512m, 8g (0: no limit)")
 	fl.Int64Var(&o.Pids, "pids-limit", sandbox.DefaultPids, "processes and threads of each container lease (0: no limit)")

@@ -116,7 +116,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOption
 		defer close(done)
 		req.Live = liveLines(f.IO.In, f.IO.ErrOut, done)
 	}
-	rec, err := openRecord(cmd, opts)
+	rec, err := openRecord(cmd, opts, f.IO.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -160,10 +160,13 @@
 //
 // When Outpost runs as root, leases default to [DefaultUser], which cannot
 // enter a root-owned 0700 workspace (t.TempDir, a root checkout). Make the
-// workspace accessible to [DefaultUser] (the outpost command runs leases as
-// the workspace owner). A provider given Spec.User "0:0" runs the lease as
-// root, still without capabilities and with no-new-privileges; the outpost
-// command refuses that.
+// workspace accessible to [DefaultUser], or give the lease the workspace
+// owner's ids. The engine the outpost command opens (sandbox.Kind Open)
+// does the latter for a workspace of another user, and for one of root's
+// leases a copy owned by the lease user that is written back into the
+// workspace at release (owners kept; package internal/wscopy). A provider
+// given Spec.User "0:0" runs the lease as root, still without capabilities
+// and with no-new-privileges; the outpost command refuses that.
 //
 // # Timeouts
 //

@@ -170,10 +170,17 @@ func (e *engine) Lease(cli *sandbox.CLI, workspace string) (sandbox.Provider, sa
 	}
 	if spec.User == "" && e.root {
 		// Leases never run as root. When outpost does, the lease takes the
-		// workspace owner's ids so the agent can write its files.
+		// workspace owner's ids so the agent can write its files; a
+		// workspace of root's (a CI runner's checkout) is copied for the
+		// lease user instead, and the changes written back at release,
+		// its ownership unchanged.
 		if fi, err := os.Stat(workspace); err == nil {
-			if uid, gid, ok := safefs.Owner(fi); ok && uid != 0 && gid != 0 {
+			uid, gid, ok := safefs.Owner(fi)
+			switch {
+			case ok && uid != 0 && gid != 0:
 				spec.User = fmt.Sprintf("%d:%d", uid, gid)
+			case ok:
+				return copyProvider{e.p}, spec, nil
 			}
 		}
 	}

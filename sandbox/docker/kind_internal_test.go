@@ -2,6 +2,11 @@ package docker
 
 import (
 	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,4 +48,83 @@ func TestRemoteEngineDelivery(t *testing.T) {
 	local := &engine{ctx: ctx, p: lp}
 	defer local.Close()
 	assert.Equal(t, sandbox.DeliverMount, local.Delivery().Mode)
+}
+
+// TestRootOwnedWorkspaceOnACopy: outpost as root on a workspace of root's
+// leases as DefaultUser on a copy that user can write; at release the
+// lease's edits, new files and deletions are in the workspace, whose
+// entries keep their owner and whose new file is root's; .outpost (hidden)
+// is neither copied nor touched.
+func TestRootOwnedWorkspaceOnACopy(t *testing.T) {
+	testenv.Short(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a root-owned workspace")
+	}
+	ctx := context.Background()
+	c, err := NewClient("")
+	if err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = c.Ping(pctx)
+	cancel()
+	_ = c.Close()
+	if err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	p, err := New(ctx, Options{Version: "test", Network: "none"})
+	require.NoError(t, err)
+	e := &engine{ctx: ctx, p: p, root: true}
+	defer e.Close()
+
+	ws := t.TempDir() // root's, 0700
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "README"), []byte("root's\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "gone"), []byte("bye\n"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".outpost"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".outpost", ".env"), []byte("SECRET=1\n"), 0o600))
+
+	prov, spec, err := e.Lease(nil, ws)
+	require.NoError(t, err)
+	assert.Empty(t, spec.User, "the lease user stays the default, never root")
+	spec.Hide = []string{".outpost"}
+	sb, err := prov.Acquire(ctx, spec)
+	require.NoError(t, err)
+	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c",
+		`id -u; echo more >> README && echo new > new.txt && rm gone && ls -A .outpost | wc -l`}})
+	require.NoError(t, err)
+	out, err := io.ReadAll(proc.Stdout())
+	require.NoError(t, err)
+	st, err := proc.Wait()
+	require.NoError(t, err)
+	_ = proc.Close()
+	require.True(t, st.Success(), "%s %s", st, out)
+	assert.Equal(t, "1000\n0\n", string(out), "the default user, and nothing of .outpost")
+	_, err = os.Stat(filepath.Join(ws, "new.txt"))
+	assert.True(t, os.IsNotExist(err), "the lease works on a copy")
+
+	require.NoError(t, sb.Release(ctx))
+	b, err := os.ReadFile(filepath.Join(ws, "README"))
+	require.NoError(t, err)
+	assert.Equal(t, "root's\nmore\n", string(b))
+	b, err = os.ReadFile(filepath.Join(ws, "new.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "new\n", string(b))
+	_, err = os.Stat(filepath.Join(ws, "gone"))
+	assert.True(t, os.IsNotExist(err))
+	b, err = os.ReadFile(filepath.Join(ws, ".outpost", ".env"))
+	require.NoError(t, err)
+	assert.Equal(t, "SECRET=1\n", string(b))
+	require.NoError(t, filepath.WalkDir(ws, func(p string, _ fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{0, 0}, [2]uint32{st.Uid, st.Gid}, "%s is root's", p)
+		return nil
+	}))
+	copies, err := filepath.Glob(filepath.Join(os.TempDir(), "outpost-workspace-*"))
+	require.NoError(t, err)
+	for _, c := range copies {
+		assert.NotEqual(t, sb.(*copiedLease).copy, c, "the copy is removed")
+	}
 }

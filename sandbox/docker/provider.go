@@ -413,7 +413,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		}
 		l.workspace = dir
 		if !usableBy(fi, uid, gid) {
-			p.log.Warn("workspace is not writable by the sandbox user; set Spec.User or change its owner",
+			p.log.Warn("workspace is not writable by the sandbox user; run the lease as its owner (--user UID:GID) or change its owner",
 				"workspace", dir, "user", user)
 		}
 		if mounts, err = hideMounts(dir, fi, spec.Hide, mounts); err != nil {
