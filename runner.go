@@ -819,7 +819,7 @@ type BatchOptions struct {
 	// Attempt, when set, is called as each turn of a job starts: the turn's
 	// events go to the returned onEvent (nil: none), and done (nil: none)
 	// receives its result. A run directory records attempts this way.
-	Attempt func(t batch.Turn) (onEvent func(adapters.Event), done func(*harness.Result))
+	Attempt func(t batch.TurnRequest) (onEvent func(adapters.Event), done func(*harness.Result))
 }
 
 // Batch runs jobs (package batch) through the runner: each job's turns run
@@ -852,7 +852,7 @@ func (r *Runner) Batch(ctx context.Context, jobs []batch.Job, bopts BatchOptions
 		}
 		shared = b
 	}
-	return batch.Run(ctx, jobs, func(ctx context.Context, t batch.Turn) (*harness.Result, error) {
+	return batch.Run(ctx, jobs, func(ctx context.Context, t batch.TurnRequest) (*harness.Result, error) {
 		j := t.Job
 		var onEvent func(adapters.Event)
 		var done func(*harness.Result)

@@ -136,7 +136,7 @@ const notes = "Exported by Outpost from a run directory. The user's prompt is no
 
 // FromAttempt exports attempt a of job as one trajectory. agent names the
 // CLI when the attempt's result does not (an unfinished attempt).
-func FromAttempt(job, agent string, a runrec.JobAttempt) *Trajectory {
+func FromAttempt(job, agent string, a runrec.AttemptDir) *Trajectory {
 	b := builder{}
 	for _, ev := range a.Events {
 		b.add(ev)

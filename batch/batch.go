@@ -62,8 +62,8 @@ import (
 	"github.com/outpost-dev/outpost/usage"
 )
 
-// Turn is one turn the runner asks for.
-type Turn struct {
+// TurnRequest is one turn the runner asks for.
+type TurnRequest struct {
 	Job    Job
 	Agent  string
 	Prompt string
@@ -85,7 +85,7 @@ type Turn struct {
 }
 
 // TurnFunc runs one turn and returns its result (never nil) and classified error.
-type TurnFunc func(ctx context.Context, t Turn) (*harness.Result, error)
+type TurnFunc func(ctx context.Context, t TurnRequest) (*harness.Result, error)
 
 // Record is one line of the results log.
 type Record struct {
@@ -808,7 +808,7 @@ func (jr *jobRun) grade(ctx context.Context, res *harness.Result) bool {
 // and timeout. When a cap or the timeout is spent it returns the error
 // that ends the job instead, and give says whether the job gets a record
 // (false: the batch's own cap stopped it, or no cap of the job's is set).
-func (jr *jobRun) nextTurn(agent string) (t Turn, stop error, give bool) {
+func (jr *jobRun) nextTurn(agent string) (t TurnRequest, stop error, give bool) {
 	r, j := jr.r, jr.j
 	costCap, tokenCap, spent := r.capFor(j, jr.spent, jr.tokens)
 	if spent != "" {
@@ -819,7 +819,7 @@ func (jr *jobRun) nextTurn(agent string) (t Turn, stop error, give bool) {
 			err = outposterr.New(outposterr.Process, "%s: the job's token cap is spent (%d tokens)", agent, jr.tokens).
 				With(outposterr.Details{Agent: agent, Budget: spent})
 		}
-		return Turn{}, err, !r.stopped() && jobCapped
+		return TurnRequest{}, err, !r.stopped() && jobCapped
 	}
 	var timeout time.Duration
 	jt := time.Duration(j.Timeout)
@@ -828,7 +828,7 @@ func (jr *jobRun) nextTurn(agent string) (t Turn, stop error, give bool) {
 	}
 	if jt > 0 {
 		if timeout = jt - jr.ran; timeout <= 0 {
-			return Turn{}, outposterr.New(outposterr.Timeout, "%s: the job's timeout of %s is spent by its earlier turns", agent, jt).
+			return TurnRequest{}, outposterr.New(outposterr.Timeout, "%s: the job's timeout of %s is spent by its earlier turns", agent, jt).
 				With(outposterr.Details{Agent: agent}), true
 		}
 	}
@@ -836,7 +836,7 @@ func (jr *jobRun) nextTurn(agent string) (t Turn, stop error, give bool) {
 	if maxTurns == 0 {
 		maxTurns = r.opts.MaxTurns
 	}
-	return Turn{Job: j, Agent: agent, Prompt: jr.prompt, Continue: jr.conv, Patch: jr.earlier,
+	return TurnRequest{Job: j, Agent: agent, Prompt: jr.prompt, Continue: jr.conv, Patch: jr.earlier,
 		Timeout: timeout, MaxCostUSD: costCap, MaxTokens: tokenCap, MaxTurns: maxTurns}, nil, true
 }
 

@@ -51,9 +51,9 @@ func ok(conv string) (*harness.Result, error) {
 
 func TestParkedQuotaResumesConversation(t *testing.T) {
 	clock := &fakeClock{now: t0}
-	var turns []Turn
+	var turns []TurnRequest
 	var mu sync.Mutex
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		turns = append(turns, tr)
 		n := len(turns)
@@ -79,7 +79,7 @@ func TestParkedQuotaResumesConversation(t *testing.T) {
 
 func TestParkCappedAndBounded(t *testing.T) {
 	clock := &fakeClock{now: t0}
-	turn := func(context.Context, Turn) (*harness.Result, error) {
+	turn := func(context.Context, TurnRequest) (*harness.Result, error) {
 		return &harness.Result{}, quotaErr(t0.Add(48 * time.Hour))
 	}
 	recs, err := Run(context.Background(), []Job{{ID: "j", Agent: "a", Prompt: "p"}}, turn,
@@ -96,7 +96,7 @@ func TestOutageBackoffThenFallback(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	var agents []string
 	var mu sync.Mutex
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		agents = append(agents, tr.Agent)
 		mu.Unlock()
@@ -120,7 +120,7 @@ func TestOutageBackoffThenFallback(t *testing.T) {
 
 func TestQuotaFallsBackBeforeParking(t *testing.T) {
 	clock := &fakeClock{now: t0}
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		if tr.Agent == "claude" {
 			return &harness.Result{Conversation: "cc"}, quotaErr(t0.Add(time.Hour))
 		}
@@ -146,7 +146,7 @@ func TestBackoffJitterBounds(t *testing.T) {
 
 func TestConcurrencyCapAndSkipDone(t *testing.T) {
 	var running, peak atomic.Int32
-	turn := func(context.Context, Turn) (*harness.Result, error) {
+	turn := func(context.Context, TurnRequest) (*harness.Result, error) {
 		n := running.Add(1)
 		for {
 			p := peak.Load()
@@ -174,7 +174,7 @@ func TestConcurrencyCapAndSkipDone(t *testing.T) {
 func TestCancelStopsSchedulingAndWritesNoRecord(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var started atomic.Int32
-	turn := func(ctx context.Context, _ Turn) (*harness.Result, error) {
+	turn := func(ctx context.Context, _ TurnRequest) (*harness.Result, error) {
 		if started.Add(1) == 2 {
 			cancel()
 		}
@@ -192,7 +192,7 @@ func TestCancelStopsSchedulingAndWritesNoRecord(t *testing.T) {
 }
 
 func TestInvalidJobs(t *testing.T) {
-	turn := func(context.Context, Turn) (*harness.Result, error) { return ok("") }
+	turn := func(context.Context, TurnRequest) (*harness.Result, error) { return ok("") }
 	for _, jobs := range [][]Job{{{Agent: "a", Prompt: "p"}}, {{ID: "x", Prompt: "p"}}, {{ID: "x", Agent: "a"}},
 		{{ID: "x", Agent: "a", Prompt: "p"}, {ID: "x", Agent: "a", Prompt: "p"}}} {
 		_, err := Run(context.Background(), jobs, turn, Options{})
@@ -204,7 +204,7 @@ func TestRecordUsageCompleteWhenEveryTurnIs(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	priced := usage.Usage{Input: 10, Output: 2, Complete: true, CostUSD: 0.5, CostKnown: true, CostSource: usage.CostSourceCLI}
 	var n atomic.Int32
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		switch tr.Job.ID {
 		case "one":
 			return &harness.Result{Usage: priced}, nil
@@ -251,7 +251,7 @@ func TestConcurrencyOneRunsInFileOrder(t *testing.T) {
 	for range 5 {
 		var mu sync.Mutex
 		var got []string
-		turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 			mu.Lock()
 			got = append(got, tr.Job.ID)
 			mu.Unlock()
@@ -271,7 +271,7 @@ func TestConcurrencyOneRunsInFileOrder(t *testing.T) {
 func TestDurationExcludesQueueTime(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	var calls sync.Map
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		n, _ := calls.LoadOrStore(tr.Job.ID, new(atomic.Int32))
 		k := n.(*atomic.Int32).Add(1)
 		_ = clock.Sleep(context.Background(), 10*time.Second) // the turn takes 10 s
@@ -301,7 +301,7 @@ func TestTimeoutIsTheAgentsOutcome(t *testing.T) {
 	for _, retry := range []bool{false, true} {
 		clock := &fakeClock{now: t0}
 		turns := 0
-		turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+		turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 			turns++
 			if turns == 1 {
 				return &harness.Result{}, outposterr.New(outposterr.Timeout, "turn exceeded its deadline")
@@ -328,7 +328,7 @@ func TestTimeoutIsTheAgentsOutcome(t *testing.T) {
 func TestJobTimeoutBoundsItsTurns(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	var got []time.Duration
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		got = append(got, tr.Timeout)
 		clock.mu.Lock()
 		clock.now = clock.now.Add(6 * time.Minute) // each turn runs 6 minutes
@@ -371,7 +371,7 @@ func TestJobIDsRefuseInvisibleCharacters(t *testing.T) {
 func TestVanishedLeaseRetriedLikeAnOutage(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	calls := 0
-	turn := func(context.Context, Turn) (*harness.Result, error) {
+	turn := func(context.Context, TurnRequest) (*harness.Result, error) {
 		calls++
 		if calls == 1 {
 			return &harness.Result{}, &outposterr.Error{Class: outposterr.Sandbox, Details: outposterr.Details{Retryable: true},
@@ -388,7 +388,7 @@ func TestVanishedLeaseRetriedLikeAnOutage(t *testing.T) {
 	assert.Equal(t, []time.Duration{time.Second}, clock.slept)
 
 	calls = 0
-	fatal := func(context.Context, Turn) (*harness.Result, error) {
+	fatal := func(context.Context, TurnRequest) (*harness.Result, error) {
 		calls++
 		return &harness.Result{}, outposterr.New(outposterr.Sandbox, "fake: image not found")
 	}
@@ -419,7 +419,7 @@ func TestLoadOnlyRunningJobs(t *testing.T) {
 			return "prompt " + id, json.RawMessage(`{"n":1}`), nil
 		}})
 	}
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		assert.Equal(t, "prompt "+tr.Job.ID, tr.Prompt)
 		mu.Lock()
 		loaded--

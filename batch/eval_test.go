@@ -99,7 +99,7 @@ func TestJobFormatRefusals(t *testing.T) {
 func TestMetadataAttemptAndPatchInRecords(t *testing.T) {
 	meta := json.RawMessage(`{"instance_id":"r__1","k":{"x":[1,"two"]}}`)
 	var saved []string
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		return &harness.Result{Conversation: "c-" + tr.Job.ID, Patch: &harness.Patch{Base: "abcd", Diff: []byte("diff " + tr.Job.ID),
 			Bytes: 6 + len(tr.Job.ID), Files: []string{"f"}}}, nil
 	}
@@ -148,7 +148,7 @@ func TestAccountPauseHoldsEveryJob(t *testing.T) {
 		running = map[string]int{}
 		peak    = map[string]int{}
 	)
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		now := time.Now()
 		starts[tr.Agent] = append(starts[tr.Agent], now)
@@ -219,7 +219,7 @@ func TestAccountPauseHoldsEveryJob(t *testing.T) {
 func TestPausedAgentFallsBack(t *testing.T) {
 	var mu sync.Mutex
 	var agents []string
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		agents = append(agents, tr.Job.ID+":"+tr.Agent)
 		mu.Unlock()
@@ -246,7 +246,7 @@ func costly(cost float64) (*harness.Result, error) {
 func TestBatchCostCapStopsScheduling(t *testing.T) {
 	var mu sync.Mutex
 	var caps []float64
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		caps = append(caps, tr.MaxCostUSD)
 		mu.Unlock()
@@ -273,7 +273,7 @@ func TestBatchCostCapStopsScheduling(t *testing.T) {
 func TestJobCostCap(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	n := 0
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		n++
 		assert.InDelta(t, 0.5, tr.MaxCostUSD, 1e-9, "the job's cap reaches the turn")
 		res, _ := costly(0.6)
@@ -291,7 +291,7 @@ func TestJobCostCap(t *testing.T) {
 	assert.Equal(t, 1, recs[0].Parks)
 
 	// A job's own cap wins over the flag; max turns reach the turn.
-	turn = func(_ context.Context, tr Turn) (*harness.Result, error) {
+	turn = func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		assert.InDelta(t, 2.0, tr.MaxCostUSD, 1e-9)
 		assert.Equal(t, 7, tr.MaxTurns)
 		return costly(0.1)
@@ -303,8 +303,8 @@ func TestJobCostCap(t *testing.T) {
 
 func TestParkCarriesThePatch(t *testing.T) {
 	clock := &fakeClock{now: t0}
-	var got []Turn
-	turn := func(_ context.Context, tr Turn) (*harness.Result, error) {
+	var got []TurnRequest
+	turn := func(_ context.Context, tr TurnRequest) (*harness.Result, error) {
 		got = append(got, tr)
 		if len(got) == 1 {
 			err := quotaErr(t0.Add(time.Minute))

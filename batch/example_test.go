@@ -19,7 +19,7 @@ func ExampleRun() {
 	clock := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	tries := map[string]int{}
-	turn := func(_ context.Context, t batch.Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, t batch.TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		tries[t.Job.ID]++
 		first := tries[t.Job.ID] == 1

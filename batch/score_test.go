@@ -150,7 +150,7 @@ func TestVerifyGradesEveryFinishedAttempt(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string][]byte{}
-	recs, err := Run(context.Background(), jobs, func(_ context.Context, t Turn) (*harness.Result, error) {
+	recs, err := Run(context.Background(), jobs, func(_ context.Context, t TurnRequest) (*harness.Result, error) {
 		res := &harness.Result{Agent: t.Agent}
 		switch t.Prompt {
 		case "fix":
@@ -201,7 +201,7 @@ func TestVerifyCancelledGivesNoRecord(t *testing.T) {
 	defer cancel()
 	src := &source.Spec{Repo: "/r", Commit: "main"}
 	recs, err := Run(ctx, []Job{{ID: "j", Agent: "a", Prompt: "p", Source: src, Verify: &VerifySpec{Command: "t"}}},
-		func(context.Context, Turn) (*harness.Result, error) { return &harness.Result{Agent: "a"}, nil },
+		func(context.Context, TurnRequest) (*harness.Result, error) { return &harness.Result{Agent: "a"}, nil },
 		Options{Verify: func(ctx context.Context, _ Job, _ []byte) *harness.Verification {
 			cancel()
 			<-ctx.Done()

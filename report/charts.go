@@ -224,7 +224,7 @@ const maxBars = 20
 
 // topJobs returns up to maxBars job indexes with the largest value, in job
 // order, and how many were left out.
-func (r *Report) topJobs(value func(*Job) float64) ([]int, int) {
+func (r *Report) topJobs(value func(*JobRow) float64) ([]int, int) {
 	var idx []int
 	for i := range r.Jobs {
 		if value(&r.Jobs[i]) > 0 {
@@ -246,7 +246,7 @@ func barHeight(n int) int { return max(200, 100+n*30) }
 // tokenChart stacks each job's tokens by kind.
 func (r *Report) tokenChart() Chart {
 	c := Chart{ID: "chart-tokens", Title: "Tokens per job", Caption: "input, cache reads, cache writes and output, every turn of the job"}
-	idx, left := r.topJobs(func(j *Job) float64 { return float64(j.Usage.Tokens()) })
+	idx, left := r.topJobs(func(j *JobRow) float64 { return float64(j.Usage.Tokens()) })
 	if len(idx) == 0 {
 		c.Empty = "no token usage reported"
 		return c
@@ -287,7 +287,7 @@ func (r *Report) tokenChart() Chart {
 // costChart draws each job's known cost, reported and estimated apart.
 func (r *Report) costChart() Chart {
 	c := Chart{ID: "chart-cost", Title: "Cost per job (USD)", Caption: "as the CLI reported it, or estimated at API list prices; unknown costs are not drawn"}
-	idx, left := r.topJobs(func(j *Job) float64 {
+	idx, left := r.topJobs(func(j *JobRow) float64 {
 		if !j.Usage.CostKnown {
 			return 0
 		}

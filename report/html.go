@@ -323,7 +323,7 @@ func (r *Report) pageData() pageData {
 	return d
 }
 
-func jobRowOf(j *Job) jobRow {
+func jobRowOf(j *JobRow) jobRow {
 	row := jobRow{ID: j.ID, Task: j.Task, Trial: j.Trial, Agents: agentsOf(j), Model: j.Model, Status: j.Status(), Tone: tone(j.Status()),
 		Detail: j.Detail(), Grade: j.Grade(), Reward: rewardText(j.Reward), Duration: formatDuration(j.DurationMS),
 		Turns: j.Turns, Retries: j.Retries, Parks: j.Parks, Tokens: formatTokens(j.Usage.Tokens()), Cost: formatCost(j.Usage),
@@ -339,7 +339,7 @@ func jobRowOf(j *Job) jobRow {
 	return row
 }
 
-func jobDetailOf(j *Job) jobDetail {
+func jobDetailOf(j *JobRow) jobDetail {
 	d := jobDetail{Prompt: j.Prompt, PromptCut: j.PromptCut, Error: j.Outcome.Error, Text: cut(j.Outcome.Text, maxItemText)}
 	if len(d.Prompt) > maxPagePrompt {
 		d.PromptCut += int64(len(d.Prompt) - maxPagePrompt)
@@ -392,7 +392,7 @@ func costNote(u usage.Usage) string {
 	return "reported by the CLI"
 }
 
-func htmlAttemptOf(a runrec.JobAttempt) htmlAttempt {
+func htmlAttemptOf(a runrec.AttemptDir) htmlAttempt {
 	h := htmlAttempt{N: a.Number, Items: conversation(a.Events), Omitted: a.Omitted, Stderr: a.Stderr, Patch: a.Patch}
 	if a.Truncated != nil {
 		h.Truncated = fmt.Sprintf("The trajectory reached its %s cap after event %d; later events were not recorded.",
@@ -403,7 +403,7 @@ func htmlAttemptOf(a runrec.JobAttempt) htmlAttempt {
 		h.Unfinished, h.Status, h.Tone = true, "unfinished", tone("unfinished")
 		return h
 	}
-	j := Job{Finished: true, Outcome: ar.Outcome}
+	j := JobRow{Finished: true, Outcome: ar.Outcome}
 	h.Agent, h.Model, h.Status, h.Tone, h.Detail, h.Error = ar.Agent, ar.Model, j.Status(), tone(j.Status()), j.Detail(), ar.Outcome.Error
 	h.Duration = formatDuration(ar.DurationMS)
 	if !ar.Started.IsZero() {

@@ -136,7 +136,7 @@ func safeRepoPath(p string) bool {
 // Locations are the places a failed job's annotations point at: its
 // failing tests first, then its patch's changed files (the loaded patch's
 // hunks, else the record's file list without lines).
-func (j *Job) Locations() []Location {
+func (j *JobRow) Locations() []Location {
 	changed := PatchLocations(j.LastPatch(), maxLocations)
 	if len(changed) == 0 && j.Patch != nil {
 		for _, f := range j.Patch.Files {

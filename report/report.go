@@ -41,7 +41,7 @@ type Report struct {
 	Manifest *runrec.Manifest
 	// Jobs in the order they finished (results file order), then jobs that
 	// have attempts but no record, by id.
-	Jobs  []Job
+	Jobs  []JobRow
 	Parks []runrec.Park
 	// Notes say what the reader left out.
 	Notes  []string
@@ -51,8 +51,8 @@ type Report struct {
 	Scores batch.Scores
 }
 
-// Job is one job's row.
-type Job struct {
+// JobRow is one job's row.
+type JobRow struct {
 	ID    string
 	Agent string
 	// Agents lists every agent tried, in order.
@@ -69,7 +69,7 @@ type Job struct {
 	// Finished is false for a job the run never finished.
 	Finished bool
 	// Attempts are the recorded turns (run directories only).
-	Attempts []runrec.JobAttempt
+	Attempts []runrec.AttemptDir
 	// Task is the task the job is an attempt of (the record's task, else
 	// the job's id); Trial its trial number (0: the job has one attempt).
 	Task  string
@@ -101,7 +101,7 @@ const (
 
 // Grade is the job's verdict: pass, fail, error, "not graded" or
 // "unfinished". A job without a verifier is never "succeeded".
-func (j *Job) Grade() string {
+func (j *JobRow) Grade() string {
 	switch {
 	case !j.Finished:
 		return GradeUnfinished
@@ -117,7 +117,7 @@ func (j *Job) Grade() string {
 
 // LastPatch is the patch text of the job's last attempt that kept one ("":
 // none loaded).
-func (j *Job) LastPatch() string {
+func (j *JobRow) LastPatch() string {
 	for k := len(j.Attempts) - 1; k >= 0; k-- {
 		if j.Attempts[k].Patch != "" {
 			return j.Attempts[k].Patch
@@ -128,7 +128,7 @@ func (j *Job) LastPatch() string {
 
 // Status is the job's one-word state: "ok", its failure class, or
 // "unfinished".
-func (j *Job) Status() string {
+func (j *JobRow) Status() string {
 	switch {
 	case !j.Finished:
 		return "unfinished"
@@ -142,7 +142,7 @@ func (j *Job) Status() string {
 
 // Detail is the failure's short description: class, outage or auth kind,
 // reset instant.
-func (j *Job) Detail() string {
+func (j *JobRow) Detail() string {
 	o := j.Outcome
 	if !j.Finished || o.OK {
 		return ""
@@ -253,17 +253,17 @@ func FromRun(run *runrec.Run) *Report {
 // jobsFrom joins records and job directories. A job with attempts but no
 // record (a single `run`, or a batch stopped early) is described by its
 // last attempt's result.
-func jobsFrom(recs []batch.Record, dirs []runrec.Job) []Job {
-	attempts := map[string][]runrec.JobAttempt{}
-	inputs := map[string]runrec.Job{}
+func jobsFrom(recs []batch.Record, dirs []runrec.JobDir) []JobRow {
+	attempts := map[string][]runrec.AttemptDir{}
+	inputs := map[string]runrec.JobDir{}
 	for _, d := range dirs {
 		attempts[d.ID] = d.Attempts
 		inputs[d.ID] = d
 	}
 	index := map[string]int{}
-	var jobs []Job
+	var jobs []JobRow
 	for _, rec := range recs {
-		j := Job{ID: rec.Job, Agent: rec.Agent, Agents: rec.Agents, Model: rec.Outcome.Model, Outcome: rec.Outcome,
+		j := JobRow{ID: rec.Job, Agent: rec.Agent, Agents: rec.Agents, Model: rec.Outcome.Model, Outcome: rec.Outcome,
 			DurationMS: rec.DurationMS, Turns: rec.Turns, Retries: rec.Retries, Parks: rec.Parks, Usage: rec.Usage, Finished: true,
 			Task: rec.Task, Trial: rec.Trial, Verdict: rec.Verdict, Reward: rec.Reward, Verify: rec.Verify, Patch: rec.Patch,
 			Metadata: rec.Metadata}
@@ -285,7 +285,7 @@ func jobsFrom(recs []batch.Record, dirs []runrec.Job) []Job {
 	sort.Strings(rest)
 	for _, id := range rest {
 		as := attempts[id]
-		j := Job{ID: id, Attempts: as, Turns: len(as)}
+		j := JobRow{ID: id, Attempts: as, Turns: len(as)}
 		for k, a := range as {
 			if a.Result == nil {
 				continue

@@ -367,7 +367,7 @@ func TestDetailNamesWhatStoppedTheJob(t *testing.T) {
 		{harness.Outcome{Class: "quota", ResetAt: "2026-12-02T11:00:00Z"}, "quota (resets 2026-12-02T11:00:00Z)"},
 		{harness.Outcome{OK: true}, ""},
 	} {
-		j := report.Job{Finished: true, Outcome: c.o}
+		j := report.JobRow{Finished: true, Outcome: c.o}
 		assert.Equal(t, c.want, j.Detail())
 	}
 }

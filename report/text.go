@@ -45,7 +45,7 @@ func clean(s string, n int) string {
 	return strings.TrimRight(b.String(), " ")
 }
 
-func agentsOf(j *Job) string {
+func agentsOf(j *JobRow) string {
 	if len(j.Agents) > 1 {
 		return strings.Join(j.Agents, "→")
 	}

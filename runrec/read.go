@@ -24,16 +24,16 @@ type Run struct {
 	Records []batch.Record
 	Parks   []Park
 	// Jobs are the job directories, sorted by id.
-	Jobs []Job
+	Jobs []JobDir
 	// Notes say what the reader left out or could not use (a torn last
 	// line, a skipped link, a trajectory loaded only in part).
 	Notes []string
 }
 
-// Job is one job directory.
-type Job struct {
+// JobDir is one job directory.
+type JobDir struct {
 	ID       string
-	Attempts []JobAttempt // by number
+	Attempts []AttemptDir // by number
 	// Prompt and Metadata are what the job was asked (input.json, when
 	// kept); PromptCut counts the prompt's bytes that were not kept.
 	Prompt    string
@@ -41,8 +41,8 @@ type Job struct {
 	Metadata  json.RawMessage
 }
 
-// JobAttempt is one attempt directory.
-type JobAttempt struct {
+// AttemptDir is one attempt directory.
+type AttemptDir struct {
 	Number int
 	// Result is nil for an attempt the run never finished.
 	Result *AttemptResult
@@ -214,7 +214,7 @@ func (rd *reader) jobs(root string) {
 			rd.errs = append(rd.errs, fmt.Errorf("%s: %w", rd.rel(dir), err))
 			continue
 		}
-		job := Job{ID: id}
+		job := JobDir{ID: id}
 		rd.input(filepath.Join(dir, InputFile), &job)
 		var nums []int
 		for _, a := range rd.dirs(dir) {
@@ -240,7 +240,7 @@ func (rd *reader) jobs(root string) {
 const maxInputFile = 4 << 20
 
 // input reads a job's optional input.json.
-func (rd *reader) input(path string, job *Job) {
+func (rd *reader) input(path string, job *JobDir) {
 	if _, err := os.Lstat(path); err != nil {
 		return
 	}
@@ -259,8 +259,8 @@ func (rd *reader) input(path string, job *Job) {
 	}
 }
 
-func (rd *reader) attempt(dir, id string, n int) JobAttempt {
-	a := JobAttempt{Number: n}
+func (rd *reader) attempt(dir, id string, n int) AttemptDir {
+	a := AttemptDir{Number: n}
 	path := filepath.Join(dir, ResultFile)
 	if _, err := os.Lstat(path); err == nil {
 		b, err := readSmall(path, maxResultFile)
@@ -324,7 +324,7 @@ type eventLine struct {
 	LimitBytes int64  `json:"limit_bytes"`
 }
 
-func (rd *reader) events(path string, a *JobAttempt) {
+func (rd *reader) events(path string, a *AttemptDir) {
 	f, ok := rd.openRegular(path, true)
 	if !ok {
 		return

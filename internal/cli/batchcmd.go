@@ -441,10 +441,10 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 	if err != nil {
 		return 0, err
 	}
-	var attempt func(batch.Turn) (func(adapters.Event), func(*harness.Result))
+	var attempt func(batch.TurnRequest) (func(adapters.Event), func(*harness.Result))
 	if rec != nil {
 		defer rec.Close()
-		attempt = func(t batch.Turn) (func(adapters.Event), func(*harness.Result)) {
+		attempt = func(t batch.TurnRequest) (func(adapters.Event), func(*harness.Result)) {
 			a := rec.Job(t.Job.ID, 0)
 			_ = rec.Input(t.Job.ID, t.Job.Prompt, t.Job.Metadata) // the first attempt's; an error is Close's
 			return a.Event, func(res *harness.Result) { _ = a.Finish(res) }

@@ -410,7 +410,7 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 		patchAt  = map[string]string{} // job id → its patch.diff, relative to the run directory
 	)
 	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
-	turn := func(_ context.Context, t batch.Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, t batch.TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		diff := patches[t.Job.ID]
 		delete(patches, t.Job.ID) // graded once: memory holds what is left

@@ -187,7 +187,7 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 	}
 	var mu sync.Mutex
 	next := map[string]int{}
-	turn := func(_ context.Context, t batch.Turn) (*harness.Result, error) {
+	turn := func(_ context.Context, t batch.TurnRequest) (*harness.Result, error) {
 		mu.Lock()
 		j := byID[t.Job.ID]
 		i := next[t.Job.ID]
