@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -139,9 +140,14 @@ func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 			code = int(ExitCodeOf(err))
 		}
 	}()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return int(ExitOK)
+	}
+	if argCountError.MatchString(err.Error()) && cmd != nil {
+		// Cobra's argument count message names no argument: say the usage.
+		use, _, _ := strings.Cut(cmd.UseLine(), "\n")
+		err = &flagError{fmt.Errorf("%w (usage: %s; see %s --help)", err, strings.TrimSuffix(use, " [flags]"), cmd.CommandPath())}
 	}
 	var flagErr *flagError
 	if errors.As(err, &flagErr) || strings.HasPrefix(err.Error(), "unknown command ") {
@@ -157,6 +163,9 @@ func Execute(ctx context.Context, f *Factory, args []string) (code int) {
 	}
 	return int(ExitCodeOf(err))
 }
+
+// argCountError matches cobra's messages for a wrong number of arguments.
+var argCountError = regexp.MustCompile(`^(accepts \d+ arg\(s\), received \d+|requires at least \d+ arg\(s\)|accepts at most \d+ arg\(s\)|accepts between \d+ and \d+ arg\(s\))`)
 
 // printError prints an error in the one style every command uses:
 // "outpost: CLASS: message".
