@@ -21,9 +21,13 @@
 //     extra of the step they happened in; message-scoped usage reports into
 //     its metrics, the attempt's total usage into final_metrics.
 //
-// The user's prompt is not part of a run directory, so trajectories begin
-// with the agent's first step (or the live input it was given); Notes says
-// so. Nothing here reads the environment or prints.
+// The prompt the attempt was sent is the first step, a "user" step
+// (extra.outpost_kind "prompt"): the job's prompt as the run directory kept
+// it (runrec.JobDir.HasInput: jobs/NAME/input.json), or the attempt's own
+// (runrec.AttemptResult.Prompt: the continue prompt of a turn resumed after
+// a quota wait). A run directory without input.json holds no prompt: its
+// trajectories begin with the agent's first step (or the live input it was
+// given), and Notes says so. Nothing here reads the environment or prints.
 package atif
 
 import (
@@ -129,20 +133,25 @@ type FinalMetrics struct {
 	Extra                 map[string]any `json:"extra,omitempty"`
 }
 
-// notes is every export's Notes.
-const notes = "Exported by Outpost from a run directory. The user's prompt is not recorded there, so the trajectory starts with the agent. " +
-	"Tool results hold the preview Outpost keeps (at most 2000 bytes; extra.characters is the full length). " +
-	"extra.outpost holds the job, the attempt and Outpost's classified outcome."
+// Notes: how an export begins, then what every export shares.
+const (
+	notesPrompt    = "Exported by Outpost from a run directory. The first step is the job's prompt as the run directory kept it%s. "
+	notesContinued = "Exported by Outpost from a run directory. The first step is the prompt this attempt was sent: it resumed the conversation of an earlier attempt after a quota wait, with Outpost's continue prompt. "
+	notesNoPrompt  = "Exported by Outpost from a run directory. The user's prompt is not recorded there, so the trajectory starts with the agent. "
+	notesShared    = "Tool results hold the preview Outpost keeps (at most 2000 bytes; extra.characters is the full length). " +
+		"extra.outpost holds the job, the attempt, its metadata and Outpost's classified outcome."
+)
 
-// FromAttempt exports attempt a of job as one trajectory. agent names the
+// FromAttempt exports attempt a of job j as one trajectory. agent names the
 // CLI when the attempt's result does not (an unfinished attempt).
-func FromAttempt(job, agent string, a runrec.AttemptDir) *Trajectory {
+func FromAttempt(j runrec.JobDir, agent string, a runrec.AttemptDir) *Trajectory {
 	b := builder{}
 	for _, ev := range a.Events {
 		b.add(ev)
 	}
+	job := j.ID
 	t := &Trajectory{SchemaVersion: SchemaVersion, SessionID: b.session,
-		TrajectoryID: job + "#attempt-" + strconv.Itoa(a.Number), Notes: notes}
+		TrajectoryID: job + "#attempt-" + strconv.Itoa(a.Number)}
 	res := a.Result
 	name, version, model := agent, b.version, b.model
 	if res != nil {
@@ -154,6 +163,30 @@ func FromAttempt(job, agent string, a runrec.AttemptDir) *Trajectory {
 		}
 	}
 	t.Agent = Agent{Name: cmpOr(name, "unknown"), Version: cmpOr(version, "unknown"), ModelName: model}
+	prompt, extra, kept := "", map[string]any{"outpost_kind": "prompt"}, true
+	switch {
+	case res != nil && res.Prompt != "":
+		prompt = res.Prompt
+		extra["continue_prompt"] = true
+		t.Notes = notesContinued + notesShared
+	case j.HasInput:
+		prompt = j.Prompt
+		cut := ""
+		if j.PromptCut > 0 {
+			cut = fmt.Sprintf(" (its first %d bytes; extra.prompt_bytes_cut counts the rest)", len(j.Prompt))
+			extra["prompt_bytes_cut"] = j.PromptCut
+		}
+		t.Notes = fmt.Sprintf(notesPrompt, cut) + notesShared
+	default:
+		t.Notes, kept = notesNoPrompt+notesShared, false
+	}
+	if kept {
+		ts := ""
+		if res != nil {
+			ts = stamp(res.Started)
+		}
+		b.steps = append([]Step{{Source: SourceUser, Message: prompt, Timestamp: ts, Extra: extra}}, b.steps...)
+	}
 	if len(b.steps) == 0 {
 		// ATIF's steps hold the interaction; an attempt that recorded none
 		// still says so in one system step.
@@ -168,6 +201,9 @@ func FromAttempt(job, agent string, a runrec.AttemptDir) *Trajectory {
 	}
 	t.Steps = b.steps
 	outpost := map[string]any{"job": job, "attempt": a.Number}
+	if len(j.Metadata) > 0 {
+		outpost["metadata"] = j.Metadata
+	}
 	if res != nil {
 		outpost["outcome"] = res.Outcome
 		if !res.Started.IsZero() {

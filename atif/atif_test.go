@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/atif"
+	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/runrec"
 	"github.com/outpost-dev/outpost/runrec/runrectest"
 )
@@ -292,15 +293,35 @@ func TestRecordedRunExportsValidATIF(t *testing.T) {
 	for _, r := range run.Records {
 		agents[r.Job] = r.Agent
 	}
-	var attempts, calls, linked, agentSteps, withMetrics int
+	var attempts, calls, linked, agentSteps, withMetrics, prompts, continued int
 	for _, j := range run.Jobs {
+		require.True(t, j.HasInput, "%s: the batch kept its input", j.ID)
 		for _, a := range j.Attempts {
 			attempts++
-			tr := atif.FromAttempt(j.ID, agents[j.ID], a)
+			tr := atif.FromAttempt(j, agents[j.ID], a)
 			doc := decode(t, tr)
 			require.Empty(t, validate(doc), "%s attempt %d", j.ID, a.Number)
 			assert.Equal(t, "ATIF-v1.7", doc["schema_version"])
 			assert.Equal(t, j.ID+"#attempt-"+fmt.Sprint(a.Number), doc["trajectory_id"])
+			// The prompt the attempt was sent is the first step, a user
+			// step: the job's, or a resumed turn's continue prompt.
+			first := tr.Steps[0]
+			assert.Equal(t, atif.SourceUser, first.Source, "%s attempt %d", j.ID, a.Number)
+			assert.Equal(t, "prompt", first.Extra["outpost_kind"])
+			assert.NotContains(t, tr.Notes, "not recorded")
+			if a.Result != nil && a.Result.Prompt != "" {
+				continued++
+				assert.Greater(t, a.Number, 1, j.ID)
+				assert.Equal(t, batch.DefaultContinuePrompt, first.Message, "%s attempt %d", j.ID, a.Number)
+				assert.Equal(t, true, first.Extra["continue_prompt"])
+			} else {
+				prompts++
+				assert.Equal(t, j.Prompt, first.Message, "%s attempt %d", j.ID, a.Number)
+				assert.Contains(t, tr.Notes, "The first step is the job's prompt")
+			}
+			if len(j.Metadata) > 0 {
+				assert.JSONEq(t, string(j.Metadata), string(tr.Extra["outpost"].(map[string]any)["metadata"].(json.RawMessage)), j.ID)
+			}
 			for _, s := range tr.Steps {
 				if s.Source == atif.SourceAgent {
 					agentSteps++
@@ -331,6 +352,36 @@ func TestRecordedRunExportsValidATIF(t *testing.T) {
 	assert.Positive(t, calls)
 	assert.Positive(t, linked)
 	assert.Positive(t, withMetrics)
+	// migrate-db and copilot-park resume once after a quota wait,
+	// weekly-limit three times.
+	assert.Equal(t, 5, continued)
+	assert.Equal(t, attempts-continued, prompts)
+}
+
+// TestNoInputNoPromptStep: a run directory without input.json (one written
+// before prompts were kept) exports trajectories that begin with the agent
+// and say why; a prompt cut to its bound says how much is missing.
+func TestNoInputNoPromptStep(t *testing.T) {
+	run := sampleRun(t)
+	var j runrec.JobDir
+	for _, job := range run.Jobs {
+		if job.ID == "add-tests" {
+			j = job
+		}
+	}
+	require.NotEmpty(t, j.Attempts)
+	j.HasInput, j.Prompt = false, ""
+	tr := atif.FromAttempt(j, "claude", j.Attempts[0])
+	require.Empty(t, validate(decode(t, tr)))
+	assert.Equal(t, atif.SourceAgent, tr.Steps[0].Source)
+	assert.Contains(t, tr.Notes, "The user's prompt is not recorded there")
+
+	j.HasInput, j.Prompt, j.PromptCut = true, "Add tests", 1000
+	tr = atif.FromAttempt(j, "claude", j.Attempts[0])
+	require.Empty(t, validate(decode(t, tr)))
+	assert.Equal(t, "Add tests", tr.Steps[0].Message)
+	assert.EqualValues(t, 1000, tr.Steps[0].Extra["prompt_bytes_cut"])
+	assert.Contains(t, tr.Notes, "its first 9 bytes")
 }
 
 // TestValidatorCatchesViolations: every required field removed, and each
@@ -340,7 +391,7 @@ func TestValidatorCatchesViolations(t *testing.T) {
 	var doc map[string]any
 	for _, j := range run.Jobs {
 		if j.ID == "add-tests" {
-			doc = decode(t, atif.FromAttempt(j.ID, "claude", j.Attempts[0]))
+			doc = decode(t, atif.FromAttempt(j, "claude", j.Attempts[0]))
 		}
 	}
 	require.NotNil(t, doc)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/outposttest"
+	"github.com/outpost-dev/outpost/runrec"
 )
 
 // copyTree copies the regular files and directories under src to dst.
@@ -312,6 +314,72 @@ func TestEvalTaskDataset(t *testing.T) {
 		if w.c > 0 {
 			assert.Contains(t, got[name], "+"+firstLine(script[name].fix, 1), "%s: the passing attempt", name)
 		}
+	}
+
+	// The same dataset through outpost grade: every attempt's prediction
+	// (preds.all.jsonl, in the batch's order) graded again on the task
+	// directories, on the task image the batch built, gets the batch's
+	// verdict and reward per attempt and its pass@k per task.
+	all := strings.TrimSuffix(preds, ".jsonl") + ".all.jsonl"
+	allLines, err := os.ReadFile(all)
+	require.NoError(t, err)
+	gradedAs := map[string]string{} // grade's job id → the batch's
+	perInstance := map[string]int{}
+	var instances []string
+	for _, l := range strings.Split(strings.TrimSpace(string(allLines)), "\n") {
+		var p struct {
+			InstanceID string `json:"instance_id"`
+			Job        string `json:"job"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &p), l)
+		perInstance[p.InstanceID]++
+		instances = append(instances, p.InstanceID)
+		gradedAs[p.InstanceID+"#"+strconv.Itoa(perInstance[p.InstanceID])] = p.Job
+	}
+	require.Len(t, instances, 19, "every attempt's prediction")
+	for id, job := range gradedAs {
+		if perInstance[strings.Split(id, "#")[0]] == 1 {
+			delete(gradedAs, id)
+			gradedAs[strings.Split(id, "#")[0]] = job // one prediction: graded under the task's id
+		}
+	}
+	graded := filepath.Join(root, "graded")
+	grade := exec.Command(outpost, "grade", all, "--tasks", tasks, "--out", graded, "--concurrency", "6")
+	grade.Dir = t.TempDir()
+	grade.Env = append(os.Environ(), "OUTPOST_STATE_DIR="+t.TempDir())
+	gradeOut, err := grade.CombinedOutput()
+	require.NoError(t, err, "verdicts do not change the exit code: %s", gradeOut)
+	assert.Zero(t, owned(t, cli, grade.Process.Pid), "no verifier container left")
+	assert.Contains(t, string(gradeOut), "reused "+tag, "the task image is built once")
+	assert.NotContains(t, string(gradeOut), "built outpost-task:")
+	assert.Contains(t, string(gradeOut), "solved 7 of 19 graded jobs (11 failed, 1 verifier errors)")
+	byJob := map[string]batch.Record{}
+	for _, r := range recs {
+		byJob[r.Job] = r
+	}
+	grecs := readRecords(t, filepath.Join(graded, runrec.ResultsFile))
+	require.Len(t, grecs, 19, string(gradeOut))
+	for _, g := range grecs {
+		b, ok := byJob[gradedAs[g.Job]]
+		require.True(t, ok, "graded %s: no batch attempt %q", g.Job, gradedAs[g.Job])
+		assert.Equal(t, b.Verdict, g.Verdict, "%s (batch %s): %+v", g.Job, b.Job, g.Verify)
+		if b.Reward == nil {
+			assert.Nil(t, g.Reward, g.Job)
+		} else if assert.NotNil(t, g.Reward, g.Job) {
+			assert.Equal(t, *b.Reward, *g.Reward, g.Job)
+		}
+	}
+	gb, err := os.ReadFile(filepath.Join(graded, runrec.ResultsFile+".scores.json"))
+	require.NoError(t, err)
+	var gscores batch.Scores
+	require.NoError(t, json.Unmarshal(gb, &gscores))
+	require.Len(t, gscores.Tasks, len(scores.Tasks))
+	for i, ts := range gscores.Tasks {
+		w := scores.Tasks[i]
+		assert.Equal(t, w.Task, ts.Task)
+		assert.Equal(t, [3]int{w.N, w.C, w.Errors}, [3]int{ts.N, ts.C, ts.Errors}, ts.Task)
+		assert.InDelta(t, w.PassAt1, ts.PassAt1, 1e-9, "%s pass@1", ts.Task)
+		assert.InDelta(t, w.PassAtN, ts.PassAtN, 1e-9, "%s pass@n", ts.Task)
 	}
 
 	// A second batch finds the image instead of building it; gc --images

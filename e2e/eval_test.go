@@ -668,12 +668,14 @@ func TestEvalAccountPause(t *testing.T) {
 }
 
 // TestEvalReadmeExample runs the README's worked evaluation example as a
-// newcomer would paste it: tasks, batch, report, predictions.
+// newcomer would paste it: task directories with hidden tests, a batch of
+// two attempts each graded in its own lease (solved, pass@k), the run
+// directory's report, predictions, and the predictions graded again.
 func TestEvalReadmeExample(t *testing.T) {
 	evalDocker(t)
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
-	const head = "```bash\n# 1. Tasks: two tiny repositories"
+	const head = "```bash\n# 1. Tasks: two task directories"
 	s := string(readme)
 	start := strings.Index(s, head)
 	require.NotEqual(t, -1, start, "README has the worked example")
@@ -704,4 +706,13 @@ func TestEvalReadmeExample(t *testing.T) {
 	assert.Contains(t, string(out), "solved 4 of 4 graded jobs (0 failed, 0 verifier errors); pass@1 1.000, pass@2 1.000 over 2 tasks")
 	assert.Contains(t, string(out), `"pass_at_1": 1`, "the scores were printed")
 	assert.Equal(t, 2, strings.Count(string(out), `"instance_id":"demo__task-`), "the predictions were printed, one per instance")
+	assert.Contains(t, string(out), "task1#2", "the run directory's report lists the jobs")
+
+	// outpost grade gives every attempt's prediction the batch's verdict.
+	graded := readRecords(t, filepath.Join(dir, "outpost-eval", "graded", "results.jsonl"))
+	require.Len(t, graded, 4, string(out))
+	for _, r := range graded {
+		assert.Equal(t, harness.VerdictPass, r.Verdict, "graded %s: %+v", r.Job, r.Verify)
+	}
+	assert.Equal(t, 3, strings.Count(string(out), "pass@1 1.000, pass@2 1.000 over 2 tasks"), "batch, report and grade: %s", out)
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/batch"
 )
 
 // TestBatchOutAndReport: a batch of 13 jobs across the real Claude Code,
@@ -80,6 +82,33 @@ func TestBatchOutAndReport(t *testing.T) {
 	input, err := os.ReadFile(filepath.Join(out, "jobs", "claude-ok", "input.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(input), `"prompt": "say MARK-ok-claude"`, "the run directory keeps each job's prompt")
+
+	// The ATIF export begins each trajectory with the prompt its attempt
+	// was sent: the job's, or the continue prompt of a turn resumed after
+	// its park.
+	atifDir := filepath.Join(dir, "atif")
+	b, err = exec.Command(outpost, "report", out, "--atif", atifDir).CombinedOutput()
+	require.NoError(t, err, string(b))
+	firstStep := func(job string, attempt int) (source, message string) {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(atifDir, job, fmt.Sprint(attempt), "trajectory.json"))
+		require.NoError(t, err)
+		var doc struct {
+			Steps []struct{ Source, Message string }
+		}
+		require.NoError(t, json.Unmarshal(raw, &doc))
+		require.NotEmpty(t, doc.Steps, job)
+		return doc.Steps[0].Source, doc.Steps[0].Message
+	}
+	src, msg := firstStep("claude-ok", 1)
+	assert.Equal(t, "user", src)
+	assert.Equal(t, "say MARK-ok-claude", msg)
+	src, msg = firstStep("claude-quota", 1)
+	assert.Equal(t, "user", src)
+	assert.Equal(t, "[[outpost:scenario=quota;times=1]] MARK-quota-claude", msg)
+	src, msg = firstStep("claude-quota", 2)
+	assert.Equal(t, "user", src)
+	assert.Equal(t, batch.DefaultContinuePrompt, msg, "the resumed turn was sent the continue prompt")
 
 	report := func(format string) string {
 		f := filepath.Join(dir, "report."+format)

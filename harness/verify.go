@@ -187,7 +187,7 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 	}
 	if len(in.Source.Patch) > 0 {
 		if err := applyPatch(wctx, sb, in.Source.Patch); err != nil {
-			if ctx.Err() != nil || errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			if ctx.Err() != nil || errors.Is(wctx.Err(), context.DeadlineExceeded) || errors.As(err, new(gitNotRunError)) {
 				return fail(VerdictError, "apply the attempt's patch: %v", err)
 			}
 			return fail(VerdictFail, "the attempt's patch does not apply to the source: %v", err)

@@ -192,3 +192,20 @@ func TestVerifyLeaseFailureIsError(t *testing.T) {
 	assert.Nil(t, v.Reward)
 	assert.Contains(t, v.Error, "acquire the verifier's sandbox")
 }
+
+// TestVerifyWithoutGitIsError: a verifier lease that cannot run git (not
+// on its PATH) could not apply the patch: verdict error, not a fail the
+// patch is blamed for.
+func TestVerifyWithoutGitIsError(t *testing.T) {
+	vt := newVerifyTask(t)
+	fix := vt.patch(t, "echo 'echo 2' > app.sh")
+	bin := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(sh, filepath.Join(bin, "sh")))
+	vt.prov = host.New(host.Options{Env: map[string]string{"PATH": bin}, TempDir: t.TempDir()})
+	v := vt.verify(t, fix, "sh tests/check.sh", 0)
+	assert.Equal(t, VerdictError, v.Verdict, "%+v", v)
+	assert.Nil(t, v.Reward)
+	assert.Contains(t, v.Error, "apply the attempt's patch")
+}

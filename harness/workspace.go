@@ -289,13 +289,25 @@ func runGit(ctx context.Context, sb sandbox.Sandbox, env map[string]string, max 
 	cmd := sandbox.Command{Args: append(append([]string{"git"}, gitConfig...), args...), Env: env, Dir: sb.Root()}
 	out, stderr, st, err := execCapture(ctx, sb, cmd, max)
 	if err != nil {
-		return nil, false, fmt.Errorf("git %s: %w", args[0], err)
+		return nil, false, fmt.Errorf("git %s: %w", args[0], gitNotRunError{err})
 	}
 	if !st.Success() {
-		return nil, false, fmt.Errorf("git %s: %s: %s", args[0], st, strings.TrimSpace(stderr))
+		err := fmt.Errorf("%s: %s", st, strings.TrimSpace(stderr))
+		if st.Code == 126 || st.Code == 127 || st.Signal != "" || st.OOMKilled {
+			// Not executable, not found, killed: git did not get to refuse.
+			err = gitNotRunError{err}
+		}
+		return nil, false, fmt.Errorf("git %s: %w", args[0], err)
 	}
 	return out, max > 0 && len(out) > max, nil
 }
+
+// gitNotRunError is a git that could not run in the sandbox (not there, not
+// executable, killed), as opposed to one that ran and refused.
+type gitNotRunError struct{ err error }
+
+func (e gitNotRunError) Error() string { return e.err.Error() }
+func (e gitNotRunError) Unwrap() error { return e.err }
 
 // execCapture runs cmd and returns up to max+1 bytes of its stdout, the
 // last 2 KiB of its stderr and its exit status. ctx bounds it all: when it

@@ -35,7 +35,9 @@ type JobDir struct {
 	ID       string
 	Attempts []AttemptDir // by number
 	// Prompt and Metadata are what the job was asked (input.json, when
-	// kept); PromptCut counts the prompt's bytes that were not kept.
+	// kept: HasInput); PromptCut counts the prompt's bytes that were not
+	// kept.
+	HasInput  bool
 	Prompt    string
 	PromptCut int64
 	Metadata  json.RawMessage
@@ -253,7 +255,7 @@ func (rd *reader) input(path string, job *JobDir) {
 		rd.errs = append(rd.errs, fmt.Errorf("%s: %w", rd.rel(path), err))
 		return
 	}
-	job.Prompt, job.Metadata = in.Prompt, in.Metadata
+	job.HasInput, job.Prompt, job.Metadata = true, in.Prompt, in.Metadata
 	if in.PromptBytes > int64(len(in.Prompt)) {
 		job.PromptCut = in.PromptBytes - int64(len(in.Prompt))
 	}

@@ -11,7 +11,7 @@
 //	DIR/jobs/NAME/N/events.jsonl       attempt N's trajectory: its normalized events, one JSON object per line
 //	                                   (the objects `outpost run --json` prints), bounded by a truncation marker
 //	DIR/jobs/NAME/N/stderr.txt         the tail of the CLI's standard error
-//	DIR/jobs/NAME/N/result.json        the attempt's AttemptResult (outcome, usage, timing, trajectory size)
+//	DIR/jobs/NAME/N/result.json        the attempt's AttemptResult (outcome, usage, timing, trajectory size, a resumed turn's prompt)
 //	DIR/jobs/NAME/N/patch.diff         the attempt's patch, when one was given
 //
 // A job's verdict, reward and verifier output (its tail) are in its
@@ -163,6 +163,10 @@ type AttemptResult struct {
 	Patch  string `json:"patch,omitempty"`
 	// PatchOmitted is the size of a patch over the cap, which is not kept.
 	PatchOmitted int `json:"patch_omitted,omitempty"`
+	// Prompt is the prompt this attempt was sent when it was not the job's
+	// (input.json): a turn resumed after a quota wait is sent the continue
+	// prompt. It is cut to DefaultMaxPromptBytes.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // Input is what a job was asked: its input.json.
@@ -467,13 +471,9 @@ func (r *Recorder) Input(id, prompt string, metadata json.RawMessage) error {
 	if _, err := os.Lstat(path); err == nil {
 		return nil
 	}
-	in := Input{Prompt: prompt}
-	if len(prompt) > DefaultMaxPromptBytes {
-		cut := DefaultMaxPromptBytes
-		for cut > 0 && prompt[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		in.Prompt, in.PromptBytes = prompt[:cut], int64(len(prompt))
+	in := Input{Prompt: cutPrompt(prompt)}
+	if len(in.Prompt) < len(prompt) {
+		in.PromptBytes = int64(len(prompt))
 	}
 	switch {
 	case len(metadata) > maxMetadataBytes:
@@ -490,6 +490,18 @@ func (r *Recorder) Input(id, prompt string, metadata json.RawMessage) error {
 		return fmt.Errorf("record input: %w", err)
 	}
 	return nil
+}
+
+// cutPrompt cuts a prompt to DefaultMaxPromptBytes on a character boundary.
+func cutPrompt(prompt string) string {
+	if len(prompt) <= DefaultMaxPromptBytes {
+		return prompt
+	}
+	cut := DefaultMaxPromptBytes
+	for cut > 0 && prompt[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return prompt[:cut]
 }
 
 // Record appends a finished job's record to results.jsonl.
@@ -594,6 +606,15 @@ type Attempt struct {
 	lastSeq   int64
 	patchName string
 	patchOver int
+	prompt    string
+}
+
+// Prompt records the prompt this attempt was sent when it is not the job's
+// (Recorder.Input), as AttemptResult.Prompt.
+func (a *Attempt) Prompt(p string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prompt = cutPrompt(p)
 }
 
 // Number returns the attempt number (0 when the attempt could not be
@@ -737,7 +758,7 @@ func (a *Attempt) closeEvents() {
 }
 
 func (a *Attempt) writeResult(res *harness.Result) error {
-	ar := AttemptResult{Job: a.job, Attempt: a.n, Trajectory: a.traj, Patch: a.patchName, PatchOmitted: a.patchOver}
+	ar := AttemptResult{Job: a.job, Attempt: a.n, Trajectory: a.traj, Patch: a.patchName, PatchOmitted: a.patchOver, Prompt: a.prompt}
 	if res == nil {
 		res = &harness.Result{Err: outposterr.New(outposterr.Aborted, "no result")}
 	}

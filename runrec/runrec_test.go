@@ -382,12 +382,16 @@ func TestInputKeptOnceAndBounded(t *testing.T) {
 	long := strings.Repeat("é", runrec.DefaultMaxPromptBytes) // two bytes each
 	require.NoError(t, rec.Input("b", long, json.RawMessage(`{"big":"`+strings.Repeat("x", 600<<10)+`"}`)))
 	require.NoError(t, rec.Input("c", "no metadata", json.RawMessage(`not json`)))
+	require.NoError(t, rec.Job("d", 0).Finish(nil), "a job whose input was not kept")
 	require.NoError(t, rec.Close())
 
 	run, err := runrec.Read(dir, runrec.ReadOptions{})
 	require.NoError(t, err)
-	require.Len(t, run.Jobs, 3)
-	a, b, c := run.Jobs[0], run.Jobs[1], run.Jobs[2]
+	require.Len(t, run.Jobs, 4)
+	a, b, c, d := run.Jobs[0], run.Jobs[1], run.Jobs[2], run.Jobs[3]
+	assert.True(t, a.HasInput && b.HasInput && c.HasInput)
+	assert.False(t, d.HasInput, "no input.json")
+	assert.Empty(t, d.Prompt)
 	assert.Equal(t, "Fix the bug", a.Prompt)
 	assert.JSONEq(t, `{"instance_id":"x-1"}`, string(a.Metadata))
 	assert.Zero(t, a.PromptCut)

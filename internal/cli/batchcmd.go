@@ -447,6 +447,9 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 		attempt = func(t batch.TurnRequest) (func(adapters.Event), func(*harness.Result)) {
 			a := rec.Job(t.Job.ID, 0)
 			_ = rec.Input(t.Job.ID, t.Job.Prompt, t.Job.Metadata) // the first attempt's; an error is Close's
+			if t.Prompt != t.Job.Prompt {
+				a.Prompt(t.Prompt) // a resumed turn's continue prompt
+			}
 			return a.Event, func(res *harness.Result) { _ = a.Finish(res) }
 		}
 	}

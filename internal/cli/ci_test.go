@@ -68,7 +68,7 @@ func TestCIGitHubTurn(t *testing.T) {
 
 	out := execute(t, "", env, "ci", "github", "--dir", dir, "--exit-code", "0")
 	require.Equal(t, 0, out.code, out.stderr)
-	assert.Contains(t, out.stdout, "::notice title=outpost report::1 jobs: 1 ok, 0 failed")
+	assert.Contains(t, out.stdout, "::notice title=outpost report::1 jobs, not graded (no verifier); runs: 1 ok, 0 failed")
 	o := readOutputs(t, env["GITHUB_OUTPUT"])
 	assert.Equal(t, map[string]string{"outcome": "ok", "class": "", "exit-code": "0", "cost": "0.0125",
 		"text-path": filepath.Join(dir, "text.md"), "patch-path": filepath.Join(dir, "patch.diff"), "report-dir": dir}, o)

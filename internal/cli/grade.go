@@ -38,7 +38,7 @@ type GradeOptions struct {
 func NewCmdGrade(f *Factory) *cobra.Command {
 	o := &GradeOptions{Run: RunOptions{IO: f.IO}}
 	cmd := &cobra.Command{
-		Use:   "grade PREDICTIONS.jsonl|- --tasks TASKS.jsonl [--out DIR] [--concurrency N]",
+		Use:   "grade PREDICTIONS.jsonl|- --tasks TASKS.jsonl|DIR [--out DIR] [--concurrency N]",
 		Short: "Grade an existing predictions file (SWE-bench format) with the tasks' verifiers, resumable",
 		Long: `grade runs the verifier of each prediction's task on the prediction's patch, each in a
 fresh lease of its own, as outpost batch grades its attempts: the task's source at its
@@ -55,7 +55,9 @@ ID#1…ID#K, and pass@k over them.
 
 TASKS is an outpost jobs file (the one outpost batch takes) whose jobs carry a git source
 and a verifier; agent and prompt may be left out, env is ignored (a verifier gets no
-variable), and so is attempts (the predictions are the attempts). A prediction matches the task whose metadata.instance_id is its instance_id,
+variable), and so is attempts (the predictions are the attempts). TASKS may also be a
+task directory, or a directory of them, as outpost batch takes it. A task's environment
+is built (or reused) as in batch and is its verifier's image. A prediction matches the task whose metadata.instance_id is its instance_id,
 else the task whose id is. The jobs file's path rules apply as in batch (--allow-path).
 A prediction without a task, or whose task has no verifier, is a configuration error
 before anything runs (exit 2); tasks without a prediction are not graded.
@@ -93,7 +95,7 @@ verifiers' leases and prints the command that continues.`,
 	}
 	addSandboxFlags(f, cmd, &o.Run.Sandbox)
 	fl := cmd.Flags()
-	fl.StringVar(&o.Tasks, "tasks", "", "the jobs file of the tasks (git source and verify), matched by metadata.instance_id, else id")
+	fl.StringVar(&o.Tasks, "tasks", "", "the jobs file or task directory of the tasks (git source and verify), matched by metadata.instance_id, else id")
 	fl.StringVar(&o.Run.Output.Out, "out", "", "the run directory (default PREDICTIONS.grade); an earlier one is continued")
 	fl.IntVar(&o.Concurrency, "concurrency", 4, "verifiers running at once")
 	fl.BoolVar(&o.Run.Output.JSON, "json", false, "print each result line on standard output as well")
@@ -331,7 +333,13 @@ func runGrade(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeOptio
 	if err != nil {
 		return err
 	}
-	tasks, err := readJobs(o.Tasks, f.IO.In, &BatchOptions{Run: o.Run, AllowPaths: o.AllowPaths, grading: true})
+	bo := &BatchOptions{Run: o.Run, AllowPaths: o.AllowPaths, grading: true}
+	var tasks []batch.Job
+	if o.Tasks != "-" && isDir(o.Tasks) {
+		tasks, err = readTasks(o.Tasks, bo)
+	} else {
+		tasks, err = readJobs(o.Tasks, f.IO.In, bo)
+	}
 	if err != nil {
 		return err
 	}
@@ -366,6 +374,10 @@ func runGrade(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeOptio
 	}
 	finished := 0
 	if len(done) < len(jobs) {
+		// A task's environment is the verifier's image, as in batch.
+		if err := buildEnvironments(ctx, f, bo, jobs, done); err != nil {
+			return err
+		}
 		if finished, err = gradePending(ctx, cmd, f, o, jobs, patches, batch.Options{
 			Concurrency: o.Concurrency, Done: done, Attempts: prev.count, MaxRetries: -1, MaxParks: -1,
 		}); err != nil {

@@ -78,3 +78,42 @@ func TestGradeInterruptReleasesLeases(t *testing.T) {
 	assert.Contains(t, stderr.String(), "interrupted: 0 attempts graded this run; to continue, run:")
 	assert.Contains(t, stderr.String(), "grade preds.jsonl --concurrency=2 --sandbox=host --tasks=tasks.jsonl --out=graded")
 }
+
+// TestGradeTaskDirectory: --tasks takes a task directory as batch does —
+// its tests/test.sh is the verifier, its id the instance — and a task
+// without an agent or a prompt given still grades.
+func TestGradeTaskDirectory(t *testing.T) {
+	testenv.Short(t)
+	dir := t.TempDir()
+	task := filepath.Join(dir, "tasks", "app")
+	ws := filepath.Join(task, "workspace")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(task, "tests"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(task, "instruction.md"), []byte("Make app.sh print 2.\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(task, "task.json"), []byte(`{"verify":{"timeout":"1m"}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(task, "tests", "test.sh"),
+		[]byte("[ \"$(sh app.sh)\" = 2 ] || { echo \"want 2, got $(sh app.sh)\"; exit 1; }\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "app.sh"), []byte("echo 1\n"), 0o644))
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-qm", "task"}} {
+		git := exec.Command("git", args...)
+		git.Dir = ws
+		git.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := git.CombinedOutput()
+		require.NoError(t, err, string(out))
+	}
+	patch := func(to string) string {
+		return `"diff --git a/app.sh b/app.sh\n--- a/app.sh\n+++ b/app.sh\n@@ -1 +1 @@\n-echo 1\n+echo ` + to + `\n"`
+	}
+	preds := `{"instance_id":"app","model_patch":` + patch("2") + "}\n" + `{"instance_id":"app","model_patch":` + patch("3") + "}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "preds.jsonl"), []byte(preds), 0o600))
+	graded := filepath.Join(dir, "graded")
+	out := execute(t, "", map[string]string{"PATH": os.Getenv("PATH")}, "grade", filepath.Join(dir, "preds.jsonl"), "--tasks", filepath.Join(dir, "tasks"),
+		"--out", graded, "--sandbox", "host")
+	require.Equal(t, 0, out.code, out.stderr)
+	assert.Contains(t, out.stderr, "solved 1 of 2 graded jobs (1 failed, 0 verifier errors)")
+	b, err := os.ReadFile(filepath.Join(graded, "results.jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"job":"app#1"`)
+	assert.Contains(t, string(b), "want 2, got 3", "app#2 was graded by the task's tests/test.sh")
+}

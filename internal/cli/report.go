@@ -167,7 +167,7 @@ func exportATIF(o *ReportOptions) error {
 			return err
 		}
 		for _, a := range j.Attempts {
-			b, err := json.MarshalIndent(atif.FromAttempt(j.ID, agents[j.ID], a), "", "  ")
+			b, err := json.MarshalIndent(atif.FromAttempt(j, agents[j.ID], a), "", "  ")
 			if err != nil {
 				return outposterr.Wrap(outposterr.Internal, err, "export job %s attempt %d", j.ID, a.Number)
 			}

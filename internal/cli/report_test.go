@@ -77,6 +77,7 @@ func TestReportATIF(t *testing.T) {
 		Agent         struct{ Name string }
 		Steps         []struct {
 			Source    string
+			Message   string
 			ToolCalls []json.RawMessage `json:"tool_calls"`
 		}
 	}
@@ -84,6 +85,8 @@ func TestReportATIF(t *testing.T) {
 	assert.Equal(t, "ATIF-v1.7", doc.SchemaVersion)
 	assert.Equal(t, "claude", doc.Agent.Name)
 	require.NotEmpty(t, doc.Steps)
+	assert.Equal(t, "user", doc.Steps[0].Source, "the prompt comes first")
+	assert.Equal(t, "Add tests for the parser", doc.Steps[0].Message)
 
 	out = execute(t, "", nil, "report", filepath.Join(dir, "results.jsonl"), "--atif", outDir)
 	assert.Equal(t, int(ExitConfiguration), out.code)

@@ -125,6 +125,9 @@ func readTask(dir string, o *BatchOptions) (batch.Job, error) {
 	if j.Agent == "" {
 		j.Agent = o.Run.Turn.Agent
 	}
+	if o.grading {
+		gradingTask(&j)
+	}
 	if j.Agent == "" {
 		return j, bad("no agent: name one in %s (\"agent\") or pass --agent", taskConfig)
 	}

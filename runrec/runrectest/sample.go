@@ -201,6 +201,9 @@ func Sample(dir string, fixtures fs.FS, o Options) ([]batch.Record, error) {
 		if err := rec.Input(recordedID(t.Job.ID), t.Job.Prompt, t.Job.Metadata); err != nil {
 			return &harness.Result{Agent: t.Agent}, err
 		}
+		if t.Prompt != t.Job.Prompt {
+			att.Prompt(t.Prompt)
+		}
 		res, err := replay(fixtures, s, clk, att, t.Job.ID == hostileRunID)
 		if err != nil {
 			return res, err
