@@ -30,10 +30,12 @@ const ForwardDir = "/run/outpost"
 // 127.0.0.1:PORT and relays every connection to SOCKET; a socat that dies
 // (killed by the agent, which runs as the same user) is restarted a second
 // later. The script then waits until every port listens (read from
-// /proc/net/tcp, so it needs no client tool) and reports on its standard
-// output, which the provider reads on the lifeline's attach: a line
-// [forwardReady], or [forwardFailed] and the reason (no socat, nothing
-// listening after about 10 s of polling). Either way the shell then
+// /proc/net/tcp with the shell's own read, so it needs no client tool and
+// polling forks nothing but sleep: 10 ms apart, then 50 ms, which matters
+// with many leases starting at once) and reports on its standard output,
+// which the provider reads on the lifeline's attach: a line [forwardReady],
+// or [forwardFailed] and the reason (no socat, nothing listening after
+// about 20 s of polling). Either way the shell then
 // becomes the lease's keeper ([keeperScript]), so the forwarders live and
 // die with the container. Reporting on a stream the provider already
 // holds keeps readiness off the lease's critical path: no exec is made to
@@ -46,13 +48,14 @@ else
     (while :; do socat TCP-LISTEN:"$1",bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:"$2"; sleep 1; done) </dev/null >/dev/null 2>&1 &
     ports="$ports $1"; shift 2
   done
+  listening() { while read -r _ la _ st _; do [ "$la $st" = "$1 0A" ] && return 0; done </proc/net/tcp; return 1; }
   bad=
   for p in $ports; do
-    h=$(printf '%04X' "$p"); i=0
-    until grep -q ": 0100007F:$h 00000000:0000 0A" /proc/net/tcp; do
-      i=$((i+1))
-      if [ "$i" -ge 1000 ]; then bad=$p; break 2; fi
-      sleep 0.01
+    h=$(printf '%04X' "$p"); n=0
+    until listening "0100007F:$h"; do
+      n=$((n+1))
+      if [ "$n" -ge 400 ]; then bad=$p; break 2; fi
+      if [ "$n" -le 10 ]; then sleep 0.01; else sleep 0.05; fi
     done
   done
   if [ -n "$bad" ]; then echo "` + forwardFailed + ` nothing listens on 127.0.0.1:$bad"; else echo ` + forwardReady + `; fi
