@@ -122,10 +122,12 @@ func (l *lease) awaitForwards(ctx context.Context, r io.Reader) error {
 	ctx, cancel := l.p.opCtx(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, l.cutLifeline)
-	defer stop()
 	line, err := readStdoutLine(r)
+	// The lifeline was cut (or is being cut) if stop comes too late: the
+	// lease is lost even when the line was read.
+	cut := !stop()
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case cut:
 		return outposterr.Wrap(outposterr.Sandbox, ctx.Err(), "start socket forwarders in %s", shortID(l.id))
 	case err != nil:
 		return outposterr.Wrap(outposterr.Sandbox, err, "start socket forwarders in %s", shortID(l.id))
