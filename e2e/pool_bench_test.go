@@ -160,8 +160,9 @@ func gatewaySpec(b *testing.B, e benchEnv) sandbox.Spec {
 
 // BenchmarkGatewayTurns: per iteration, interleaved in rotating order, a
 // cold Docker turn whose lease reaches the default gateway (the socket
-// forward: a supervised socat started by the container's entrypoint, and
-// an exec that waits until it listens), the same cold turn without it,
+// forward: a supervised socat started by the container's entrypoint, which
+// reports on the lifeline attach once it listens), the same cold turn
+// without it,
 // the gateway turn through a warm pool, and raw `docker run --rm -i`.
 func BenchmarkGatewayTurns(b *testing.B) {
 	e := newBenchEnv(b)

@@ -102,7 +102,9 @@
 //     lease's own 127.0.0.1:Port and relays to it; a forwarder that dies is
 //     restarted a second later, and all of them end with the container.
 //     Acquire returns once every port listens (an image without socat is a
-//     sandbox error). With network "none" this is how a lease reaches a
+//     sandbox error); the entrypoint reports that on its standard output,
+//     which the provider reads on the lifeline's attach, so readiness
+//     costs no exec. With network "none" this is how a lease reaches a
 //     model gateway with no route anywhere; network "host" is refused (the
 //     port would be the host's). The container's entrypoint is then the
 //     forwarding script, which then becomes the keeper;

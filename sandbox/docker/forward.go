@@ -1,12 +1,17 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/docker/docker/api/types/mount"
 
@@ -24,28 +29,44 @@ const ForwardDir = "/run/outpost"
 // Each pair gets a supervised socat that listens on the lease's own
 // 127.0.0.1:PORT and relays every connection to SOCKET; a socat that dies
 // (killed by the agent, which runs as the same user) is restarted a second
-// later. The shell then becomes the lease's keeper ([keeperScript]), so the
-// forwarders live and die with the container. Without socat it only keeps
-// the lease and the readiness check reports the missing program.
-const forwardScript = `command -v socat >/dev/null 2>&1 || { ` + keeperScript + `; exit 0; }
-while [ "$#" -ge 2 ]; do
-  (while :; do socat TCP-LISTEN:"$1",bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:"$2"; sleep 1; done) </dev/null >/dev/null 2>&1 &
-  shift 2
-done
+// later. The script then waits until every port listens (read from
+// /proc/net/tcp with the shell's own read, so it needs no client tool and
+// polling forks nothing but sleep: 10 ms apart, then 50 ms, which matters
+// with many leases starting at once) and reports on its standard output,
+// which the provider reads on the lifeline's attach: a line [forwardReady],
+// or [forwardFailed] and the reason (no socat, nothing listening after
+// about 20 s of polling). Either way the shell then
+// becomes the lease's keeper ([keeperScript]), so the forwarders live and
+// die with the container. Reporting on a stream the provider already
+// holds keeps readiness off the lease's critical path: no exec is made to
+// ask.
+const forwardScript = `if ! command -v socat >/dev/null 2>&1; then
+  echo "` + forwardFailed + ` the sandbox image has no socat, which forwards the gateway socket"
+else
+  ports=
+  while [ "$#" -ge 2 ]; do
+    (while :; do socat TCP-LISTEN:"$1",bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:"$2"; sleep 1; done) </dev/null >/dev/null 2>&1 &
+    ports="$ports $1"; shift 2
+  done
+  listening() { while read -r _ la _ st _; do [ "$la $st" = "$1 0A" ] && return 0; done </proc/net/tcp; return 1; }
+  bad=
+  for p in $ports; do
+    h=$(printf '%04X' "$p"); n=0
+    until listening "0100007F:$h"; do
+      n=$((n+1))
+      if [ "$n" -ge 400 ]; then bad=$p; break 2; fi
+      if [ "$n" -le 10 ]; then sleep 0.01; else sleep 0.05; fi
+    done
+  done
+  if [ -n "$bad" ]; then echo "` + forwardFailed + ` nothing listens on 127.0.0.1:$bad"; else echo ` + forwardReady + `; fi
+fi
 ` + keeperScript
 
-// forwardReadyScript waits until every port listens on 127.0.0.1 inside the
-// lease (read from /proc/net/tcp, so it needs no client tool):
-// sh -c forwardReadyScript outpost-forward-ready PORT...
-const forwardReadyScript = `command -v socat >/dev/null 2>&1 || { echo "the sandbox image has no socat, which forwards the gateway socket" >&2; exit 127; }
-for p in "$@"; do
-  h=$(printf '%04X' "$p"); i=0
-  until grep -q ": 0100007F:$h 00000000:0000 0A" /proc/net/tcp; do
-    i=$((i+1))
-    if [ "$i" -ge 200 ]; then echo "nothing listens on 127.0.0.1:$p" >&2; exit 1; fi
-    sleep 0.05
-  done
-done`
+// The lines forwardScript reports on its standard output.
+const (
+	forwardReady  = "outpost-forwards-ready"
+	forwardFailed = "outpost-forwards-failed:"
+)
 
 // forwardPlan validates Spec.Forwards and returns their mounts and the
 // entrypoint arguments (PORT SOCKET pairs, sandbox paths).
@@ -92,15 +113,59 @@ func checkSocket(p string) error {
 	return nil
 }
 
-// awaitForwards waits until the lease's forwarders listen.
-func (l *lease) awaitForwards(ctx context.Context, args []string) error {
-	var ports []string
-	for i := 0; i < len(args); i += 2 {
-		ports = append(ports, args[i])
-	}
-	argv := append([]string{"sh", "-c", forwardReadyScript, "outpost-forward-ready"}, ports...)
-	if _, err := l.quick(ctx, argv); err != nil {
+// awaitForwards waits until the lease's forwarders listen: it reads the
+// line forwardScript reports on the lifeline attach's stdout (r, the
+// engine's multiplexed stream). The attach was made before the container
+// started, so the line cannot be missed; ctx ends the wait by closing the
+// lifeline (the lease is released then anyway).
+func (l *lease) awaitForwards(ctx context.Context, r io.Reader) error {
+	ctx, cancel := l.p.opCtx(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, l.cutLifeline)
+	line, err := readStdoutLine(r)
+	// The lifeline was cut (or is being cut) if stop comes too late: the
+	// lease is lost even when the line was read.
+	cut := !stop()
+	switch {
+	case cut:
+		return outposterr.Wrap(outposterr.Sandbox, ctx.Err(), "start socket forwarders in %s", shortID(l.id))
+	case err != nil:
 		return outposterr.Wrap(outposterr.Sandbox, err, "start socket forwarders in %s", shortID(l.id))
+	case line == forwardReady:
+		return nil
+	case strings.HasPrefix(line, forwardFailed):
+		return outposterr.New(outposterr.Sandbox, "start socket forwarders in %s: %s",
+			shortID(l.id), strings.TrimSpace(strings.TrimPrefix(line, forwardFailed)))
 	}
-	return nil
+	return outposterr.New(outposterr.Sandbox, "start socket forwarders in %s: unexpected report %q", shortID(l.id), line)
+}
+
+// readStdoutLine reads the first line of stdout from an engine's
+// multiplexed attach stream (8-byte frame headers: stream, 3 zero bytes,
+// big-endian length), skipping other streams' frames. It reads no further
+// than the frame that ends the line.
+func readStdoutLine(r io.Reader) (string, error) {
+	var line []byte
+	var hdr [8]byte
+	for len(line) < 4096 {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the container ended before its forwarders reported")
+			}
+			return "", err
+		}
+		n := binary.BigEndian.Uint32(hdr[4:])
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		if hdr[0] != 1 {
+			continue
+		}
+		line = append(line, buf...)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			return string(line[:i]), nil
+		}
+	}
+	return "", errors.New("forwarder report too long")
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -139,4 +141,44 @@ func TestForwardNeedsSocat(t *testing.T) {
 	assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err))
 	assert.Contains(t, err.Error(), "socat")
 	assert.Empty(t, p.Live())
+}
+
+// TestForwardReadinessNeedsNoExec: a lease with forwards is ready, its
+// forwarder listening, without the provider running any command in it
+// (the entrypoint reports on the lifeline's stdout): the engine sees no
+// exec for the container until the first one asked for.
+func TestForwardReadinessNeedsNoExec(t *testing.T) {
+	cli := engine(t)
+	p := newProvider(t, docker.Options{Network: "none"})
+	sock := hostSocket(t)
+	const port = 47322
+	mark := "fwd-noexec-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	since := strconv.FormatInt(time.Now().Add(-2*time.Second).Unix(), 10)
+	sb := acquire(t, p, sandbox.Spec{Labels: map[string]string{"test.mark": mark},
+		Forwards: []sandbox.Forward{{Socket: sock, Port: port}}})
+	r := get(t, sb, port)
+	require.Equal(t, 0, r.status.Code, "stderr: %s", r.stderr)
+	assert.Contains(t, r.stdout, "hello from the host socket")
+
+	// Since replays the events of this container from before the call.
+	msgs, errs := cli.Events(ctx, events.ListOptions{Since: since, Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("label", "test.mark="+mark))})
+	// The first exec the engine saw for the container is the get's
+	// (an exec's event names its command).
+	var seen []string
+	for {
+		select {
+		case m := <-msgs:
+			seen = append(seen, string(m.Action))
+			if strings.HasPrefix(string(m.Action), "exec_create") {
+				assert.Contains(t, string(m.Action), "GET /", "an exec ran before the first command: %v", seen)
+				return
+			}
+		case err := <-errs:
+			t.Fatalf("events: %v (seen %v)", err, seen)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
@@ -282,4 +283,28 @@ func TestPodmanHints(t *testing.T) {
 	d := &Provider{}
 	assert.NotContains(t, d.engineError(errors.New("error setting rlimit"), "start").Error(), "default_ulimits")
 	assert.Contains(t, d.imageHint("x"), "docker-setup")
+}
+
+// TestReadStdoutLine: the forwarders' report is read from the engine's
+// multiplexed stream: stderr frames skipped, a line split over frames
+// joined, nothing read past the line's frame, and an early end is an error.
+func TestReadStdoutLine(t *testing.T) {
+	frame := func(stream byte, s string) []byte {
+		h := []byte{stream, 0, 0, 0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(h[4:], uint32(len(s)))
+		return append(h, s...)
+	}
+	var b bytes.Buffer
+	b.Write(frame(2, "noise\n"))
+	b.Write(frame(1, "outpost-forwards-"))
+	b.Write(frame(1, "ready\n"))
+	b.Write(frame(1, "later"))
+	line, err := readStdoutLine(&b)
+	require.NoError(t, err)
+	assert.Equal(t, forwardReady, line)
+	assert.Equal(t, frame(1, "later"), b.Bytes(), "read past the line")
+
+	_, err = readStdoutLine(bytes.NewReader(frame(1, "no newline")))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ended before")
 }

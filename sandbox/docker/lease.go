@@ -43,7 +43,8 @@ type lease struct {
 	pidsStale bool
 
 	lifeMu   sync.Mutex
-	lifeline net.Conn // the attach to the keeper's stdin (see lifeline.go)
+	lifeline net.Conn  // the attach to the keeper's stdin (see lifeline.go)
+	lifeOut  io.Reader // its multiplexed stdout, when attached (forwards)
 
 	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
 	relMu     sync.Mutex

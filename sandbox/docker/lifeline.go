@@ -25,22 +25,26 @@ import (
 const keeperScript = `while read -r _; do :; done`
 
 // attachLifeline attaches to the container's standard input and keeps the
-// connection in l. It runs beside ContainerStart; the channel reports the
-// attach's error (nil once the lifeline is held).
-func (l *lease) attachLifeline(ctx context.Context) <-chan error {
+// connection in l; the channel reports the attach's error (nil once the
+// lifeline is held). Without stdout it runs beside ContainerStart. With
+// stdout (a lease with forwards, whose entrypoint reports there when they
+// listen) the caller waits for it before starting the container, so
+// nothing written is missed, and reads the stream from l.lifeOut.
+func (l *lease) attachLifeline(ctx context.Context, stdout bool) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		actx, cancel := l.p.opCtx(context.WithoutCancel(ctx))
 		defer cancel()
 		// The context bounds the dial and the upgrade only: the
 		// connection it returns lives until it is closed.
-		hr, err := l.p.cli.ContainerAttach(actx, l.id, container.AttachOptions{Stream: true, Stdin: true})
+		hr, err := l.p.cli.ContainerAttach(actx, l.id, container.AttachOptions{Stream: true, Stdin: true, Stdout: stdout})
 		if err != nil {
 			done <- l.p.engineError(err, "attach to container %s", shortID(l.id))
 			return
 		}
 		l.lifeMu.Lock()
 		l.lifeline = hr.Conn
+		l.lifeOut = hr.Reader
 		l.lifeMu.Unlock()
 		done <- nil
 	}()

@@ -507,8 +507,15 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	}
 
 	// The lifeline is attached while the container starts, so it costs
-	// the lease no time of its own.
-	attached := l.attachLifeline(ctx)
+	// the lease no time of its own. With forwards it is attached first:
+	// the entrypoint reports on its stdout when they listen.
+	withFwd := len(fwdArgs) > 0
+	attached := l.attachLifeline(ctx, withFwd)
+	if withFwd {
+		if err := <-attached; err != nil {
+			return nil, errors.Join(err, l.Release(ctx))
+		}
+	}
 	sctx, cancel := p.opCtx(context.WithoutCancel(ctx))
 	err = p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
 	cancel()
@@ -517,9 +524,12 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	} else if err != nil {
 		err = p.engineError(err, "start container")
 	}
-	err = errors.Join(err, <-attached)
-	if err == nil && len(fwdArgs) > 0 {
-		err = l.awaitForwards(ctx, fwdArgs)
+	if withFwd {
+		if err == nil {
+			err = l.awaitForwards(ctx, l.lifeOut)
+		}
+	} else {
+		err = errors.Join(err, <-attached)
 	}
 	if err != nil {
 		return nil, errors.Join(err, l.Release(ctx))

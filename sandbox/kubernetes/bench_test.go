@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,4 +254,98 @@ func runtimeJSON(pod *corev1.Pod) ([]byte, error) {
 		return nil, fmt.Errorf("encode pod: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// apiCounter counts the requests a client makes, by method and resource
+// ("POST pods", "GET pods/exec", "PATCH jobs"); a watch is counted as
+// "WATCH <resource>".
+type apiCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// counting is one transport of the client, counted by c.
+type counting struct {
+	c  *apiCounter
+	rt http.RoundTripper
+}
+
+func (t counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := t.c
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	res := ""
+	// /api/v1/namespaces/NS/RESOURCE[/NAME[/SUB]], /apis/G/V/namespaces/...
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			res = parts[i+2]
+			if i+4 < len(parts) {
+				res += "/" + parts[i+4]
+			}
+			break
+		}
+	}
+	if res == "" {
+		res = req.URL.Path
+	}
+	verb := req.Method
+	if req.URL.Query().Get("watch") == "true" {
+		verb = "WATCH"
+	}
+	c.mu.Lock()
+	c.n[verb+" "+res]++
+	c.mu.Unlock()
+	return t.rt.RoundTrip(req)
+}
+
+func (c *apiCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// BenchmarkLeaseAPICalls counts the Kubernetes API requests of one cold
+// lease with Spec.Env (so it has a Secret): Acquire, one exec, Release.
+// The provider's start (its runner Job) and a first lease are made off
+// the clock; each metric is one kind of request per lease, and "renewals"
+// is the runner Job renewals per minute measured over the leases.
+func BenchmarkLeaseAPICalls(b *testing.B) {
+	kc := testOptions(b).Kubeconfig
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	require.NoError(b, err)
+	c := &apiCounter{n: map[string]int{}}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return counting{c, rt} }
+	p := newProvider(b, kubernetes.Options{RestConfig: cfg})
+	ctx := context.Background()
+	lease := func() {
+		sb, err := p.Acquire(ctx, sandbox.Spec{Env: map[string]string{"OUTPOST_BENCH": "1"}})
+		require.NoError(b, err)
+		pr, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+		require.NoError(b, err)
+		_, err = pr.Wait()
+		require.NoError(b, err)
+		require.NoError(b, pr.Close())
+		require.NoError(b, sb.Release(ctx))
+	}
+	lease()
+	before := c.snapshot()
+	t0 := time.Now()
+	for b.Loop() {
+		lease()
+	}
+	took := time.Since(t0)
+	after := c.snapshot()
+	total := 0
+	for k, v := range after {
+		d := v - before[k]
+		if d == 0 {
+			continue
+		}
+		total += d
+		if strings.Contains(k, "jobs") {
+			b.ReportMetric(float64(d)/took.Minutes(), "per-min:"+strings.ReplaceAll(k, " ", "_"))
+			continue
+		}
+		b.ReportMetric(float64(d)/float64(b.N), strings.ReplaceAll(k, " ", "_"))
+	}
+	b.ReportMetric(float64(total)/float64(b.N), "requests/lease")
 }
