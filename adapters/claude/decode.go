@@ -1,11 +1,8 @@
 package claude
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
@@ -169,12 +166,8 @@ type rateLimitInfo struct {
 // an empty slice.
 func (d *Decoder) Decode(b []byte) []adapters.Event {
 	var l line
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
-		// A field of an unexpected type was skipped; the rest is usable.
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	var evs []adapters.Event
 	switch l.Type {
@@ -192,8 +185,7 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		evs = d.result(&l)
 	}
 	if len(evs) == 0 {
-		// Unmarshal checked the syntax first: the line is valid JSON.
-		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
+		return adapters.ParsedRawEvent(b)
 	}
 	if p := l.ParentToolUseID; p != nil && *p != "" {
 		for i := range evs {
@@ -225,7 +217,7 @@ func (d *Decoder) system(l *line) []adapters.Event {
 		return evs
 	case "api_retry":
 		r := &adapters.RetryNotice{Attempt: l.Attempt, MaxAttempts: l.MaxRetries,
-			Reason: str(l.Error), DelayMS: l.RetryDelayMS}
+			Reason: adapters.JSONString(l.Error), DelayMS: l.RetryDelayMS}
 		if l.ErrorStatus != nil {
 			r.Status = *l.ErrorStatus
 		}
@@ -234,28 +226,13 @@ func (d *Decoder) system(l *line) []adapters.Event {
 	return nil
 }
 
-// str returns a JSON string's value, or "" for anything else.
-func str(r json.RawMessage) string {
-	if len(r) == 0 || r[0] != '"' {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(r, &s) != nil {
-		return ""
-	}
-	return s
-}
-
 func (d *Decoder) blocks(m *message) []block {
 	if m == nil || len(m.Content) == 0 || m.Content[0] != '[' {
 		return nil
 	}
 	var bs []block
-	if err := json.Unmarshal(m.Content, &bs); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return nil
-		}
+	if !adapters.ParseLine(m.Content, &bs) {
+		return nil
 	}
 	return bs
 }
@@ -266,7 +243,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 		return nil
 	}
 	bs := d.blocks(m)
-	if code := str(l.Error); code != "" || l.IsAPIErrorMessage || m.Model == synthetic {
+	if code := adapters.JSONString(l.Error); code != "" || l.IsAPIErrorMessage || m.Model == synthetic {
 		// A message Claude made up itself: the report of a failed API call,
 		// or (without an error) a notice such as "No response requested.".
 		var text []string
@@ -276,7 +253,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 			}
 		}
 		if code == "" {
-			code = str(l.APIError)
+			code = adapters.JSONString(l.APIError)
 		}
 		if code == "" && !l.IsAPIErrorMessage {
 			if len(text) == 0 {
@@ -299,8 +276,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 			}
 		case "tool_use", "server_tool_use", "mcp_tool_use":
 			d.remember(b.ID, b.Name)
-			evs = append(evs, adapters.Event{Kind: adapters.KindTool,
-				Tool: &adapters.ToolCall{CallID: b.ID, Name: b.Name, Input: b.Input}})
+			evs = append(evs, adapters.ToolEvent(b.ID, b.Name, b.Input))
 		}
 	}
 	if u := m.Usage; u != nil && (u.InputTokens != nil || u.OutputTokens != nil) {
@@ -311,17 +287,11 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 }
 
 func (u *apiUsage) usage() usage.Usage {
-	v := func(p *int64) int64 {
-		if p == nil || *p < 0 {
-			return 0
-		}
-		return *p
-	}
-	out := usage.Usage{Input: v(u.InputTokens), Cached: v(u.CacheReadInputTokens),
-		CacheCreated: v(u.CacheCreationInputTokens), Output: v(u.OutputTokens),
+	out := usage.Usage{Input: adapters.Count(u.InputTokens), Cached: adapters.Count(u.CacheReadInputTokens),
+		CacheCreated: adapters.Count(u.CacheCreationInputTokens), Output: adapters.Count(u.OutputTokens),
 		Complete: u.InputTokens != nil && u.OutputTokens != nil}
 	if u.CacheCreation != nil {
-		out.CacheCreated1h = min(v(u.CacheCreation.OneHour), out.CacheCreated)
+		out.CacheCreated1h = min(adapters.Count(u.CacheCreation.OneHour), out.CacheCreated)
 	}
 	return out
 }
@@ -353,10 +323,7 @@ func (d *Decoder) user(l *line) []adapters.Event {
 		if b.Type != "tool_result" {
 			continue
 		}
-		text := resultText(b.Content)
-		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: b.ToolUseID, Name: d.names[b.ToolUseID], IsError: b.IsError,
-			Preview: Preview(text, adapters.PreviewLimit), Characters: utf8.RuneCountInString(text)}})
+		evs = append(evs, adapters.ToolResultEvent(b.ToolUseID, d.names[b.ToolUseID], b.IsError, resultText(b.Content)))
 	}
 	return evs
 }
@@ -369,7 +336,7 @@ func resultText(c json.RawMessage) string {
 	}
 	switch c[0] {
 	case '"':
-		return str(c)
+		return adapters.JSONString(c)
 	case '[':
 		var bs []struct {
 			Type string `json:"type"`
@@ -448,7 +415,7 @@ func (d *Decoder) result(l *line) []adapters.Event {
 	if r, ok := turnUsage(l); ok {
 		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: r})
 	}
-	text := str(l.Result)
+	text := adapters.JSONString(l.Result)
 	ok := !l.IsError && l.Subtype == "success"
 	reason := l.TerminalReason
 	if reason == "" {
@@ -471,11 +438,11 @@ func (d *Decoder) result(l *line) []adapters.Event {
 			code = l.TerminalReason
 		}
 		if code == "" {
-			code = str(l.APIError)
+			code = adapters.JSONString(l.APIError)
 		}
 		evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: strings.Join(parts, "\n"), Failure: failure(l, code)})
 	}
-	evs = append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: ok, Reason: reason}})
+	evs = append(evs, adapters.FinishedEvent(ok, reason))
 	return evs
 }
 
@@ -500,7 +467,7 @@ func errorTexts(r json.RawMessage) []string {
 	}
 	var out []string
 	for _, it := range items {
-		if s := str(it); s != "" {
+		if s := adapters.JSONString(it); s != "" {
 			out = append(out, s)
 			continue
 		}

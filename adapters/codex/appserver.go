@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -273,15 +272,12 @@ var _ adapters.Decoder = (*AppSession)(nil)
 //	anything else                          raw
 func (s *AppSession) Decode(b []byte) []adapters.Event {
 	var l appLine
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	evs := s.decode(&l)
 	if len(evs) == 0 {
-		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
+		return adapters.ParsedRawEvent(b)
 	}
 	return evs
 }
@@ -308,7 +304,7 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 		s.done = true
 		return []adapters.Event{
 			{Kind: adapters.KindFailure, Text: l.Error.Message, Failure: &adapters.FailureDetail{Code: "jsonrpc " + string(l.ID)}},
-			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "rpc error"}},
+			adapters.FinishedEvent(false, "rpc error"),
 		}
 	case hasID && l.Result != nil:
 		switch string(l.ID) {
@@ -376,10 +372,10 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 	case "thread/tokenUsage/updated":
 		if p.TokenUsage != nil && p.TokenUsage.Total != nil {
 			t := p.TokenUsage.Total
-			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeCumulative,
-				Usage: usage.Usage{Input: max(t.InputTokens-t.CachedInputTokens, 0), Cached: t.CachedInputTokens,
-					CacheCreated: t.CacheWriteInputTokens, Output: t.OutputTokens, Reasoning: t.ReasoningOutputTokens,
-					Complete: true}}}}
+			u := adapters.InclusiveUsage(t.InputTokens, t.CachedInputTokens, t.CacheWriteInputTokens,
+				t.OutputTokens, t.ReasoningOutputTokens)
+			u.Complete = true
+			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeCumulative, Usage: u}}}
 		}
 	case "turn/completed":
 		if p.Turn == nil {
@@ -392,16 +388,14 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 			if s.haveLast {
 				evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: s.last})
 			}
-			return append(evs, adapters.Event{Kind: adapters.KindFinished,
-				Finished: &adapters.FinishedDetail{OK: true, Reason: "completed"}})
+			return append(evs, adapters.FinishedEvent(true, "completed"))
 		default:
 			var evs []adapters.Event
 			if e := p.Turn.Error; e != nil && e.Message != "" {
 				evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: e.Message,
 					Failure: e.detail(p.Turn.Status, e.Message)})
 			}
-			return append(evs, adapters.Event{Kind: adapters.KindFinished,
-				Finished: &adapters.FinishedDetail{OK: false, Reason: p.Turn.Status}})
+			return append(evs, adapters.FinishedEvent(false, p.Turn.Status))
 		}
 	}
 	return nil
@@ -431,7 +425,7 @@ func (s *AppSession) item(completed bool, it *appItem) []adapters.Event {
 		return s.tool(completed, it.ID, "shell", input, out, isErr)
 	case "mcpToolCall":
 		out, isErr := mcpText(it.Result), it.Status == "failed"
-		if msg := errMessage(it.Error); msg != "" {
+		if msg := adapters.ErrorMessage(it.Error); msg != "" {
 			out, isErr = msg, true
 		}
 		return s.tool(completed, it.ID, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
@@ -462,16 +456,10 @@ func (s *AppSession) tool(completed bool, id, name string, input json.RawMessage
 	}
 	if !s.tools[id] && len(s.tools) < maxAnnounced {
 		s.tools[id] = true
-		if len(input) == 0 || !json.Valid(input) {
-			input = nil
-		}
-		evs = append(evs, adapters.Event{Kind: adapters.KindTool,
-			Tool: &adapters.ToolCall{CallID: id, Name: name, Input: append(json.RawMessage(nil), input...)}})
+		evs = append(evs, adapters.ToolEvent(id, name, input))
 	}
 	if completed {
-		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: id, Name: name, IsError: isErr,
-			Preview: Preview(out, adapters.PreviewLimit), Characters: utf8.RuneCountInString(out)}})
+		evs = append(evs, adapters.ToolResultEvent(id, name, isErr, out))
 	}
 	return evs
 }

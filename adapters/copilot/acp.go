@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -216,11 +215,8 @@ type acpUpdate struct {
 // [ACPSession.Pending]). Every line yields at least one event.
 func (s *ACPSession) Decode(b []byte) []adapters.Event {
 	var l acpLine
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	evs := s.decode(&l)
 	if len(evs) == 0 {
@@ -253,7 +249,7 @@ func (s *ACPSession) decode(l *acpLine) []adapters.Event {
 		return []adapters.Event{
 			{Kind: adapters.KindFailure, Text: l.Error.Message, Failure: &adapters.FailureDetail{
 				Code: "jsonrpc " + strconv.Itoa(l.Error.Code), Status: status(l.Error.Message)}},
-			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "rpc error"}},
+			adapters.FinishedEvent(false, "rpc error"),
 		}
 	case hasID && l.Result != nil:
 		switch {
@@ -324,9 +320,7 @@ func (s *ACPSession) update(u *acpUpdate) []adapters.Event {
 		}
 		evs := s.tool(u)
 		out := toolOutput(u)
-		return append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: u.ToolCallID, Name: s.tools[u.ToolCallID], IsError: u.Status == "failed",
-			Preview: Preview(out, adapters.PreviewLimit), Characters: utf8.RuneCountInString(out)}})
+		return append(evs, adapters.ToolResultEvent(u.ToolCallID, s.tools[u.ToolCallID], u.Status == "failed", out))
 	}
 	return nil
 }
@@ -356,11 +350,10 @@ func (s *ACPSession) tool(u *acpUpdate) []adapters.Event {
 	}
 	s.tools[u.ToolCallID] = name
 	input := u.RawInput
-	if len(input) == 0 || !json.Valid(input) || bytes.Equal(input, []byte("null")) {
+	if bytes.Equal(input, []byte("null")) {
 		input = nil
 	}
-	return []adapters.Event{{Kind: adapters.KindTool, Tool: &adapters.ToolCall{
-		CallID: u.ToolCallID, Name: name, Input: append(json.RawMessage(nil), input...)}}}
+	return []adapters.Event{adapters.ToolEvent(u.ToolCallID, name, input)}
 }
 
 // finish ends the turn on the latest prompt's response.
@@ -377,21 +370,20 @@ func (s *ACPSession) finish(stop string, u *acpUsage) []adapters.Event {
 	if u != nil {
 		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: &usage.Report{
 			Scope: usage.ScopeMessage, MessageID: "prompt-" + strconv.Itoa(s.current),
-			Usage: usage.Usage{Input: max(u.InputTokens-u.CachedReadTokens, 0), Cached: u.CachedReadTokens,
-				CacheCreated: u.CachedWriteTokens, Output: u.OutputTokens, Reasoning: u.ThoughtTokens}}})
+			Usage: adapters.InclusiveUsage(u.InputTokens, u.CachedReadTokens, u.CachedWriteTokens, u.OutputTokens, u.ThoughtTokens)}})
 	}
 	switch {
 	case u == nil && errText != "":
 		msg := strings.TrimPrefix(errText, "Error: ")
 		return append(evs,
 			adapters.Event{Kind: adapters.KindFailure, Text: msg, Failure: &adapters.FailureDetail{Code: "error", Status: status(msg)}},
-			adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "error"}})
+			adapters.FinishedEvent(false, "error"))
 	case stop == "end_turn" || stop == "max_tokens" || stop == "max_turn_requests":
 		return append(evs,
 			adapters.Event{Kind: adapters.KindResult, Text: text},
-			adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: stop}})
+			adapters.FinishedEvent(true, stop))
 	default: // refusal, cancelled
-		return append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: stop}})
+		return append(evs, adapters.FinishedEvent(false, stop))
 	}
 }
 
