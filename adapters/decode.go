@@ -75,14 +75,6 @@ func ErrorMessage(r json.RawMessage) string {
 	return ""
 }
 
-// Count is a reported token count: 0 when it was absent (nil) or negative.
-func Count(p *int64) int64 {
-	if p == nil || *p < 0 {
-		return 0
-	}
-	return *p
-}
-
 // InclusiveUsage converts token counts in OpenAI's convention, which Codex
 // and Copilot follow: the input count includes the cached part (which
 // usage.Usage.Input does not) and the output count the reasoning part (as

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 func TestParseLineSkipsMistypedFields(t *testing.T) {
@@ -57,6 +58,6 @@ func TestInclusiveUsage(t *testing.T) {
 	assert.Equal(t, int64(20), u.Output)
 	assert.Equal(t, int64(4), u.Reasoning)
 	assert.Zero(t, adapters.InclusiveUsage(10, 30, 0, 0, 0).Input, "never negative")
-	assert.Zero(t, adapters.Count(&n))
-	assert.Zero(t, adapters.Count(nil))
+	assert.Zero(t, usage.Count(&n))
+	assert.Zero(t, usage.Count(nil))
 }

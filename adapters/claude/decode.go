@@ -91,7 +91,7 @@ type line struct {
 	IsError                   bool                  `json:"is_error"`
 	Result                    json.RawMessage       `json:"result"`
 	TotalCostUSD              *float64              `json:"total_cost_usd"`
-	Usage                     *apiUsage             `json:"usage"`
+	Usage                     *usage.Anthropic      `json:"usage"`
 	ModelUsage                map[string]modelUsage `json:"modelUsage"`
 	ModelUsageSinceLastResult map[string]modelUsage `json:"model_usage_since_last_result"`
 	TerminalReason            string                `json:"terminal_reason"`
@@ -107,10 +107,10 @@ type mcpServer struct {
 }
 
 type message struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
-	Content json.RawMessage `json:"content"`
-	Usage   *apiUsage       `json:"usage"`
+	ID      string           `json:"id"`
+	Model   string           `json:"model"`
+	Content json.RawMessage  `json:"content"`
+	Usage   *usage.Anthropic `json:"usage"`
 }
 
 type block struct {
@@ -125,18 +125,6 @@ type block struct {
 	IsError   bool            `json:"is_error"`
 }
 
-type apiUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	// CacheCreation splits the cache writes by lifetime (billed
-	// differently); its 1-hour share is kept.
-	CacheCreation *struct {
-		OneHour *int64 `json:"ephemeral_1h_input_tokens"`
-	} `json:"cache_creation"`
-}
-
 type modelUsage struct {
 	InputTokens              int64   `json:"inputTokens"`
 	OutputTokens             int64   `json:"outputTokens"`
@@ -147,8 +135,8 @@ type modelUsage struct {
 }
 
 type streamEvent struct {
-	Type  string    `json:"type"`
-	Usage *apiUsage `json:"usage"`
+	Type  string           `json:"type"`
+	Usage *usage.Anthropic `json:"usage"`
 	Delta *struct {
 		Type     string `json:"type"`
 		Text     string `json:"text"`
@@ -279,20 +267,18 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 			evs = append(evs, adapters.ToolEvent(b.ID, b.Name, b.Input))
 		}
 	}
-	if u := m.Usage; u != nil && (u.InputTokens != nil || u.OutputTokens != nil) {
+	if u := m.Usage; u != nil && (u.Input != nil || u.Output != nil) {
 		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: &usage.Report{
-			Scope: usage.ScopeMessage, MessageID: m.ID, Usage: u.usage()}})
+			Scope: usage.ScopeMessage, MessageID: m.ID, Usage: messageUsage(u)}})
 	}
 	return evs
 }
 
-func (u *apiUsage) usage() usage.Usage {
-	out := usage.Usage{Input: adapters.Count(u.InputTokens), Cached: adapters.Count(u.CacheReadInputTokens),
-		CacheCreated: adapters.Count(u.CacheCreationInputTokens), Output: adapters.Count(u.OutputTokens),
-		Complete: u.InputTokens != nil && u.OutputTokens != nil}
-	if u.CacheCreation != nil {
-		out.CacheCreated1h = min(adapters.Count(u.CacheCreation.OneHour), out.CacheCreated)
-	}
+// messageUsage is the usage of an API usage object; it is complete when
+// it counts both input and output.
+func messageUsage(u *usage.Anthropic) usage.Usage {
+	out := u.Usage()
+	out.Complete = u.Input != nil && u.Output != nil
 	return out
 }
 
@@ -388,9 +374,9 @@ func (d *Decoder) stream(l *line) []adapters.Event {
 	case "message_delta":
 		// The final usage of a streamed message: its output_tokens are
 		// exact, unlike the message_start snapshot the assistant lines repeat.
-		if u := e.Usage; u != nil && l.APIMessageID != "" && u.OutputTokens != nil {
+		if u := e.Usage; u != nil && l.APIMessageID != "" && u.Output != nil {
 			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{
-				Scope: usage.ScopeMessage, MessageID: l.APIMessageID, Usage: u.usage()}}}
+				Scope: usage.ScopeMessage, MessageID: l.APIMessageID, Usage: messageUsage(u)}}}
 		}
 	}
 	return nil
@@ -499,7 +485,7 @@ func turnUsage(l *line) (*usage.Report, bool) {
 		r.Usage = sumModels(l.ModelUsageSinceLastResult)
 		r.HasCost = true
 	case l.Usage != nil:
-		r.Usage = l.Usage.usage()
+		r.Usage = messageUsage(l.Usage)
 	case l.ModelUsage != nil:
 		r.Usage = sumModels(l.ModelUsage)
 		r.HasCost = true

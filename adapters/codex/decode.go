@@ -329,8 +329,8 @@ func (d *Decoder) completed(l *line) []adapters.Event {
 // (OpenAI's convention), usage.Usage.Input does not; output_tokens includes
 // the reasoning part.
 func (u *turnUsage) usage() usage.Usage {
-	out := adapters.InclusiveUsage(adapters.Count(u.InputTokens), adapters.Count(u.CachedInputTokens),
-		adapters.Count(u.CacheWriteInputTokens), adapters.Count(u.OutputTokens), adapters.Count(u.ReasoningOutputTokens))
+	out := adapters.InclusiveUsage(usage.Count(u.InputTokens), usage.Count(u.CachedInputTokens),
+		usage.Count(u.CacheWriteInputTokens), usage.Count(u.OutputTokens), usage.Count(u.ReasoningOutputTokens))
 	out.Complete = u.InputTokens != nil && u.OutputTokens != nil
 	return out
 }

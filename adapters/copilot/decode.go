@@ -130,8 +130,8 @@ type tokenCounts struct {
 // (verified: a resumed call reports inputTokens 12150, cacheReadTokens
 // 12058), usage.Usage.Input does not; outputTokens includes reasoning.
 func (t tokenCounts) usage() usage.Usage {
-	u := adapters.InclusiveUsage(adapters.Count(t.InputTokens), adapters.Count(t.CacheReadTokens),
-		adapters.Count(t.CacheWriteTokens), adapters.Count(t.OutputTokens), adapters.Count(t.ReasoningTokens))
+	u := adapters.InclusiveUsage(usage.Count(t.InputTokens), usage.Count(t.CacheReadTokens),
+		usage.Count(t.CacheWriteTokens), usage.Count(t.OutputTokens), usage.Count(t.ReasoningTokens))
 	u.Complete = t.InputTokens != nil && t.OutputTokens != nil
 	return u
 }
