@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -18,8 +17,8 @@ type AppSession struct {
 	threadID string
 	turnID   string
 	nextID   int
-	pending  []byte
-	said     bool // conversation event emitted
+	out      adapters.Outbox // pending stdin
+	said     bool            // conversation event emitted
 	last     string
 	haveLast bool
 	done     bool
@@ -86,23 +85,17 @@ func (a *Adapter) AppServerRequest(in adapters.Input) (sandbox.Command, *AppSess
 			method = "thread/fork"
 		}
 	}
-	var stdin bytes.Buffer
+	var stdin []byte
 	for _, m := range []map[string]any{
 		{"id": idInitialize, "method": "initialize", "params": map[string]any{
 			"clientInfo": map[string]string{"name": "outpost", "title": "Outpost", "version": Version}}},
 		{"method": "initialized"},
 		{"id": idThread, "method": method, "params": params},
 	} {
-		writeJSON(&stdin, m)
+		stdin = adapters.AppendJSONLine(stdin, m)
 	}
 	s := &AppSession{prompt: in.Prompt, nextID: idTurn + 1}
-	return sandbox.Command{Args: args, Env: c.env, Dir: in.Workdir, Stdin: stdin.Bytes(), KeepStdinOpen: true}, s, nil
-}
-
-func writeJSON(b *bytes.Buffer, v any) {
-	enc := json.NewEncoder(b) // one line, newline-terminated
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	return sandbox.Command{Args: args, Env: c.env, Dir: in.Workdir, Stdin: stdin, KeepStdinOpen: true}, s, nil
 }
 
 // Thread is the thread id the server named (empty until it did).
@@ -118,11 +111,7 @@ func (s *AppSession) Ready() bool { return s.turnID != "" && !s.done }
 func (s *AppSession) Done() bool { return s.done }
 
 // Pending returns, and forgets, the bytes to write to stdin now.
-func (s *AppSession) Pending() []byte {
-	p := s.pending
-	s.pending = nil
-	return p
-}
+func (s *AppSession) Pending() []byte { return s.out.Pending() }
 
 // ErrNotRunning is returned by [AppSession.EncodeInput] before the turn runs
 // or after it finished.
@@ -136,12 +125,11 @@ func (s *AppSession) EncodeInput(text string) ([]byte, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, configErr("empty live input")
 	}
-	var b bytes.Buffer
-	writeJSON(&b, map[string]any{"id": s.nextID, "method": "turn/steer", "params": map[string]any{
+	b := adapters.AppendJSONLine(nil, map[string]any{"id": s.nextID, "method": "turn/steer", "params": map[string]any{
 		"threadId": s.threadID, "expectedTurnId": s.turnID,
 		"input": []map[string]string{{"type": "text", "text": text}}}})
 	s.nextID++
-	return b.Bytes(), nil
+	return b, nil
 }
 
 // appLine is the union of the JSON-RPC shapes.
@@ -291,14 +279,12 @@ func (s *AppSession) conversation(id string) []adapters.Event {
 }
 
 func (s *AppSession) decode(l *appLine) []adapters.Event {
-	hasID := len(l.ID) > 0 && string(l.ID) != "null"
+	hasID := adapters.IsRequestID(l.ID)
 	switch {
 	case hasID && l.Method != "":
 		// A server request: Outpost answers none of them.
-		var b bytes.Buffer
-		writeJSON(&b, map[string]any{"id": l.ID, "error": map[string]any{"code": -32601,
-			"message": "outpost: " + l.Method + " is not supported in a headless turn"}})
-		s.pending = append(s.pending, b.Bytes()...)
+		s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": l.ID, "error": map[string]any{
+			"code": adapters.MethodNotFound, "message": adapters.Unsupported(l.Method)}}))
 		return nil
 	case hasID && l.Error != nil:
 		s.done = true
@@ -314,10 +300,8 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 			}
 			evs := s.conversation(l.Result.Thread.ID)
 			s.threadID = l.Result.Thread.ID
-			var b bytes.Buffer
-			writeJSON(&b, map[string]any{"id": idTurn, "method": "turn/start", "params": map[string]any{
-				"threadId": s.threadID, "input": []map[string]string{{"type": "text", "text": s.prompt}}}})
-			s.pending = append(s.pending, b.Bytes()...)
+			s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": idTurn, "method": "turn/start", "params": map[string]any{
+				"threadId": s.threadID, "input": []map[string]string{{"type": "text", "text": s.prompt}}}}))
 			return evs
 		case "3":
 			if l.Result.Turn != nil {
