@@ -30,3 +30,10 @@ func TestIsRequestID(t *testing.T) {
 	assert.False(t, adapters.IsRequestID(nil))
 	assert.Equal(t, "outpost: fs/read is not supported in a headless turn", adapters.Unsupported("fs/read"))
 }
+
+func TestRelocateJSON(t *testing.T) {
+	in := `{"cwd":"/w/a","gitRoot":"/w/a","other":"/w/a"}` + "\n" + `{"cwd":"/w/ab"}`
+	got := adapters.RelocateJSON([]byte(in), "/w/a", "/w/b", "cwd", "gitRoot")
+	assert.Equal(t, `{"cwd":"/w/b","gitRoot":"/w/b","other":"/w/a"}`+"\n"+`{"cwd":"/w/ab"}`, string(got),
+		"only the named fields, only whole values")
+}
