@@ -69,6 +69,18 @@ func TestV1BaseURL(t *testing.T) {
 		got, ok := adapters.V1BaseURL(in)
 		assert.Equal(t, want, got, in)
 		assert.Equal(t, want != "", ok, in)
+		got, err := adapters.ClientBaseURL("fake", in)
+		assert.Equal(t, want, got, in)
+		if want == "" {
+			var oe *outposterr.Error
+			if assert.ErrorAs(t, err, &oe, in) {
+				assert.Equal(t, outposterr.Configuration, oe.Class)
+				assert.Equal(t, "fake", oe.Details.Agent)
+				assert.Contains(t, oe.Error(), "invalid endpoint base URL")
+			}
+		} else {
+			assert.NoError(t, err, in)
+		}
 	}
 }
 

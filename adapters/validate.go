@@ -71,3 +71,13 @@ func V1BaseURL(base string) (string, bool) {
 	}
 	return out, true
 }
+
+// ClientBaseURL is [V1BaseURL] for the adapter of agent: an invalid base
+// URL is that agent's configuration error.
+func ClientBaseURL(agent, base string) (string, error) {
+	out, ok := V1BaseURL(base)
+	if !ok {
+		return "", ConfigError(agent, "invalid endpoint base URL %q", base)
+	}
+	return out, nil
+}

@@ -79,6 +79,30 @@ func (s MCPServer) HTTPHeaders() map[string]string {
 	return h
 }
 
+// ConfigEntry returns the server's entry in the {"mcpServers": {name:
+// entry}} JSON configuration Claude Code and Copilot read: type "http" with
+// url and [MCPServer.HTTPHeaders], or type commandType (the CLI's word for
+// a command server: "stdio", "local") with command, args and env. Values
+// keep their ${NAME} references for the CLI to expand.
+func (s MCPServer) ConfigEntry(commandType string) map[string]any {
+	entry := map[string]any{}
+	if s.IsHTTP() {
+		entry["type"] = "http"
+		entry["url"] = s.URL
+		if h := s.HTTPHeaders(); h != nil {
+			entry["headers"] = h
+		}
+		return entry
+	}
+	entry["type"] = commandType
+	entry["command"] = s.Command
+	entry["args"] = append([]string{}, s.Args...)
+	if len(s.Env) > 0 {
+		entry["env"] = s.Env
+	}
+	return entry
+}
+
 // Validate checks the declaration: a name, exactly one transport (a stdio
 // command, or an http or https URL without credentials in it), no variable
 // reference where a process listing would show it (Command, Args, URL),

@@ -37,3 +37,21 @@ func TestMCPEnvReserved(t *testing.T) {
 		t.Errorf("a CLI's relocation variable: %v", err)
 	}
 }
+
+func TestMCPConfigEntry(t *testing.T) {
+	for _, tc := range []struct {
+		s    MCPServer
+		typ  string
+		want map[string]any
+	}{
+		{MCPServer{Name: "fs", Command: "npx", Args: []string{"-y", "fs"}, Env: map[string]string{"K": "${K}"}}, "stdio",
+			map[string]any{"type": "stdio", "command": "npx", "args": []string{"-y", "fs"}, "env": map[string]string{"K": "${K}"}}},
+		{MCPServer{Name: "x", Command: "x"}, "local", map[string]any{"type": "local", "command": "x", "args": []string{}}},
+		{MCPServer{Name: "web", URL: "https://127.0.0.1/mcp", BearerTokenVar: "TOKEN"}, "stdio",
+			map[string]any{"type": "http", "url": "https://127.0.0.1/mcp", "headers": map[string]string{"Authorization": "Bearer ${TOKEN}"}}},
+	} {
+		if got := tc.s.ConfigEntry(tc.typ); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: ConfigEntry(%q) = %v, want %v", tc.s.Name, tc.typ, got, tc.want)
+		}
+	}
+}

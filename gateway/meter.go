@@ -287,16 +287,7 @@ func (p *errorParser) feed(b []byte) {
 func (p *errorParser) end(bool) measure { return measure{} }
 
 // antUsage is an Anthropic usage object; nil fields were absent.
-type antUsage struct {
-	Input         *int64 `json:"input_tokens"`
-	CacheCreation *int64 `json:"cache_creation_input_tokens"`
-	CacheRead     *int64 `json:"cache_read_input_tokens"`
-	Output        *int64 `json:"output_tokens"`
-	// Lifetimes splits the cache writes; the 1-hour share is billed higher.
-	Lifetimes *struct {
-		OneHour *int64 `json:"ephemeral_1h_input_tokens"`
-	} `json:"cache_creation"`
-}
+type antUsage struct{ usage.Anthropic }
 
 // merge returns a with the fields present in b replacing a's.
 func (a antUsage) merge(b antUsage) antUsage {
@@ -318,16 +309,8 @@ func (a antUsage) merge(b antUsage) antUsage {
 	return a
 }
 
-// normalize maps Anthropic counters onto usage.Usage: input_tokens is
-// already the uncached part.
-func (a antUsage) normalize() usage.Usage {
-	u := usage.Usage{Input: nonNeg(a.Input), Cached: nonNeg(a.CacheRead),
-		CacheCreated: nonNeg(a.CacheCreation), Output: nonNeg(a.Output)}
-	if a.Lifetimes != nil {
-		u.CacheCreated1h = min(nonNeg(a.Lifetimes.OneHour), u.CacheCreated)
-	}
-	return u
-}
+// normalize maps Anthropic counters onto usage.Usage.
+func (a antUsage) normalize() usage.Usage { return a.Usage() }
 
 // oaiUsage is an OpenAI usage object, in either API's names: Responses
 // (input_tokens, output_tokens, *_details) or Chat Completions
@@ -354,30 +337,23 @@ type oaiUsage struct {
 // normalize maps OpenAI counters onto usage.Usage: the API's input count
 // includes the cached part, usage.Usage.Input does not.
 func (o oaiUsage) normalize() usage.Usage {
-	in := nonNeg(o.Input) + nonNeg(o.Prompt)
-	out := nonNeg(o.Output) + nonNeg(o.Completion)
+	in := usage.Count(o.Input) + usage.Count(o.Prompt)
+	out := usage.Count(o.Output) + usage.Count(o.Completion)
 	var cached, reasoning int64
 	if o.InputDetails != nil {
-		cached += nonNeg(o.InputDetails.Cached)
+		cached += usage.Count(o.InputDetails.Cached)
 	}
 	if o.PromptDetails != nil {
-		cached += nonNeg(o.PromptDetails.Cached)
+		cached += usage.Count(o.PromptDetails.Cached)
 	}
 	if o.OutputDetails != nil {
-		reasoning += nonNeg(o.OutputDetails.Reasoning)
+		reasoning += usage.Count(o.OutputDetails.Reasoning)
 	}
 	if o.CompletionDetails != nil {
-		reasoning += nonNeg(o.CompletionDetails.Reasoning)
+		reasoning += usage.Count(o.CompletionDetails.Reasoning)
 	}
 	cached = min(cached, in)
 	return usage.Usage{Input: in - cached, Cached: cached, Output: out, Reasoning: min(reasoning, out)}
-}
-
-func nonNeg(p *int64) int64 {
-	if p == nil || *p < 0 {
-		return 0
-	}
-	return *p
 }
 
 func cmpOr(a, b string) string {

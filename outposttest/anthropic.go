@@ -162,40 +162,26 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	bad := func(m string) {
 		writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: m})
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
-		bad("read body: " + err.Error())
-		return
-	}
-	req, msgs, err := decodeAnthropic(body)
-	conv := conversationOf(msgs)
-	conv.model = req.Model
-	for _, t := range req.Tools {
-		if t.Name == structuredOutputTool {
-			conv.structuredTool = t.Name
-		}
-	}
-	directive, derr := conv.directive()
-	aux := !req.Stream && len(req.Tools) == 0
-	s.annotate(r.Context(), func(e *Request) {
-		e.API, e.Endpoint = apiAnthropic, "messages"
-		e.Model, e.Stream, e.MaxTokens, e.Messages = req.Model, req.Stream, req.MaxTokens, msgs
+	s.serveModel(w, r, apiAnthropic, bad, func(body []byte) (modelCall, error) {
+		req, msgs, err := decodeAnthropic(body)
+		c := modelCall{endpoint: "messages", model: req.Model, stream: req.Stream, maxTokens: req.MaxTokens,
+			msgs: msgs, conv: conversationOf(msgs)}
 		for _, t := range req.Tools {
-			e.Tools = append(e.Tools, t.Name)
+			c.tools = append(c.tools, t.Name)
+			if t.Name == structuredOutputTool {
+				c.conv.structuredTool = t.Name
+			}
 		}
-		e.Auxiliary = aux && err == nil
-		e.Directive = directive
-	})
-	if err != nil {
-		bad(err.Error())
-		return
-	}
-	u := estimateUsage(body, req)
-	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
-		badRequest: bad,
-		failure:    func(p plan) { writeAnthropicError(w, *p.failure) },
-		stream:     func(p plan) { s.streamAnthropic(w, r, req.Model, p, u) },
-		json:       func(p plan) { s.writeAnthropicJSON(w, r, req.Model, p, u) },
+		if err != nil {
+			return c, err
+		}
+		u := estimateUsage(body, req)
+		c.out = wire{
+			failure: func(p plan) { writeAnthropicError(w, *p.failure) },
+			stream:  func(p plan) { s.streamAnthropic(w, r, req.Model, p, u) },
+			json:    func(p plan) { s.writeAnthropicJSON(w, r, req.Model, p, u) },
+		}
+		return c, nil
 	})
 }
 
@@ -265,13 +251,7 @@ func requestID() string { return randomID("req_011C", 20) }
 
 func writeAnthropicError(w http.ResponseWriter, f failure) {
 	id := requestID()
-	for k, v := range f.header {
-		w.Header().Set(k, v)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("request-id", id)
-	w.WriteHeader(f.status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	writeJSON(w, f.status, f.header, "request-id", id, map[string]any{
 		"type":       "error",
 		"error":      map[string]string{"type": f.kind, "message": f.message},
 		"request_id": id,
@@ -311,12 +291,7 @@ func stopReason(p plan) string {
 func (s *Server) writeAnthropicJSON(w http.ResponseWriter, r *http.Request, model string, p plan, u usage) {
 	u.Output = outputTokens(p)
 	s.reportUsage(r, u.normalized())
-	for k, v := range p.header {
-		w.Header().Set(k, v)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("request-id", requestID())
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	writeJSON(w, http.StatusOK, p.header, "request-id", requestID(), map[string]any{
 		"id":            randomID("msg_01", 22),
 		"type":          "message",
 		"role":          "assistant",
@@ -375,18 +350,7 @@ func (e *sse) send(typ string, data any) {
 }
 
 func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model string, p plan, u usage) {
-	h := w.Header()
-	for k, v := range p.header {
-		h.Set(k, v)
-	}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("request-id", requestID())
-	w.WriteHeader(http.StatusOK)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	e := &sse{w: w, s: s, r: r, delay: p.delay, ok: true}
+	e := s.openStream(w, r, p, p.header, "request-id")
 	start := u
 	start.Output = 1
 	e.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{

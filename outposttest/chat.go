@@ -10,7 +10,6 @@ package outposttest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -119,36 +118,24 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	bad := func(m string) {
 		writeChatError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
-		bad("read body: " + err.Error())
-		return
-	}
-	req, msgs, err := decodeChat(body)
-	conv := chatConversation(msgs)
-	conv.model = req.Model
-	directive, derr := conv.directive()
-	aux := !req.Stream && len(req.Tools) == 0
-	s.annotate(r.Context(), func(e *Request) {
-		e.API, e.Endpoint = apiChat, "chat.completions"
-		e.Model, e.Stream, e.MaxTokens, e.Messages = req.Model, req.Stream, max(req.MaxTokens, req.MaxCompletionTokens), msgs
-		e.OutputSchema = outputSchema(req.ResponseFormat, true)
+	s.serveModel(w, r, apiChat, bad, func(body []byte) (modelCall, error) {
+		req, msgs, err := decodeChat(body)
+		c := modelCall{endpoint: "chat.completions", model: req.Model, stream: req.Stream,
+			maxTokens: max(req.MaxTokens, req.MaxCompletionTokens), msgs: msgs,
+			schema: outputSchema(req.ResponseFormat, true), conv: chatConversation(msgs)}
 		for _, t := range req.Tools {
-			e.Tools = append(e.Tools, t.Function.Name)
+			c.tools = append(c.tools, t.Function.Name)
 		}
-		e.Auxiliary = aux && err == nil
-		e.Directive = directive
-	})
-	if err != nil {
-		bad(err.Error())
-		return
-	}
-	u := estimateChatUsage(body, msgs)
-	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
-		badRequest: bad,
-		failure:    func(p plan) { writeChatError(w, s.chatFailure(p)) },
-		stream:     func(p plan) { s.streamChat(w, r, req, p, u) },
-		json:       func(p plan) { s.writeChatJSON(w, r, req.Model, p, req.Tools, u) },
+		if err != nil {
+			return c, err
+		}
+		u := estimateChatUsage(body, msgs)
+		c.out = wire{
+			failure: func(p plan) { writeChatError(w, s.chatFailure(p)) },
+			stream:  func(p plan) { s.streamChat(w, r, req, p, u) },
+			json:    func(p plan) { s.writeChatJSON(w, r, req.Model, p, req.Tools, u) },
+		}
+		return c, nil
 	})
 }
 
@@ -203,8 +190,6 @@ func chatShellTool(tools []chatTool, t *toolCall) (string, string) {
 func (s *Server) writeChatJSON(w http.ResponseWriter, r *http.Request, model string, p plan, tools []chatTool, u responsesUsage) {
 	u.Output = outputTokens(p)
 	s.reportUsage(r, u.normalized())
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("x-request-id", requestID())
 	msg := map[string]any{"role": "assistant", "content": strings.TrimSpace(p.preamble + " " + p.text)}
 	finish := "stop"
 	if p.tool != nil {
@@ -213,7 +198,7 @@ func (s *Server) writeChatJSON(w http.ResponseWriter, r *http.Request, model str
 			"function": map[string]any{"name": name, "arguments": args}}}
 		finish = "tool_calls"
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	writeJSON(w, http.StatusOK, nil, "x-request-id", requestID(), map[string]any{
 		"id": randomID("chatcmpl-", 24), "object": "chat.completion", "created": s.cfg.now().Unix(),
 		"model": model, "choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
 		"usage": chatUsageJSON(u),
@@ -226,20 +211,7 @@ func (s *Server) writeChatJSON(w http.ResponseWriter, r *http.Request, model str
 // with empty choices when stream_options.include_usage is set, then
 // "data: [DONE]".
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, req chatRequest, p plan, u responsesUsage) {
-	h := w.Header()
-	for k, v := range p.header {
-		if !strings.HasPrefix(k, "anthropic-") {
-			h.Set(k, v)
-		}
-	}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("x-request-id", requestID())
-	w.WriteHeader(http.StatusOK)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	e := &sse{w: w, s: s, r: r, delay: p.delay, ok: true}
+	e := s.openStream(w, r, p, openAIHeader(p.header), "x-request-id")
 	id := randomID("chatcmpl-", 24)
 	created := s.cfg.now().Unix()
 	send := func(choices []any, usage any) {
@@ -356,12 +328,7 @@ func hoursText(d time.Duration) string {
 // own quota wordings.
 func (s *Server) chatFailure(p plan) responsesError {
 	f := *p.failure
-	e := responsesError{status: f.status, message: f.message, header: map[string]string{}}
-	for k, v := range f.header {
-		if !strings.HasPrefix(k, "anthropic-") {
-			e.header[k] = v
-		}
-	}
+	e := responsesError{status: f.status, message: f.message, header: openAIHeader(f.header)}
 	now := s.cfg.now()
 	switch p.scenario {
 	case ScenarioRateLimit:

@@ -8,7 +8,6 @@ package outposttest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -212,36 +211,23 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	bad := func(m string) {
 		writeResponsesError(w, responsesError{status: http.StatusBadRequest, typ: "invalid_request_error", message: m})
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
-		bad("read body: " + err.Error())
-		return
-	}
-	req, msgs, tools, err := decodeResponses(body)
-	conv := responsesConversation(msgs)
-	conv.model = req.Model
-	directive, derr := conv.directive()
-	aux := !req.Stream && len(tools) == 0
-	s.annotate(r.Context(), func(e *Request) {
-		e.API, e.Endpoint = apiResponses, "responses"
-		e.Model, e.Stream, e.MaxTokens, e.Messages = req.Model, req.Stream, req.MaxOutputTokens, msgs
-		e.OutputSchema = outputSchema(req.Text, false)
+	s.serveModel(w, r, apiResponses, bad, func(body []byte) (modelCall, error) {
+		req, msgs, tools, err := decodeResponses(body)
+		c := modelCall{endpoint: "responses", model: req.Model, stream: req.Stream, maxTokens: req.MaxOutputTokens,
+			msgs: msgs, schema: outputSchema(req.Text, false), conv: responsesConversation(msgs)}
 		for _, t := range tools {
-			e.Tools = append(e.Tools, t.Name)
+			c.tools = append(c.tools, t.Name)
 		}
-		e.Auxiliary = aux && err == nil
-		e.Directive = directive
-	})
-	if err != nil {
-		bad(err.Error())
-		return
-	}
-	u := estimateResponsesUsage(body, msgs)
-	s.respond(r, conv, directive, derr, aux, req.Stream, wire{
-		badRequest: bad,
-		failure:    func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
-		stream:     func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
-		json:       func(p plan) { s.writeResponsesJSON(w, r, req.Model, p, u) },
+		if err != nil {
+			return c, err
+		}
+		u := estimateResponsesUsage(body, msgs)
+		c.out = wire{
+			failure: func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
+			stream:  func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
+			json:    func(p plan) { s.writeResponsesJSON(w, r, req.Model, p, u) },
+		}
+		return c, nil
 	})
 }
 
@@ -298,17 +284,12 @@ func (s *Server) writeResponsesJSON(w http.ResponseWriter, r *http.Request, mode
 	u.Output = outputTokens(p) + reasoningTokens
 	u.Reasoning = reasoningTokens
 	s.reportUsage(r, u.normalized())
-	for k, v := range p.header {
-		w.Header().Set(k, v)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("x-request-id", requestID())
 	items := responsesItems(p, nil)
 	out := make([]map[string]any, len(items))
 	for i, it := range items {
 		out[i] = it.done
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	writeJSON(w, http.StatusOK, p.header, "x-request-id", requestID(), map[string]any{
 		"id": randomID("resp_", 24), "object": "response", "status": "completed",
 		"model": model, "output": out, "usage": u.json(),
 	})
@@ -422,18 +403,7 @@ func jsString(s string) string {
 // arguments or custom tool input) and response.output_item.done, then
 // response.completed with usage. Every event carries a sequence_number.
 func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, model string, p plan, tools []responsesTool, u responsesUsage) {
-	h := w.Header()
-	for k, v := range p.header {
-		h.Set(k, v)
-	}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("x-request-id", requestID())
-	w.WriteHeader(http.StatusOK)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-	e := &sse{w: w, s: s, r: r, delay: p.delay, ok: true}
+	e := s.openStream(w, r, p, p.header, "x-request-id")
 	seq := 0
 	send := func(typ string, data map[string]any) {
 		data["type"] = typ
@@ -498,12 +468,6 @@ type responsesError struct {
 }
 
 func writeResponsesError(w http.ResponseWriter, e responsesError) {
-	for k, v := range e.header {
-		w.Header().Set(k, v)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("x-request-id", requestID())
-	w.WriteHeader(e.status)
 	body := map[string]any{"message": e.message, "type": e.typ, "param": nil, "code": nil}
 	if e.code != "" {
 		body["code"] = e.code
@@ -511,19 +475,14 @@ func writeResponsesError(w http.ResponseWriter, e responsesError) {
 	for k, v := range e.extra {
 		body[k] = v
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": body})
+	writeJSON(w, e.status, e.header, "x-request-id", requestID(), map[string]any{"error": body})
 }
 
 // responsesFailure renders a scenario's failure the way the OpenAI
 // (and Codex backend) API words it.
 func (s *Server) responsesFailure(p plan) responsesError {
 	f := *p.failure
-	e := responsesError{status: f.status, message: f.message, header: map[string]string{}}
-	for k, v := range f.header {
-		if !strings.HasPrefix(k, "anthropic-") {
-			e.header[k] = v
-		}
-	}
+	e := responsesError{status: f.status, message: f.message, header: openAIHeader(f.header)}
 	now := s.cfg.now()
 	switch p.scenario {
 	case ScenarioRateLimit:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,14 +220,7 @@ func Markers(text string) []string {
 
 func appendUnique(dst []string, items ...string) []string {
 	for _, it := range items {
-		seen := false
-		for _, d := range dst {
-			if d == it {
-				seen = true
-				break
-			}
-		}
-		if !seen {
+		if !slices.Contains(dst, it) {
 			dst = append(dst, it)
 		}
 	}
@@ -304,14 +298,7 @@ func (c conversation) okText() string {
 func (c conversation) remembered(cur []string) []string {
 	var out []string
 	for _, m := range Markers(c.earlier) {
-		skip := false
-		for _, x := range cur {
-			if x == m {
-				skip = true
-				break
-			}
-		}
-		if !skip {
+		if !slices.Contains(cur, m) {
 			out = append(out, m)
 		}
 	}

@@ -2,6 +2,7 @@ package outposttest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -423,6 +424,93 @@ type wire struct {
 	failure    func(p plan)         // p's scripted failure
 	stream     func(p plan)         // p as a stream
 	json       func(p plan)         // p as one JSON body
+}
+
+// modelCall is what an API's handler decoded of one model request: the
+// view the request log records, the conversation the scenario reads and
+// the wire that writes the answers (its badRequest is the handler's).
+type modelCall struct {
+	endpoint  string
+	model     string
+	stream    bool
+	maxTokens int
+	msgs      []Message
+	tools     []string
+	schema    json.RawMessage
+	conv      conversation
+	out       wire
+}
+
+// serveModel serves a model request the same way on every API: it reads
+// the body, decodes it with decode (which may fill only part of the call
+// when it fails), logs the request, answers a decoding error with bad and
+// otherwise responds (see [Server.respond]). A request that neither streams
+// nor declares tools is auxiliary.
+func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, api string, bad func(string), decode func(body []byte) (modelCall, error)) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		bad("read body: " + err.Error())
+		return
+	}
+	c, err := decode(body)
+	c.conv.model = c.model
+	directive, derr := c.conv.directive()
+	aux := !c.stream && len(c.tools) == 0
+	s.annotate(r.Context(), func(e *Request) {
+		e.API, e.Endpoint = api, c.endpoint
+		e.Model, e.Stream, e.MaxTokens, e.Messages = c.model, c.stream, c.maxTokens, c.msgs
+		e.OutputSchema = c.schema
+		e.Tools = append(e.Tools, c.tools...)
+		e.Auxiliary = aux && err == nil
+		e.Directive = directive
+	})
+	if err != nil {
+		bad(err.Error())
+		return
+	}
+	c.out.badRequest = bad
+	s.respond(r, c.conv, directive, derr, aux, c.stream, c.out)
+}
+
+// openStream starts a Server-Sent Events answer of plan p: header, the
+// event-stream headers and a request id under idHeader, status 200, flushed.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, p plan, header map[string]string, idHeader string) *sse {
+	h := w.Header()
+	for k, v := range header {
+		h.Set(k, v)
+	}
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set(idHeader, requestID())
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return &sse{w: w, s: s, r: r, delay: p.delay, ok: true}
+}
+
+// writeJSON writes body as a JSON answer with status, after header and the
+// request id id under idHeader.
+func writeJSON(w http.ResponseWriter, status int, header map[string]string, idHeader, id string, body any) {
+	for k, v := range header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(idHeader, id)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// openAIHeader is a copy of a plan's headers without Anthropic's own
+// (anthropic-*), for the OpenAI APIs; never nil.
+func openAIHeader(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if !strings.HasPrefix(k, "anthropic-") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // respond answers a decoded model request the same way on every API: an

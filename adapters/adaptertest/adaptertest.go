@@ -32,6 +32,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/golden"
+	"github.com/outpost-dev/outpost/harness"
 )
 
 var update = flag.Bool("update", false, "rewrite adapter golden expectations")
@@ -49,24 +50,31 @@ func Run(t *testing.T, a adapters.Adapter, dir string) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			res := c.Replay(context.Background(), a)
-			got := golden.Expected{Events: res.Events, Outcome: res.Outcome()}
-			for i := range got.Events {
-				got.Events[i].Time = time.Time{} // the replay instant is in meta.json
-			}
-			path := filepath.Join(dir, c.Dir, "expected.json")
-			if *update {
-				b, err := json.MarshalIndent(got, "", "  ")
-				require.NoError(t, err)
-				require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "missing expected.json; run with -update and review it")
-			gotJSON, err := json.Marshal(got)
-			require.NoError(t, err)
-			assert.JSONEq(t, string(want), string(gotJSON))
+			compareExpected(t, filepath.Join(dir, c.Dir, "expected.json"), res)
 			checkLines(t, a, c.Stdout)
 		})
 	}
+}
+
+// compareExpected compares a replay's events and outcome with the
+// expected.json at path (rewriting it first with -update). The events'
+// times are left out: the replay instant is in meta.json.
+func compareExpected(t *testing.T, path string, res *harness.Result) {
+	t.Helper()
+	got := golden.Expected{Events: res.Events, Outcome: res.Outcome()}
+	for i := range got.Events {
+		got.Events[i].Time = time.Time{}
+	}
+	if *update {
+		b, err := json.MarshalIndent(got, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "missing expected.json; run with -update and review it")
+	gotJSON, err := json.Marshal(got)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(want), string(gotJSON))
 }
 
 // checkLines checks the decoder invariants line by line: no panic, at least

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/adapters/golden"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -91,22 +90,7 @@ func RunLive(t *testing.T, dir string, adapter func(LiveScript) adapters.Adapter
 			if want, err := os.ReadFile(filepath.Join(cdir, "stdin.jsonl")); assert.NoError(t, err) {
 				assert.Equal(t, string(want), string(dec.stdin), "the session wrote what the capture wrote")
 			}
-
-			got := golden.Expected{Events: res.Events, Outcome: res.Outcome()}
-			for i := range got.Events {
-				got.Events[i].Time = time.Time{}
-			}
-			path := filepath.Join(cdir, "expected.json")
-			if *update {
-				b, err := json.MarshalIndent(got, "", "  ")
-				require.NoError(t, err)
-				require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "missing expected.json; run with -update and review it")
-			gotJSON, err := json.Marshal(got)
-			require.NoError(t, err)
-			assert.JSONEq(t, string(want), string(gotJSON))
+			compareExpected(t, filepath.Join(cdir, "expected.json"), res)
 		})
 	}
 }

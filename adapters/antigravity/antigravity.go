@@ -234,7 +234,7 @@ func (d *decoder) result(l line) []adapters.Event {
 		}
 		out = append(out, adapters.Event{Kind: adapters.KindFailure, Text: text, Failure: &adapters.FailureDetail{Code: r.Status}})
 	}
-	return append(out, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: ok, Reason: r.Status}})
+	return append(out, adapters.FinishedEvent(ok, r.Status))
 }
 
 func itoa(n int) string {

@@ -1,11 +1,8 @@
 package claude
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
@@ -94,7 +91,7 @@ type line struct {
 	IsError                   bool                  `json:"is_error"`
 	Result                    json.RawMessage       `json:"result"`
 	TotalCostUSD              *float64              `json:"total_cost_usd"`
-	Usage                     *apiUsage             `json:"usage"`
+	Usage                     *usage.Anthropic      `json:"usage"`
 	ModelUsage                map[string]modelUsage `json:"modelUsage"`
 	ModelUsageSinceLastResult map[string]modelUsage `json:"model_usage_since_last_result"`
 	TerminalReason            string                `json:"terminal_reason"`
@@ -110,10 +107,10 @@ type mcpServer struct {
 }
 
 type message struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
-	Content json.RawMessage `json:"content"`
-	Usage   *apiUsage       `json:"usage"`
+	ID      string           `json:"id"`
+	Model   string           `json:"model"`
+	Content json.RawMessage  `json:"content"`
+	Usage   *usage.Anthropic `json:"usage"`
 }
 
 type block struct {
@@ -128,18 +125,6 @@ type block struct {
 	IsError   bool            `json:"is_error"`
 }
 
-type apiUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	// CacheCreation splits the cache writes by lifetime (billed
-	// differently); its 1-hour share is kept.
-	CacheCreation *struct {
-		OneHour *int64 `json:"ephemeral_1h_input_tokens"`
-	} `json:"cache_creation"`
-}
-
 type modelUsage struct {
 	InputTokens              int64   `json:"inputTokens"`
 	OutputTokens             int64   `json:"outputTokens"`
@@ -150,8 +135,8 @@ type modelUsage struct {
 }
 
 type streamEvent struct {
-	Type  string    `json:"type"`
-	Usage *apiUsage `json:"usage"`
+	Type  string           `json:"type"`
+	Usage *usage.Anthropic `json:"usage"`
 	Delta *struct {
 		Type     string `json:"type"`
 		Text     string `json:"text"`
@@ -169,12 +154,8 @@ type rateLimitInfo struct {
 // an empty slice.
 func (d *Decoder) Decode(b []byte) []adapters.Event {
 	var l line
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
-		// A field of an unexpected type was skipped; the rest is usable.
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	var evs []adapters.Event
 	switch l.Type {
@@ -192,8 +173,7 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		evs = d.result(&l)
 	}
 	if len(evs) == 0 {
-		// Unmarshal checked the syntax first: the line is valid JSON.
-		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
+		return adapters.ParsedRawEvent(b)
 	}
 	if p := l.ParentToolUseID; p != nil && *p != "" {
 		for i := range evs {
@@ -225,7 +205,7 @@ func (d *Decoder) system(l *line) []adapters.Event {
 		return evs
 	case "api_retry":
 		r := &adapters.RetryNotice{Attempt: l.Attempt, MaxAttempts: l.MaxRetries,
-			Reason: str(l.Error), DelayMS: l.RetryDelayMS}
+			Reason: adapters.JSONString(l.Error), DelayMS: l.RetryDelayMS}
 		if l.ErrorStatus != nil {
 			r.Status = *l.ErrorStatus
 		}
@@ -234,28 +214,13 @@ func (d *Decoder) system(l *line) []adapters.Event {
 	return nil
 }
 
-// str returns a JSON string's value, or "" for anything else.
-func str(r json.RawMessage) string {
-	if len(r) == 0 || r[0] != '"' {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(r, &s) != nil {
-		return ""
-	}
-	return s
-}
-
 func (d *Decoder) blocks(m *message) []block {
 	if m == nil || len(m.Content) == 0 || m.Content[0] != '[' {
 		return nil
 	}
 	var bs []block
-	if err := json.Unmarshal(m.Content, &bs); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return nil
-		}
+	if !adapters.ParseLine(m.Content, &bs) {
+		return nil
 	}
 	return bs
 }
@@ -266,7 +231,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 		return nil
 	}
 	bs := d.blocks(m)
-	if code := str(l.Error); code != "" || l.IsAPIErrorMessage || m.Model == synthetic {
+	if code := adapters.JSONString(l.Error); code != "" || l.IsAPIErrorMessage || m.Model == synthetic {
 		// A message Claude made up itself: the report of a failed API call,
 		// or (without an error) a notice such as "No response requested.".
 		var text []string
@@ -276,7 +241,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 			}
 		}
 		if code == "" {
-			code = str(l.APIError)
+			code = adapters.JSONString(l.APIError)
 		}
 		if code == "" && !l.IsAPIErrorMessage {
 			if len(text) == 0 {
@@ -299,30 +264,21 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 			}
 		case "tool_use", "server_tool_use", "mcp_tool_use":
 			d.remember(b.ID, b.Name)
-			evs = append(evs, adapters.Event{Kind: adapters.KindTool,
-				Tool: &adapters.ToolCall{CallID: b.ID, Name: b.Name, Input: b.Input}})
+			evs = append(evs, adapters.ToolEvent(b.ID, b.Name, b.Input))
 		}
 	}
-	if u := m.Usage; u != nil && (u.InputTokens != nil || u.OutputTokens != nil) {
+	if u := m.Usage; u != nil && (u.Input != nil || u.Output != nil) {
 		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: &usage.Report{
-			Scope: usage.ScopeMessage, MessageID: m.ID, Usage: u.usage()}})
+			Scope: usage.ScopeMessage, MessageID: m.ID, Usage: messageUsage(u)}})
 	}
 	return evs
 }
 
-func (u *apiUsage) usage() usage.Usage {
-	v := func(p *int64) int64 {
-		if p == nil || *p < 0 {
-			return 0
-		}
-		return *p
-	}
-	out := usage.Usage{Input: v(u.InputTokens), Cached: v(u.CacheReadInputTokens),
-		CacheCreated: v(u.CacheCreationInputTokens), Output: v(u.OutputTokens),
-		Complete: u.InputTokens != nil && u.OutputTokens != nil}
-	if u.CacheCreation != nil {
-		out.CacheCreated1h = min(v(u.CacheCreation.OneHour), out.CacheCreated)
-	}
+// messageUsage is the usage of an API usage object; it is complete when
+// it counts both input and output.
+func messageUsage(u *usage.Anthropic) usage.Usage {
+	out := u.Usage()
+	out.Complete = u.Input != nil && u.Output != nil
 	return out
 }
 
@@ -353,10 +309,7 @@ func (d *Decoder) user(l *line) []adapters.Event {
 		if b.Type != "tool_result" {
 			continue
 		}
-		text := resultText(b.Content)
-		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: b.ToolUseID, Name: d.names[b.ToolUseID], IsError: b.IsError,
-			Preview: Preview(text, adapters.PreviewLimit), Characters: utf8.RuneCountInString(text)}})
+		evs = append(evs, adapters.ToolResultEvent(b.ToolUseID, d.names[b.ToolUseID], b.IsError, resultText(b.Content)))
 	}
 	return evs
 }
@@ -369,7 +322,7 @@ func resultText(c json.RawMessage) string {
 	}
 	switch c[0] {
 	case '"':
-		return str(c)
+		return adapters.JSONString(c)
 	case '[':
 		var bs []struct {
 			Type string `json:"type"`
@@ -421,9 +374,9 @@ func (d *Decoder) stream(l *line) []adapters.Event {
 	case "message_delta":
 		// The final usage of a streamed message: its output_tokens are
 		// exact, unlike the message_start snapshot the assistant lines repeat.
-		if u := e.Usage; u != nil && l.APIMessageID != "" && u.OutputTokens != nil {
+		if u := e.Usage; u != nil && l.APIMessageID != "" && u.Output != nil {
 			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{
-				Scope: usage.ScopeMessage, MessageID: l.APIMessageID, Usage: u.usage()}}}
+				Scope: usage.ScopeMessage, MessageID: l.APIMessageID, Usage: messageUsage(u)}}}
 		}
 	}
 	return nil
@@ -448,7 +401,7 @@ func (d *Decoder) result(l *line) []adapters.Event {
 	if r, ok := turnUsage(l); ok {
 		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: r})
 	}
-	text := str(l.Result)
+	text := adapters.JSONString(l.Result)
 	ok := !l.IsError && l.Subtype == "success"
 	reason := l.TerminalReason
 	if reason == "" {
@@ -471,11 +424,11 @@ func (d *Decoder) result(l *line) []adapters.Event {
 			code = l.TerminalReason
 		}
 		if code == "" {
-			code = str(l.APIError)
+			code = adapters.JSONString(l.APIError)
 		}
 		evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: strings.Join(parts, "\n"), Failure: failure(l, code)})
 	}
-	evs = append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: ok, Reason: reason}})
+	evs = append(evs, adapters.FinishedEvent(ok, reason))
 	return evs
 }
 
@@ -500,7 +453,7 @@ func errorTexts(r json.RawMessage) []string {
 	}
 	var out []string
 	for _, it := range items {
-		if s := str(it); s != "" {
+		if s := adapters.JSONString(it); s != "" {
 			out = append(out, s)
 			continue
 		}
@@ -532,7 +485,7 @@ func turnUsage(l *line) (*usage.Report, bool) {
 		r.Usage = sumModels(l.ModelUsageSinceLastResult)
 		r.HasCost = true
 	case l.Usage != nil:
-		r.Usage = l.Usage.usage()
+		r.Usage = messageUsage(l.Usage)
 	case l.ModelUsage != nil:
 		r.Usage = sumModels(l.ModelUsage)
 		r.HasCost = true

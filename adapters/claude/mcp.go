@@ -75,21 +75,7 @@ func mcpConfig(servers []credentials.MCPServer) (cfgJSON []byte, disallowed []st
 		if _, dup := cfg[s.Name]; dup {
 			return nil, nil, nil, configErr("MCP server %s declared twice", s.Name)
 		}
-		entry := map[string]any{}
-		if s.IsHTTP() {
-			entry["type"] = "http"
-			entry["url"] = s.URL
-			if h := s.HTTPHeaders(); h != nil {
-				entry["headers"] = h
-			}
-		} else {
-			entry["type"] = "stdio"
-			entry["command"] = s.Command
-			entry["args"] = append([]string{}, s.Args...)
-			if len(s.Env) > 0 {
-				entry["env"] = s.Env
-			}
-		}
+		entry := s.ConfigEntry("stdio")
 		cfg[s.Name] = entry
 		for _, tool := range s.ExcludeTools {
 			disallowed = append(disallowed, "mcp__"+s.Name+"__"+tool)

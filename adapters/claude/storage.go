@@ -1,8 +1,6 @@
 package claude
 
 import (
-	"bytes"
-	"encoding/json"
 	"path"
 	"strings"
 
@@ -43,8 +41,5 @@ func (a *Adapter) Relocate(p string, content []byte, oldCwd, newCwd string) (str
 	if rest, ok := strings.CutPrefix(p, oldDir); ok {
 		p = path.Join(".claude", "projects", ProjectKey(newCwd), rest)
 	}
-	oldJSON, _ := json.Marshal(oldCwd)
-	newJSON, _ := json.Marshal(newCwd)
-	content = bytes.ReplaceAll(content, append([]byte(`"cwd":`), oldJSON...), append([]byte(`"cwd":`), newJSON...))
-	return p, content
+	return p, adapters.RelocateJSON(content, oldCwd, newCwd, "cwd")
 }

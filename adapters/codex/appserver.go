@@ -1,11 +1,9 @@
 package codex
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -19,8 +17,8 @@ type AppSession struct {
 	threadID string
 	turnID   string
 	nextID   int
-	pending  []byte
-	said     bool // conversation event emitted
+	out      adapters.Outbox // pending stdin
+	said     bool            // conversation event emitted
 	last     string
 	haveLast bool
 	done     bool
@@ -87,23 +85,17 @@ func (a *Adapter) AppServerRequest(in adapters.Input) (sandbox.Command, *AppSess
 			method = "thread/fork"
 		}
 	}
-	var stdin bytes.Buffer
+	var stdin []byte
 	for _, m := range []map[string]any{
 		{"id": idInitialize, "method": "initialize", "params": map[string]any{
 			"clientInfo": map[string]string{"name": "outpost", "title": "Outpost", "version": Version}}},
 		{"method": "initialized"},
 		{"id": idThread, "method": method, "params": params},
 	} {
-		writeJSON(&stdin, m)
+		stdin = adapters.AppendJSONLine(stdin, m)
 	}
 	s := &AppSession{prompt: in.Prompt, nextID: idTurn + 1}
-	return sandbox.Command{Args: args, Env: c.env, Dir: in.Workdir, Stdin: stdin.Bytes(), KeepStdinOpen: true}, s, nil
-}
-
-func writeJSON(b *bytes.Buffer, v any) {
-	enc := json.NewEncoder(b) // one line, newline-terminated
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	return sandbox.Command{Args: args, Env: c.env, Dir: in.Workdir, Stdin: stdin, KeepStdinOpen: true}, s, nil
 }
 
 // Thread is the thread id the server named (empty until it did).
@@ -119,11 +111,7 @@ func (s *AppSession) Ready() bool { return s.turnID != "" && !s.done }
 func (s *AppSession) Done() bool { return s.done }
 
 // Pending returns, and forgets, the bytes to write to stdin now.
-func (s *AppSession) Pending() []byte {
-	p := s.pending
-	s.pending = nil
-	return p
-}
+func (s *AppSession) Pending() []byte { return s.out.Pending() }
 
 // ErrNotRunning is returned by [AppSession.EncodeInput] before the turn runs
 // or after it finished.
@@ -137,12 +125,11 @@ func (s *AppSession) EncodeInput(text string) ([]byte, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, configErr("empty live input")
 	}
-	var b bytes.Buffer
-	writeJSON(&b, map[string]any{"id": s.nextID, "method": "turn/steer", "params": map[string]any{
+	b := adapters.AppendJSONLine(nil, map[string]any{"id": s.nextID, "method": "turn/steer", "params": map[string]any{
 		"threadId": s.threadID, "expectedTurnId": s.turnID,
 		"input": []map[string]string{{"type": "text", "text": text}}}})
 	s.nextID++
-	return b.Bytes(), nil
+	return b, nil
 }
 
 // appLine is the union of the JSON-RPC shapes.
@@ -273,15 +260,12 @@ var _ adapters.Decoder = (*AppSession)(nil)
 //	anything else                          raw
 func (s *AppSession) Decode(b []byte) []adapters.Event {
 	var l appLine
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	evs := s.decode(&l)
 	if len(evs) == 0 {
-		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
+		return adapters.ParsedRawEvent(b)
 	}
 	return evs
 }
@@ -295,20 +279,18 @@ func (s *AppSession) conversation(id string) []adapters.Event {
 }
 
 func (s *AppSession) decode(l *appLine) []adapters.Event {
-	hasID := len(l.ID) > 0 && string(l.ID) != "null"
+	hasID := adapters.IsRequestID(l.ID)
 	switch {
 	case hasID && l.Method != "":
 		// A server request: Outpost answers none of them.
-		var b bytes.Buffer
-		writeJSON(&b, map[string]any{"id": l.ID, "error": map[string]any{"code": -32601,
-			"message": "outpost: " + l.Method + " is not supported in a headless turn"}})
-		s.pending = append(s.pending, b.Bytes()...)
+		s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": l.ID, "error": map[string]any{
+			"code": adapters.MethodNotFound, "message": adapters.Unsupported(l.Method)}}))
 		return nil
 	case hasID && l.Error != nil:
 		s.done = true
 		return []adapters.Event{
 			{Kind: adapters.KindFailure, Text: l.Error.Message, Failure: &adapters.FailureDetail{Code: "jsonrpc " + string(l.ID)}},
-			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "rpc error"}},
+			adapters.FinishedEvent(false, "rpc error"),
 		}
 	case hasID && l.Result != nil:
 		switch string(l.ID) {
@@ -318,10 +300,8 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 			}
 			evs := s.conversation(l.Result.Thread.ID)
 			s.threadID = l.Result.Thread.ID
-			var b bytes.Buffer
-			writeJSON(&b, map[string]any{"id": idTurn, "method": "turn/start", "params": map[string]any{
-				"threadId": s.threadID, "input": []map[string]string{{"type": "text", "text": s.prompt}}}})
-			s.pending = append(s.pending, b.Bytes()...)
+			s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": idTurn, "method": "turn/start", "params": map[string]any{
+				"threadId": s.threadID, "input": []map[string]string{{"type": "text", "text": s.prompt}}}}))
 			return evs
 		case "3":
 			if l.Result.Turn != nil {
@@ -376,10 +356,10 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 	case "thread/tokenUsage/updated":
 		if p.TokenUsage != nil && p.TokenUsage.Total != nil {
 			t := p.TokenUsage.Total
-			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeCumulative,
-				Usage: usage.Usage{Input: max(t.InputTokens-t.CachedInputTokens, 0), Cached: t.CachedInputTokens,
-					CacheCreated: t.CacheWriteInputTokens, Output: t.OutputTokens, Reasoning: t.ReasoningOutputTokens,
-					Complete: true}}}}
+			u := adapters.InclusiveUsage(t.InputTokens, t.CachedInputTokens, t.CacheWriteInputTokens,
+				t.OutputTokens, t.ReasoningOutputTokens)
+			u.Complete = true
+			return []adapters.Event{{Kind: adapters.KindUsage, Usage: &usage.Report{Scope: usage.ScopeCumulative, Usage: u}}}
 		}
 	case "turn/completed":
 		if p.Turn == nil {
@@ -392,16 +372,14 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 			if s.haveLast {
 				evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: s.last})
 			}
-			return append(evs, adapters.Event{Kind: adapters.KindFinished,
-				Finished: &adapters.FinishedDetail{OK: true, Reason: "completed"}})
+			return append(evs, adapters.FinishedEvent(true, "completed"))
 		default:
 			var evs []adapters.Event
 			if e := p.Turn.Error; e != nil && e.Message != "" {
 				evs = append(evs, adapters.Event{Kind: adapters.KindFailure, Text: e.Message,
 					Failure: e.detail(p.Turn.Status, e.Message)})
 			}
-			return append(evs, adapters.Event{Kind: adapters.KindFinished,
-				Finished: &adapters.FinishedDetail{OK: false, Reason: p.Turn.Status}})
+			return append(evs, adapters.FinishedEvent(false, p.Turn.Status))
 		}
 	}
 	return nil
@@ -431,7 +409,7 @@ func (s *AppSession) item(completed bool, it *appItem) []adapters.Event {
 		return s.tool(completed, it.ID, "shell", input, out, isErr)
 	case "mcpToolCall":
 		out, isErr := mcpText(it.Result), it.Status == "failed"
-		if msg := errMessage(it.Error); msg != "" {
+		if msg := adapters.ErrorMessage(it.Error); msg != "" {
 			out, isErr = msg, true
 		}
 		return s.tool(completed, it.ID, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
@@ -462,16 +440,10 @@ func (s *AppSession) tool(completed bool, id, name string, input json.RawMessage
 	}
 	if !s.tools[id] && len(s.tools) < maxAnnounced {
 		s.tools[id] = true
-		if len(input) == 0 || !json.Valid(input) {
-			input = nil
-		}
-		evs = append(evs, adapters.Event{Kind: adapters.KindTool,
-			Tool: &adapters.ToolCall{CallID: id, Name: name, Input: append(json.RawMessage(nil), input...)}})
+		evs = append(evs, adapters.ToolEvent(id, name, input))
 	}
 	if completed {
-		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: id, Name: name, IsError: isErr,
-			Preview: Preview(out, adapters.PreviewLimit), Characters: utf8.RuneCountInString(out)}})
+		evs = append(evs, adapters.ToolResultEvent(id, name, isErr, out))
 	}
 	return evs
 }

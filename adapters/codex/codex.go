@@ -278,13 +278,7 @@ func tomlString(s string) string {
 
 // BaseURL returns the Responses base URL Codex is given for an endpoint base
 // URL: "/v1" is appended when the URL has no path.
-func BaseURL(base string) (string, error) {
-	out, ok := adapters.V1BaseURL(base)
-	if !ok {
-		return "", configErr("invalid endpoint base URL %q", base)
-	}
-	return out, nil
-}
+func BaseURL(base string) (string, error) { return adapters.ClientBaseURL(Name, base) }
 
 // Request builds the command of one turn. It is pure; invalid input is an
 // outposterr configuration error.

@@ -1,13 +1,10 @@
 package codex
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/usage"
@@ -100,12 +97,8 @@ type turnUsage struct {
 // returns an empty slice.
 func (d *Decoder) Decode(b []byte) []adapters.Event {
 	var l line
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
-		// A field of an unexpected type was skipped; the rest is usable.
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	var evs []adapters.Event
 	switch l.Type {
@@ -125,7 +118,7 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		evs = failed(&l)
 	}
 	if len(evs) == 0 {
-		return []adapters.Event{{Kind: adapters.KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}}
+		return adapters.ParsedRawEvent(b)
 	}
 	return evs
 }
@@ -191,7 +184,7 @@ func (d *Decoder) item(typ string, it *item) []adapters.Event {
 	case "mcp_tool_call":
 		var out string
 		isErr := it.Status == "failed"
-		if msg := errMessage(it.ItemError); msg != "" {
+		if msg := adapters.ErrorMessage(it.ItemError); msg != "" {
 			out, isErr = msg, true
 		} else {
 			out = mcpText(it.Result)
@@ -211,16 +204,10 @@ func (d *Decoder) item(typ string, it *item) []adapters.Event {
 func (d *Decoder) tool(typ string, it *item, name string, input json.RawMessage, output string, isErr bool) []adapters.Event {
 	var evs []adapters.Event
 	if typ != "item.updated" && d.announce(it.ID) {
-		if len(input) == 0 || !json.Valid(input) {
-			input = nil
-		}
-		evs = append(evs, adapters.Event{Kind: adapters.KindTool,
-			Tool: &adapters.ToolCall{CallID: it.ID, Name: name, Input: append(json.RawMessage(nil), input...)}})
+		evs = append(evs, adapters.ToolEvent(it.ID, name, input))
 	}
 	if typ == "item.completed" {
-		evs = append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: it.ID, Name: name, IsError: isErr,
-			Preview: Preview(output, adapters.PreviewLimit), Characters: utf8.RuneCountInString(output)}})
+		evs = append(evs, adapters.ToolResultEvent(it.ID, name, isErr, output))
 	}
 	return evs
 }
@@ -233,28 +220,6 @@ func change(kind string) string {
 		return "update"
 	}
 	return kind
-}
-
-// errMessage reads {"message": …} or a string.
-func errMessage(r json.RawMessage) string {
-	if len(r) == 0 {
-		return ""
-	}
-	switch r[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(r, &s) == nil {
-			return s
-		}
-	case '{':
-		var o struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(r, &o) == nil {
-			return o.Message
-		}
-	}
-	return ""
 }
 
 // mcpText flattens an MCP result's text content.
@@ -357,24 +322,17 @@ func (d *Decoder) completed(l *line) []adapters.Event {
 	if d.haveLast {
 		evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: d.last})
 	}
-	return append(evs, adapters.Event{Kind: adapters.KindFinished,
-		Finished: &adapters.FinishedDetail{OK: true, Reason: "turn.completed"}})
+	return append(evs, adapters.FinishedEvent(true, "turn.completed"))
 }
 
 // usage converts Codex's counters: input_tokens includes the cached part
 // (OpenAI's convention), usage.Usage.Input does not; output_tokens includes
 // the reasoning part.
 func (u *turnUsage) usage() usage.Usage {
-	v := func(p *int64) int64 {
-		if p == nil || *p < 0 {
-			return 0
-		}
-		return *p
-	}
-	in, cached := v(u.InputTokens), v(u.CachedInputTokens)
-	return usage.Usage{Input: max(in-cached, 0), Cached: cached, CacheCreated: v(u.CacheWriteInputTokens),
-		Output: v(u.OutputTokens), Reasoning: v(u.ReasoningOutputTokens),
-		Complete: u.InputTokens != nil && u.OutputTokens != nil}
+	out := adapters.InclusiveUsage(usage.Count(u.InputTokens), usage.Count(u.CachedInputTokens),
+		usage.Count(u.CacheWriteInputTokens), usage.Count(u.OutputTokens), usage.Count(u.ReasoningOutputTokens))
+	out.Complete = u.InputTokens != nil && u.OutputTokens != nil
+	return out
 }
 
 func failed(l *line) []adapters.Event {
@@ -388,6 +346,6 @@ func failed(l *line) []adapters.Event {
 	f := &adapters.FailureDetail{Code: "turn.failed", Status: status(msg)}
 	return []adapters.Event{
 		{Kind: adapters.KindFailure, Text: msg, Failure: f},
-		{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "turn.failed"}},
+		adapters.FinishedEvent(false, "turn.failed"),
 	}
 }

@@ -1,8 +1,6 @@
 package codex
 
 import (
-	"bytes"
-	"encoding/json"
 	"path"
 	"strings"
 
@@ -37,7 +35,5 @@ func (a *Adapter) Relocate(p string, content []byte, oldCwd, newCwd string) (str
 	if oldCwd == newCwd || oldCwd == "" || newCwd == "" {
 		return p, content
 	}
-	oldJSON, _ := json.Marshal(oldCwd)
-	newJSON, _ := json.Marshal(newCwd)
-	return p, bytes.ReplaceAll(content, append([]byte(`"cwd":`), oldJSON...), append([]byte(`"cwd":`), newJSON...))
+	return p, adapters.RelocateJSON(content, oldCwd, newCwd, "cwd")
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -43,16 +42,15 @@ func (a *Adapter) LiveRequest(in adapters.Input) (sandbox.Command, adapters.Live
 	args = a.AppendExtra(args)
 
 	s := &ACPSession{prompt: in.Prompt, resume: in.Continue, next: idPrompt}
-	var stdin bytes.Buffer
-	writeJSON(&stdin, rpc{ID: idInitialize, Method: "initialize", Params: map[string]any{
-		"protocolVersion": 1, "clientCapabilities": map[string]any{}}})
+	stdin := rpc{ID: idInitialize, Method: "initialize", Params: map[string]any{
+		"protocolVersion": 1, "clientCapabilities": map[string]any{}}}.line()
 	params := map[string]any{"cwd": in.Workdir, "mcpServers": []any{}}
 	method := "session/new"
 	if in.Continue != "" {
 		method, params["sessionId"], s.loading = "session/load", in.Continue, true
 	}
-	writeJSON(&stdin, rpc{ID: idSession, Method: method, Params: params})
-	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: stdin.Bytes(), KeepStdinOpen: true}, s, nil
+	stdin = append(stdin, rpc{ID: idSession, Method: method, Params: params}.line()...)
+	return sandbox.Command{Args: args, Env: env, Dir: in.Workdir, Stdin: stdin, KeepStdinOpen: true}, s, nil
 }
 
 // rpc is an outgoing JSON-RPC 2.0 message.
@@ -70,11 +68,10 @@ type rpcError struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(b *bytes.Buffer, m rpc) {
+// line is m as a JSON-RPC 2.0 line.
+func (m rpc) line() []byte {
 	m.JSONRPC = "2.0"
-	enc := json.NewEncoder(b) // one line, newline-terminated
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(m)
+	return adapters.AppendJSONLine(nil, m)
 }
 
 // ErrNotRunning is returned by [ACPSession.EncodeInput] before the session
@@ -121,12 +118,12 @@ type ACPSession struct {
 	prompt    string
 	resume    string
 	sessionID string
-	next      int // id of the next prompt
-	current   int // id of the latest prompt, 0 before the first
-	pending   []byte
-	loading   bool // session/load is replaying the conversation
-	started   bool // the latest prompt reached the model
-	replaced  int  // replaced prompts whose response has not come yet
+	next      int             // id of the next prompt
+	current   int             // id of the latest prompt, 0 before the first
+	out       adapters.Outbox // pending stdin
+	loading   bool            // session/load is replaying the conversation
+	started   bool            // the latest prompt reached the model
+	replaced  int             // replaced prompts whose response has not come yet
 	done      bool
 	said      bool
 	msg       strings.Builder // agent text of the current message
@@ -150,11 +147,7 @@ func (s *ACPSession) Ready() bool { return s.started && !s.done }
 func (s *ACPSession) Done() bool { return s.done }
 
 // Pending returns, and forgets, the bytes to write to stdin now.
-func (s *ACPSession) Pending() []byte {
-	p := s.pending
-	s.pending = nil
-	return p
-}
+func (s *ACPSession) Pending() []byte { return s.out.Pending() }
 
 // EncodeInput encodes text as a session/prompt request, which cancels the
 // running prompt and runs text in its place, in the same session.
@@ -165,17 +158,16 @@ func (s *ACPSession) EncodeInput(text string) ([]byte, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, configErr("empty live input")
 	}
-	var b bytes.Buffer
 	s.replaced++
-	s.promptTo(&b, text)
-	return b.Bytes(), nil
+	return s.promptLine(text), nil
 }
 
-func (s *ACPSession) promptTo(b *bytes.Buffer, text string) {
+// promptLine makes text the latest prompt: its session/prompt request.
+func (s *ACPSession) promptLine(text string) []byte {
 	s.current, s.started = s.next, false
 	s.next++
-	writeJSON(b, rpc{ID: s.current, Method: "session/prompt", Params: map[string]any{
-		"sessionId": s.sessionID, "prompt": []map[string]string{{"type": "text", "text": text}}}})
+	return rpc{ID: s.current, Method: "session/prompt", Params: map[string]any{
+		"sessionId": s.sessionID, "prompt": []map[string]string{{"type": "text", "text": text}}}}.line()
 }
 
 // acpLine is the union of the incoming JSON-RPC shapes.
@@ -216,11 +208,8 @@ type acpUpdate struct {
 // [ACPSession.Pending]). Every line yields at least one event.
 func (s *ACPSession) Decode(b []byte) []adapters.Event {
 	var l acpLine
-	if err := json.Unmarshal(b, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
+	if !adapters.ParseLine(b, &l) {
+		return raw(b)
 	}
 	evs := s.decode(&l)
 	if len(evs) == 0 {
@@ -230,19 +219,17 @@ func (s *ACPSession) Decode(b []byte) []adapters.Event {
 }
 
 func (s *ACPSession) decode(l *acpLine) []adapters.Event {
-	hasID := len(l.ID) > 0 && string(l.ID) != "null"
+	hasID := adapters.IsRequestID(l.ID)
 	id, _ := strconv.Atoi(string(l.ID))
 	switch {
 	case hasID && l.Method != "":
 		// A request of the agent: permission requests are cancelled (with
 		// --allow-all none should come), anything else is refused.
-		reply := rpc{ID: l.ID, Error: &rpcError{Code: -32601, Message: "outpost: " + l.Method + " is not supported in a headless turn"}}
+		reply := rpc{ID: l.ID, Error: &rpcError{Code: adapters.MethodNotFound, Message: adapters.Unsupported(l.Method)}}
 		if l.Method == "session/request_permission" {
 			reply = rpc{ID: l.ID, Result: map[string]any{"outcome": map[string]string{"outcome": "cancelled"}}}
 		}
-		var buf bytes.Buffer
-		writeJSON(&buf, reply)
-		s.pending = append(s.pending, buf.Bytes()...)
+		s.out.Queue(reply.line())
 		return nil
 	case hasID && l.Error != nil:
 		if id != idInitialize && id != idSession && id != s.current {
@@ -253,7 +240,7 @@ func (s *ACPSession) decode(l *acpLine) []adapters.Event {
 		return []adapters.Event{
 			{Kind: adapters.KindFailure, Text: l.Error.Message, Failure: &adapters.FailureDetail{
 				Code: "jsonrpc " + strconv.Itoa(l.Error.Code), Status: status(l.Error.Message)}},
-			{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "rpc error"}},
+			adapters.FinishedEvent(false, "rpc error"),
 		}
 	case hasID && l.Result != nil:
 		switch {
@@ -263,9 +250,7 @@ func (s *ACPSession) decode(l *acpLine) []adapters.Event {
 			if s.sessionID == "" {
 				s.sessionID = s.resume
 			}
-			var buf bytes.Buffer
-			s.promptTo(&buf, s.prompt)
-			s.pending = append(s.pending, buf.Bytes()...)
+			s.out.Queue(s.promptLine(s.prompt))
 			if s.sessionID == "" || s.said {
 				return nil
 			}
@@ -324,9 +309,7 @@ func (s *ACPSession) update(u *acpUpdate) []adapters.Event {
 		}
 		evs := s.tool(u)
 		out := toolOutput(u)
-		return append(evs, adapters.Event{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-			CallID: u.ToolCallID, Name: s.tools[u.ToolCallID], IsError: u.Status == "failed",
-			Preview: Preview(out, adapters.PreviewLimit), Characters: utf8.RuneCountInString(out)}})
+		return append(evs, adapters.ToolResultEvent(u.ToolCallID, s.tools[u.ToolCallID], u.Status == "failed", out))
 	}
 	return nil
 }
@@ -356,11 +339,10 @@ func (s *ACPSession) tool(u *acpUpdate) []adapters.Event {
 	}
 	s.tools[u.ToolCallID] = name
 	input := u.RawInput
-	if len(input) == 0 || !json.Valid(input) || bytes.Equal(input, []byte("null")) {
+	if bytes.Equal(input, []byte("null")) {
 		input = nil
 	}
-	return []adapters.Event{{Kind: adapters.KindTool, Tool: &adapters.ToolCall{
-		CallID: u.ToolCallID, Name: name, Input: append(json.RawMessage(nil), input...)}}}
+	return []adapters.Event{adapters.ToolEvent(u.ToolCallID, name, input)}
 }
 
 // finish ends the turn on the latest prompt's response.
@@ -377,21 +359,20 @@ func (s *ACPSession) finish(stop string, u *acpUsage) []adapters.Event {
 	if u != nil {
 		evs = append(evs, adapters.Event{Kind: adapters.KindUsage, Usage: &usage.Report{
 			Scope: usage.ScopeMessage, MessageID: "prompt-" + strconv.Itoa(s.current),
-			Usage: usage.Usage{Input: max(u.InputTokens-u.CachedReadTokens, 0), Cached: u.CachedReadTokens,
-				CacheCreated: u.CachedWriteTokens, Output: u.OutputTokens, Reasoning: u.ThoughtTokens}}})
+			Usage: adapters.InclusiveUsage(u.InputTokens, u.CachedReadTokens, u.CachedWriteTokens, u.OutputTokens, u.ThoughtTokens)}})
 	}
 	switch {
 	case u == nil && errText != "":
 		msg := strings.TrimPrefix(errText, "Error: ")
 		return append(evs,
 			adapters.Event{Kind: adapters.KindFailure, Text: msg, Failure: &adapters.FailureDetail{Code: "error", Status: status(msg)}},
-			adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: "error"}})
+			adapters.FinishedEvent(false, "error"))
 	case stop == "end_turn" || stop == "max_tokens" || stop == "max_turn_requests":
 		return append(evs,
 			adapters.Event{Kind: adapters.KindResult, Text: text},
-			adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: true, Reason: stop}})
+			adapters.FinishedEvent(true, stop))
 	default: // refusal, cancelled
-		return append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: false, Reason: stop}})
+		return append(evs, adapters.FinishedEvent(false, stop))
 	}
 }
 

@@ -3,7 +3,6 @@ package copilot
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -131,16 +130,10 @@ type tokenCounts struct {
 // (verified: a resumed call reports inputTokens 12150, cacheReadTokens
 // 12058), usage.Usage.Input does not; outputTokens includes reasoning.
 func (t tokenCounts) usage() usage.Usage {
-	v := func(p *int64) int64 {
-		if p == nil || *p < 0 {
-			return 0
-		}
-		return *p
-	}
-	in, cached := v(t.InputTokens), v(t.CacheReadTokens)
-	return usage.Usage{Input: max(in-cached, 0), Cached: cached, CacheCreated: v(t.CacheWriteTokens),
-		Output: v(t.OutputTokens), Reasoning: v(t.ReasoningTokens),
-		Complete: t.InputTokens != nil && t.OutputTokens != nil}
+	u := adapters.InclusiveUsage(usage.Count(t.InputTokens), usage.Count(t.CacheReadTokens),
+		usage.Count(t.CacheWriteTokens), usage.Count(t.OutputTokens), usage.Count(t.ReasoningTokens))
+	u.Complete = t.InputTokens != nil && t.OutputTokens != nil
+	return u
 }
 
 // Decode turns one stdout line into events. It never panics and never
@@ -155,20 +148,12 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		return raw(b)
 	}
 	var l line
-	if err := json.Unmarshal(t, &l); err != nil {
-		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			return raw(b)
-		}
+	if !adapters.ParseLine(t, &l) {
+		return raw(b)
 	}
 	var dt data
-	if len(l.Data) > 0 && l.Data[0] == '{' {
-		if err := json.Unmarshal(l.Data, &dt); err != nil {
-			var te *json.UnmarshalTypeError
-			if !errors.As(err, &te) {
-				dt = data{}
-			}
-		}
+	if len(l.Data) > 0 && l.Data[0] == '{' && !adapters.ParseLine(l.Data, &dt) {
+		dt = data{}
 	}
 	switch l.Type {
 	case "assistant.message", "assistant.usage", "model.call_start":
@@ -335,11 +320,10 @@ func (d *Decoder) tool(id, name string, args json.RawMessage) []adapters.Event {
 	if id != "" {
 		d.names[id] = name
 	}
-	if len(args) == 0 || !json.Valid(args) || bytes.Equal(args, []byte("null")) {
+	if bytes.Equal(args, []byte("null")) {
 		args = nil
 	}
-	return []adapters.Event{{Kind: adapters.KindTool,
-		Tool: &adapters.ToolCall{CallID: id, Name: name, Input: append(json.RawMessage(nil), args...)}}}
+	return []adapters.Event{adapters.ToolEvent(id, name, args)}
 }
 
 func (d *Decoder) toolResult(dt *data) []adapters.Event {
@@ -348,64 +332,32 @@ func (d *Decoder) toolResult(dt *data) []adapters.Event {
 	}
 	out := resultText(dt.Result)
 	isErr := dt.Success != nil && !*dt.Success
-	if msg := errText(dt.Error); msg != "" {
+	if msg := adapters.ErrorMessage(dt.Error); msg != "" {
 		out, isErr = msg, true
 	}
 	name := dt.ToolName
 	if name == "" {
 		name = d.names[dt.ToolCallID]
 	}
-	return []adapters.Event{{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-		CallID: dt.ToolCallID, Name: name, IsError: isErr,
-		Preview: Preview(out, adapters.PreviewLimit), Characters: utf8.RuneCountInString(out)}}}
+	return []adapters.Event{adapters.ToolResultEvent(dt.ToolCallID, name, isErr, out)}
 }
 
 // resultText reads a tool result: {"content": …} or a string.
 func resultText(r json.RawMessage) string {
-	if len(r) == 0 {
+	if len(r) > 0 && r[0] == '"' {
+		return adapters.JSONString(r)
+	}
+	var o struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if len(r) == 0 || r[0] != '{' || json.Unmarshal(r, &o) != nil || len(o.Content) == 0 {
 		return ""
 	}
-	switch r[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(r, &s) == nil {
-			return s
-		}
-	case '{':
-		var o struct {
-			Content json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(r, &o) == nil && len(o.Content) > 0 {
-			var s string
-			if json.Unmarshal(o.Content, &s) == nil {
-				return s
-			}
-			return string(o.Content)
-		}
+	var s string
+	if json.Unmarshal(o.Content, &s) == nil {
+		return s
 	}
-	return ""
-}
-
-// errText reads an error: {"message": …} or a string.
-func errText(r json.RawMessage) string {
-	if len(r) == 0 {
-		return ""
-	}
-	switch r[0] {
-	case '"':
-		var s string
-		if json.Unmarshal(r, &s) == nil {
-			return s
-		}
-	case '{':
-		var o struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(r, &o) == nil {
-			return o.Message
-		}
-	}
-	return ""
+	return string(o.Content)
 }
 
 func (d *Decoder) result(l *line) []adapters.Event {
@@ -429,8 +381,7 @@ func (d *Decoder) result(l *line) []adapters.Event {
 			reason = "no exitCode"
 		}
 	}
-	return append(evs, adapters.Event{Kind: adapters.KindFinished,
-		Finished: &adapters.FinishedDetail{OK: ok, Reason: reason}})
+	return append(evs, adapters.FinishedEvent(ok, reason))
 }
 
 // Preview returns the start of s, at most limit bytes, cut at a UTF-8

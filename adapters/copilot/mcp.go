@@ -65,23 +65,10 @@ func mcpConfig(servers []credentials.MCPServer) ([]byte, []string, error) {
 		if _, dup := cfg[s.Name]; dup {
 			return nil, nil, configErr("MCP server %s declared twice", s.Name)
 		}
-		entry := map[string]any{"tools": []string{"*"}}
+		entry := s.ConfigEntry("local")
+		entry["tools"] = []string{"*"}
 		if len(s.IncludeTools) > 0 {
 			entry["tools"] = s.IncludeTools
-		}
-		if s.IsHTTP() {
-			entry["type"] = "http"
-			entry["url"] = s.URL
-			if h := s.HTTPHeaders(); h != nil {
-				entry["headers"] = h
-			}
-		} else {
-			entry["type"] = "local"
-			entry["command"] = s.Command
-			entry["args"] = append([]string{}, s.Args...)
-			if len(s.Env) > 0 {
-				entry["env"] = s.Env
-			}
 		}
 		cfg[s.Name] = entry
 		for _, tool := range s.ExcludeTools {

@@ -53,12 +53,7 @@ func (a *Adapter) Relocate(p string, content []byte, oldCwd, newCwd string) (str
 		}
 		return p, out.Bytes()
 	case "events.jsonl":
-		oldJSON, _ := json.Marshal(oldCwd)
-		newJSON, _ := json.Marshal(newCwd)
-		for _, key := range []string{`"cwd":`, `"gitRoot":`} {
-			content = bytes.ReplaceAll(content, append([]byte(key), oldJSON...), append([]byte(key), newJSON...))
-		}
-		return p, content
+		return p, adapters.RelocateJSON(content, oldCwd, newCwd, "cwd", "gitRoot")
 	}
 	return p, content
 }

@@ -281,7 +281,7 @@ func appendFinal(evs []adapters.Event, obj map[string]any, r Rule) []adapters.Ev
 	if t, has := field(obj, r, "text"); has && t != "" {
 		evs = append(evs, adapters.Event{Kind: adapters.KindResult, Text: t})
 	}
-	return append(evs, adapters.Event{Kind: adapters.KindFinished, Finished: &adapters.FinishedDetail{OK: ok}})
+	return append(evs, adapters.FinishedEvent(ok, ""))
 }
 
 func event(obj map[string]any, r Rule) (adapters.Event, bool) {

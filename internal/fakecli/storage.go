@@ -2,7 +2,6 @@ package fakecli
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path"
@@ -44,9 +43,7 @@ func (a *StorageAdapter) Relocate(p string, content []byte, oldCwd, newCwd strin
 	if oldCwd == newCwd || oldCwd == "" || newCwd == "" {
 		return p, content
 	}
-	o, _ := json.Marshal(oldCwd)
-	n, _ := json.Marshal(newCwd)
-	return p, bytes.ReplaceAll(content, append([]byte(`"cwd":`), o...), append([]byte(`"cwd":`), n...))
+	return p, adapters.RelocateJSON(content, oldCwd, newCwd, "cwd")
 }
 
 // storageCommand runs the storage script commands; false for others.
