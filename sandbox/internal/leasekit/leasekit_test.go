@@ -98,6 +98,21 @@ func TestPipe(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF)
 }
 
+func TestTailOfKeepsTheEndOnceTheStreamEnds(t *testing.T) {
+	pr, pw := io.Pipe()
+	tail, done := TailOf(pr, 4)
+	_, err := pw.Write([]byte("abcdef"))
+	require.NoError(t, err)
+	select {
+	case <-done:
+		t.Fatal("done closed before the stream ended")
+	default:
+	}
+	require.NoError(t, pw.Close())
+	<-done
+	assert.Equal(t, "cdef", string(tail.Bytes()))
+}
+
 func TestTailBuffer(t *testing.T) {
 	tb := &TailBuffer{Max: 4}
 	_, _ = tb.Write([]byte("abcdef"))
