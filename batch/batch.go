@@ -46,6 +46,7 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -548,46 +549,45 @@ func (r *runner) acquire(ctx context.Context, agent string, fallback bool) (func
 // 0 without caps. spent names a cap already spent ("cost", "tokens"; ""
 // when none is).
 func (r *runner) capFor(j Job, jobSpent float64, jobTokens int64) (cost float64, tokens int64, spent string) {
-	jobCap := j.MaxCostUSD
-	if jobCap == 0 {
-		jobCap = r.opts.MaxJobCostUSD
+	cost, over := capLeft(cmp.Or(j.MaxCostUSD, r.opts.MaxJobCostUSD), jobSpent)
+	if over {
+		return 0, 0, "cost"
 	}
-	if jobCap > 0 {
-		if jobSpent >= jobCap {
-			return 0, 0, "cost"
-		}
-		cost = jobCap - jobSpent
-	}
-	jobTok := j.MaxTokens
-	if jobTok == 0 {
-		jobTok = r.opts.MaxJobTokens
-	}
-	if jobTok > 0 {
-		if jobTokens >= jobTok {
-			return 0, 0, "tokens"
-		}
-		tokens = jobTok - jobTokens
+	if tokens, over = capLeft(cmp.Or(j.MaxTokens, r.opts.MaxJobTokens), jobTokens); over {
+		return 0, 0, "tokens"
 	}
 	r.mu.Lock()
-	restCost, restTokens := r.opts.MaxCostUSD-r.spent, r.opts.MaxTokens-r.tokens
+	batchSpent, batchTokens := r.spent, r.tokens
 	r.mu.Unlock()
-	if r.opts.MaxCostUSD > 0 {
-		if restCost <= 0 {
-			return 0, 0, "cost"
-		}
-		if cost == 0 || restCost < cost {
-			cost = restCost
-		}
+	restCost, over := capLeft(r.opts.MaxCostUSD, batchSpent)
+	if over {
+		return 0, 0, "cost"
 	}
-	if r.opts.MaxTokens > 0 {
-		if restTokens <= 0 {
-			return 0, 0, "tokens"
-		}
-		if tokens == 0 || restTokens < tokens {
-			tokens = restTokens
-		}
+	restTokens, over := capLeft(r.opts.MaxTokens, batchTokens)
+	if over {
+		return 0, 0, "tokens"
 	}
-	return cost, tokens, ""
+	return tighter(cost, restCost), tighter(tokens, restTokens), ""
+}
+
+// capLeft is what is left of limit after used, 0 when there is no limit
+// (limit <= 0); over says the limit is used up.
+func capLeft[T float64 | int64](limit, used T) (left T, over bool) {
+	if limit <= 0 {
+		return 0, false
+	}
+	if used >= limit {
+		return 0, true
+	}
+	return limit - used, false
+}
+
+// tighter is the smaller of two caps, where 0 is no cap.
+func tighter[T float64 | int64](a, b T) T {
+	if b != 0 && (a == 0 || b < a) {
+		return b
+	}
+	return a
 }
 
 // job drives one job to a record; ok is false when the run was cancelled

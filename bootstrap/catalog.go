@@ -379,6 +379,23 @@ func (c Catalog) Override(name string, pin Pin) (Catalog, error) {
 	return c.With(r)
 }
 
+// codexLinuxX64 and codexLinuxARM64 are Codex's Linux packages, glibc and
+// musl alike.
+var (
+	codexLinuxX64 = Source{
+		Package:       "@openai/codex",
+		VersionSuffix: "-linux-x64",
+		Integrity:     "sha512-o05NyAOCDygSPRo1yinzxvkRSdmsZyBD9E7mbpmjRanSfM8lypqWtQgEo4XfNkwhuCR2aFu8mlGOsQGFXVbVww==",
+		Members:       []Member{{From: "package/vendor/x86_64-unknown-linux-musl/", To: ""}},
+	}
+	codexLinuxARM64 = Source{
+		Package:       "@openai/codex",
+		VersionSuffix: "-linux-arm64",
+		Integrity:     "sha512-NZ/DaQUpcQmxmqee7Z9uC1rzw3GhSbooawcaTe1LN5Yk+WlinUKGdTXJgClRT/9ogQEEM9TWxYzvxPfj5G/xFg==",
+		Members:       []Member{{From: "package/vendor/aarch64-unknown-linux-musl/", To: ""}},
+	}
+)
+
 // The default catalog. Integrity values were read once from the registry's
 // version documents (dist.integrity) when each pin was added and checked
 // against the SHA-512 of the downloaded tarballs; from then on the catalog is
@@ -428,32 +445,12 @@ var defaultRows = []Row{
 		VersionLine: "codex-cli %s",
 		Launcher:    "@openai/codex",
 		Sources: map[Platform]Source{
-			LinuxX64: {
-				Package:       "@openai/codex",
-				VersionSuffix: "-linux-x64",
-				Integrity:     "sha512-o05NyAOCDygSPRo1yinzxvkRSdmsZyBD9E7mbpmjRanSfM8lypqWtQgEo4XfNkwhuCR2aFu8mlGOsQGFXVbVww==",
-				Members:       []Member{{From: "package/vendor/x86_64-unknown-linux-musl/", To: ""}},
-			},
-			LinuxARM64: {
-				Package:       "@openai/codex",
-				VersionSuffix: "-linux-arm64",
-				Integrity:     "sha512-NZ/DaQUpcQmxmqee7Z9uC1rzw3GhSbooawcaTe1LN5Yk+WlinUKGdTXJgClRT/9ogQEEM9TWxYzvxPfj5G/xFg==",
-				Members:       []Member{{From: "package/vendor/aarch64-unknown-linux-musl/", To: ""}},
-			},
+			LinuxX64:   codexLinuxX64,
+			LinuxARM64: codexLinuxARM64,
 			// Codex's Linux builds are static musl binaries: the same
 			// packages serve musl systems.
-			LinuxX64Musl: {
-				Package:       "@openai/codex",
-				VersionSuffix: "-linux-x64",
-				Integrity:     "sha512-o05NyAOCDygSPRo1yinzxvkRSdmsZyBD9E7mbpmjRanSfM8lypqWtQgEo4XfNkwhuCR2aFu8mlGOsQGFXVbVww==",
-				Members:       []Member{{From: "package/vendor/x86_64-unknown-linux-musl/", To: ""}},
-			},
-			LinuxARM64Musl: {
-				Package:       "@openai/codex",
-				VersionSuffix: "-linux-arm64",
-				Integrity:     "sha512-NZ/DaQUpcQmxmqee7Z9uC1rzw3GhSbooawcaTe1LN5Yk+WlinUKGdTXJgClRT/9ogQEEM9TWxYzvxPfj5G/xFg==",
-				Members:       []Member{{From: "package/vendor/aarch64-unknown-linux-musl/", To: ""}},
-			},
+			LinuxX64Musl:   codexLinuxX64,
+			LinuxARM64Musl: codexLinuxARM64,
 		},
 	},
 	{

@@ -39,6 +39,26 @@ type Outcome struct {
 	Model string `json:"model,omitempty"`
 }
 
+// Notes are the failure's qualifiers, as people read them: "unavailable:
+// REASON", "auth: REASON", "limit: RESOURCE" and "resets TIME", in that order,
+// each only when set.
+func (o *Outcome) Notes() []string {
+	var notes []string
+	if o.Unavailable != "" {
+		notes = append(notes, "unavailable: "+o.Unavailable)
+	}
+	if o.Auth != "" {
+		notes = append(notes, "auth: "+o.Auth)
+	}
+	if o.Limit != "" {
+		notes = append(notes, "limit: "+o.Limit)
+	}
+	if o.ResetAt != "" {
+		notes = append(notes, "resets "+o.ResetAt)
+	}
+	return notes
+}
+
 // Outcome summarizes r.
 func (r *Result) Outcome() Outcome {
 	o := Outcome{

@@ -78,30 +78,15 @@ func removeInSandbox(ctx context.Context, sb sandbox.Sandbox, dir string) error 
 	if dir == "" || dir == "/" || !path.IsAbs(dir) {
 		return fmt.Errorf("refusing to remove %q", dir)
 	}
-	p, err := sb.Exec(ctx, sandbox.Command{Args: []string{"rm", "-rf", "--", dir}})
+	_, _, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"rm", "-rf", "--", dir}}, 0)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return errors.Join(errors.New("remove "+dir+": timed out"), ctx.Err())
+		}
 		return err
 	}
-	defer p.Close()
-	type waited struct {
-		st  sandbox.ExitStatus
-		err error
+	if !st.Success() {
+		return fmt.Errorf("rm %s: %s", dir, st)
 	}
-	ch := make(chan waited, 1)
-	go func() {
-		st, err := p.Wait()
-		ch <- waited{st, err}
-	}()
-	select {
-	case w := <-ch:
-		if w.err != nil {
-			return w.err
-		}
-		if !w.st.Success() {
-			return fmt.Errorf("rm %s: %s", dir, w.st)
-		}
-		return nil
-	case <-ctx.Done():
-		return errors.Join(errors.New("remove "+dir+": timed out"), ctx.Err())
-	}
+	return nil
 }

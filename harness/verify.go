@@ -290,24 +290,9 @@ done`
 // copyTestFiles extracts the test files over the workspace so that they
 // win over whatever the patch did at their paths.
 func copyTestFiles(ctx context.Context, sb sandbox.Sandbox, files func(context.Context) (io.ReadCloser, error)) error {
-	rc, err := files(ctx)
-	if err != nil {
-		return err
-	}
 	var list bytes.Buffer
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			_ = rc.Close()
-			return err
-		}
-		name := strings.TrimSuffix(path.Clean(h.Name), "/")
+	err := eachTarEntry(ctx, files, func(h *tar.Header, name string, _ io.Reader) error {
 		if strings.ContainsAny(name, "\n\x00") || name == "." || strings.HasPrefix(name, "/") || strings.HasPrefix(name, "..") {
-			_ = rc.Close()
 			return fmt.Errorf("test file name %q", h.Name)
 		}
 		t := "f"
@@ -315,17 +300,53 @@ func copyTestFiles(ctx context.Context, sb sandbox.Sandbox, files func(context.C
 			t = "d"
 		}
 		list.WriteString(t + " " + name + "\n")
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	_ = rc.Close()
-	_, stderr, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", unlinkScript, "outpost-unlink", sb.Root()},
-		Stdin: list.Bytes()}, 0)
+	if err := runPathScript(ctx, sb, unlinkScript, "outpost-unlink", list.Bytes(), "clear the test files' paths"); err != nil {
+		return err
+	}
+	return copyArchive(ctx, sb, files)
+}
+
+// eachTarEntry opens an archive and calls fn with each entry's header, its
+// cleaned name (no trailing slash) and a reader of its data, until the end
+// or fn's error; the archive is closed when it returns.
+func eachTarEntry(ctx context.Context, open func(context.Context) (io.ReadCloser, error), fn func(h *tar.Header, name string, data io.Reader) error) error {
+	rc, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(h, strings.TrimSuffix(path.Clean(h.Name), "/"), tr); err != nil {
+			return err
+		}
+	}
+}
+
+// runPathScript runs script, which reads "TYPE PATH" lines, in the lease with
+// the workspace root as its argument and list on its stdin; doing names
+// what it does in its error.
+func runPathScript(ctx context.Context, sb sandbox.Sandbox, script, name string, list []byte, doing string) error {
+	_, stderr, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", script, name, sb.Root()}, Stdin: list}, 0)
 	if err != nil {
 		return err
 	}
 	if !st.Success() {
-		return fmt.Errorf("clear the test files' paths: %s: %s", st, strings.TrimSpace(stderr))
+		return fmt.Errorf("%s: %s: %s", doing, st, strings.TrimSpace(stderr))
 	}
-	return copyArchive(ctx, sb, files)
+	return nil
 }
 
 // readReward reads the reward file: found is false when the verifier
@@ -473,24 +494,10 @@ func resetPaths(ctx context.Context, sb sandbox.Sandbox, src func(context.Contex
 		list.WriteString("x " + p + "\n")
 	}
 	// The source's entries at those paths, and at their parents.
-	rc, err := src(ctx)
-	if err != nil {
-		return err
-	}
 	var kept bytes.Buffer
 	tw := tar.NewWriter(&kept)
-	tr := tar.NewReader(rc)
 	n := 0
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			_ = rc.Close()
-			return err
-		}
-		name := strings.TrimSuffix(path.Clean(h.Name), "/")
+	err := eachTarEntry(ctx, src, func(h *tar.Header, name string, data io.Reader) error {
 		// A directory the test patch names is taken whole.
 		inside := false
 		for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
@@ -500,29 +507,25 @@ func resetPaths(ctx context.Context, sb sandbox.Sandbox, src func(context.Contex
 			}
 		}
 		if !want[name] && !inside && !(parents[name] && h.Typeflag == tar.TypeDir) {
-			continue
+			return nil
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			_ = rc.Close()
 			return err
 		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			_ = rc.Close()
+		if _, err := io.Copy(tw, data); err != nil {
 			return err
 		}
 		n++
-	}
-	_ = rc.Close()
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	_, stderr, st, err := execCapture(ctx, sb, sandbox.Command{Args: []string{"sh", "-c", resetScript, "outpost-reset", sb.Root()},
-		Stdin: list.Bytes()}, 0)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if !st.Success() {
-		return fmt.Errorf("remove the test patch's paths: %s: %s", st, strings.TrimSpace(stderr))
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := runPathScript(ctx, sb, resetScript, "outpost-reset", list.Bytes(), "remove the test patch's paths"); err != nil {
+		return err
 	}
 	if n == 0 {
 		return nil

@@ -83,6 +83,45 @@ func legend(names []string) charts.LegendOption {
 
 func integer(v float64) string { return fmt.Sprintf("%.0f", v) }
 
+// stackedBars is one stacked bar chart: a row of values a series, a value a
+// bar.
+type stackedBars struct {
+	values     [][]float64
+	colors     []string // one a series
+	legend     []string // one a series
+	labels     []string // one a bar
+	horizontal bool
+	bottom     int                    // the padding below the plot
+	axis       charts.ValueAxisOption // the value axis; it starts at zero, in the label font
+}
+
+func (b stackedBars) draw(height int) (template.HTML, error) {
+	return render(height, func(p *charts.Painter) error {
+		opt := charts.NewBarChartOptionWithData(b.values)
+		opt.Horizontal = b.horizontal
+		opt.Theme = theme(b.colors...)
+		opt.StackSeries = charts.Ptr(true)
+		opt.CategoryAxis.Labels = b.labels
+		opt.CategoryAxis.LabelFontStyle = labelFont
+		axis := b.axis
+		axis.Min = charts.Ptr(0.0)
+		axis.LabelFontStyle = labelFont
+		opt.ValueAxis = []charts.ValueAxisOption{axis}
+		opt.Legend = legend(b.legend)
+		opt.Padding = charts.NewBox(12, 36, b.bottom, 8)
+		return p.BarChart(opt)
+	})
+}
+
+// drawn is c with the drawing's SVG, or the reason it failed.
+func (c Chart) drawn(svg template.HTML, err error) Chart {
+	if err != nil {
+		c.Empty = "chart failed: " + err.Error()
+	}
+	c.SVG = svg
+	return c
+}
+
 // charts draws the report's charts. A chart that cannot be drawn says so
 // instead of failing the page.
 func (r *Report) charts() []Chart {
@@ -130,23 +169,8 @@ func (r *Report) outcomeChart() Chart {
 		}
 		names, colors, values = append(names, s), append(colors, statusColor(s)), append(values, row)
 	}
-	svg, err := render(chartHeight, func(p *charts.Painter) error {
-		opt := charts.NewBarChartOptionWithData(values)
-		opt.Theme = theme(colors...)
-		opt.StackSeries = charts.Ptr(true)
-		opt.CategoryAxis.Labels = agents
-		opt.CategoryAxis.LabelFontStyle = labelFont
-		opt.ValueAxis = []charts.ValueAxisOption{{Min: charts.Ptr(0.0), ValueFormatter: integer, LabelFontStyle: labelFont,
-			Unit: 1, PreferNiceIntervals: charts.Ptr(true)}}
-		opt.Legend = legend(names)
-		opt.Padding = charts.NewBox(12, 36, 16, 8)
-		return p.BarChart(opt)
-	})
-	if err != nil {
-		c.Empty = "chart failed: " + err.Error()
-	}
-	c.SVG = svg
-	return c
+	return c.drawn(stackedBars{values: values, colors: colors, legend: names, labels: agents, bottom: 16,
+		axis: charts.ValueAxisOption{ValueFormatter: integer, Unit: 1, PreferNiceIntervals: charts.Ptr(true)}}.draw(chartHeight))
 }
 
 func orderedStatuses(seen map[string]bool) []string {
@@ -201,22 +225,9 @@ func (r *Report) durationChart() Chart {
 	for i, b := range durationBuckets {
 		labels[i] = b.label
 	}
-	svg, err := render(chartHeight, func(p *charts.Painter) error {
-		opt := charts.NewBarChartOptionWithData([][]float64{okRow, badRow})
-		opt.Theme = theme(statusColor("ok"), statusColor("process"))
-		opt.StackSeries = charts.Ptr(true)
-		opt.CategoryAxis.Labels = labels
-		opt.CategoryAxis.LabelFontStyle = labelFont
-		opt.ValueAxis = []charts.ValueAxisOption{{Min: charts.Ptr(0.0), ValueFormatter: integer, LabelFontStyle: labelFont, Unit: 1}}
-		opt.Legend = legend([]string{"ok", "failed"})
-		opt.Padding = charts.NewBox(12, 36, 16, 8)
-		return p.BarChart(opt)
-	})
-	if err != nil {
-		c.Empty = "chart failed: " + err.Error()
-	}
-	c.SVG = svg
-	return c
+	return c.drawn(stackedBars{values: [][]float64{okRow, badRow}, colors: []string{statusColor("ok"), statusColor("process")},
+		legend: []string{"ok", "failed"}, labels: labels, bottom: 16,
+		axis: charts.ValueAxisOption{ValueFormatter: integer, Unit: 1}}.draw(chartHeight))
 }
 
 // maxBars bounds the per-job charts; the largest jobs are drawn.
@@ -265,23 +276,8 @@ func (r *Report) tokenChart() Chart {
 		u := j.Usage
 		rows[0][n], rows[1][n], rows[2][n], rows[3][n] = float64(u.Input), float64(u.Cached), float64(u.CacheCreated), float64(u.Output)
 	}
-	svg, err := render(barHeight(len(idx)), func(p *charts.Painter) error {
-		opt := charts.NewBarChartOptionWithData(rows)
-		opt.Horizontal = true
-		opt.Theme = theme("#0969da", "#54aeff", "#b6e3ff", "#8250df")
-		opt.StackSeries = charts.Ptr(true)
-		opt.CategoryAxis.Labels = labels
-		opt.CategoryAxis.LabelFontStyle = labelFont
-		opt.ValueAxis = []charts.ValueAxisOption{{Min: charts.Ptr(0.0), LabelFontStyle: labelFont}}
-		opt.Legend = legend([]string{"input", "cache read", "cache write", "output"})
-		opt.Padding = charts.NewBox(12, 36, 24, 8)
-		return p.BarChart(opt)
-	})
-	if err != nil {
-		c.Empty = "chart failed: " + err.Error()
-	}
-	c.SVG = svg
-	return c
+	return c.drawn(stackedBars{values: rows, colors: []string{"#0969da", "#54aeff", "#b6e3ff", "#8250df"},
+		legend: []string{"input", "cache read", "cache write", "output"}, labels: labels, horizontal: true, bottom: 24}.draw(barHeight(len(idx))))
 }
 
 // costChart draws each job's known cost, reported and estimated apart.
@@ -314,24 +310,9 @@ func (r *Report) costChart() Chart {
 			rep[n] = j.Usage.CostUSD
 		}
 	}
-	svg, err := render(barHeight(len(idx)), func(p *charts.Painter) error {
-		opt := charts.NewBarChartOptionWithData([][]float64{rep, est})
-		opt.Horizontal = true
-		opt.Theme = theme("#1a7f37", "#aceebb")
-		opt.StackSeries = charts.Ptr(true)
-		opt.CategoryAxis.Labels = labels
-		opt.CategoryAxis.LabelFontStyle = labelFont
-		opt.ValueAxis = []charts.ValueAxisOption{{Min: charts.Ptr(0.0), LabelFontStyle: labelFont,
-			ValueFormatter: func(v float64) string { return fmt.Sprintf("$%.3g", v) }}}
-		opt.Legend = legend([]string{"reported by the CLI", "list-price estimate"})
-		opt.Padding = charts.NewBox(12, 36, 24, 8)
-		return p.BarChart(opt)
-	})
-	if err != nil {
-		c.Empty = "chart failed: " + err.Error()
-	}
-	c.SVG = svg
-	return c
+	return c.drawn(stackedBars{values: [][]float64{rep, est}, colors: []string{"#1a7f37", "#aceebb"},
+		legend: []string{"reported by the CLI", "list-price estimate"}, labels: labels, horizontal: true, bottom: 24,
+		axis: charts.ValueAxisOption{ValueFormatter: func(v float64) string { return fmt.Sprintf("$%.3g", v) }}}.draw(barHeight(len(idx))))
 }
 
 // parkChart plots how many jobs were parked on a quota over the run.
@@ -395,9 +376,5 @@ func (r *Report) parkChart() Chart {
 		opt.Padding = charts.NewBox(12, 36, 24, 8)
 		return p.LineChart(opt)
 	})
-	if err != nil {
-		c.Empty = "chart failed: " + err.Error()
-	}
-	c.SVG = svg
-	return c
+	return c.drawn(svg, err)
 }

@@ -13,23 +13,22 @@ import (
 // The JUnit XML shapes (the de facto schema Jenkins, GitLab and GitHub
 // test reporters read: testsuites > testsuite > testcase > failure|skipped).
 type (
+	// junitCounts are the attributes testsuites and testsuite share.
+	junitCounts struct {
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Errors   int    `xml:"errors,attr"`
+		Skipped  int    `xml:"skipped,attr"`
+		Time     string `xml:"time,attr"`
+	}
 	junitSuites struct {
-		XMLName  xml.Name     `xml:"testsuites"`
-		Name     string       `xml:"name,attr"`
-		Tests    int          `xml:"tests,attr"`
-		Failures int          `xml:"failures,attr"`
-		Errors   int          `xml:"errors,attr"`
-		Skipped  int          `xml:"skipped,attr"`
-		Time     string       `xml:"time,attr"`
-		Suites   []junitSuite `xml:"testsuite"`
+		XMLName xml.Name `xml:"testsuites"`
+		junitCounts
+		Suites []junitSuite `xml:"testsuite"`
 	}
 	junitSuite struct {
-		Name       string          `xml:"name,attr"`
-		Tests      int             `xml:"tests,attr"`
-		Failures   int             `xml:"failures,attr"`
-		Errors     int             `xml:"errors,attr"`
-		Skipped    int             `xml:"skipped,attr"`
-		Time       string          `xml:"time,attr"`
+		junitCounts
 		Timestamp  string          `xml:"timestamp,attr,omitempty"`
 		Hostname   string          `xml:"hostname,attr,omitempty"`
 		Properties []junitProperty `xml:"properties>property,omitempty"`
@@ -89,7 +88,7 @@ func xmlSafe(s string, n int) string {
 // first) and pass@1.
 func (r *Report) JUnit(w io.Writer) error {
 	t := r.Totals
-	suite := junitSuite{Name: "outpost", Tests: t.Jobs, Skipped: t.Unfinished, Time: seconds(t.DurationMS)}
+	suite := junitSuite{junitCounts: junitCounts{Name: "outpost", Tests: t.Jobs, Skipped: t.Unfinished, Time: seconds(t.DurationMS)}}
 	suite.Properties = append(suite.Properties, junitProperty{"summary", xmlSafe(r.Headline(), 2000)},
 		junitProperty{"solved", fmt.Sprint(t.Solved)}, junitProperty{"graded", fmt.Sprint(t.Graded)},
 		junitProperty{"not_graded", fmt.Sprint(t.NotGraded)})
@@ -185,8 +184,7 @@ func (r *Report) JUnit(w io.Writer) error {
 		}
 		suite.Cases = append(suite.Cases, c)
 	}
-	doc := junitSuites{Name: "outpost", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Time: suite.Time,
-		Suites: []junitSuite{suite}}
+	doc := junitSuites{junitCounts: suite.junitCounts, Suites: []junitSuite{suite}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

@@ -148,17 +148,8 @@ func (j *JobRow) Detail() string {
 		return ""
 	}
 	s := o.Class
-	if o.Unavailable != "" {
-		s += " (unavailable: " + o.Unavailable + ")"
-	}
-	if o.Auth != "" {
-		s += " (auth: " + o.Auth + ")"
-	}
-	if o.Limit != "" {
-		s += " (limit: " + o.Limit + ")"
-	}
-	if o.ResetAt != "" {
-		s += " (resets " + o.ResetAt + ")"
+	for _, n := range o.Notes() {
+		s += " (" + n + ")"
 	}
 	return s
 }

@@ -246,12 +246,8 @@ func (rd *reader) input(path string, job *JobDir) {
 	if _, err := os.Lstat(path); err != nil {
 		return
 	}
-	b, err := readSmall(path, maxInputFile)
 	var in Input
-	if err == nil {
-		err = json.Unmarshal(b, &in)
-	}
-	if err != nil {
+	if err := readSmallJSON(path, maxInputFile, &in); err != nil {
 		rd.errs = append(rd.errs, fmt.Errorf("%s: %w", rd.rel(path), err))
 		return
 	}
@@ -265,12 +261,8 @@ func (rd *reader) attempt(dir, id string, n int) AttemptDir {
 	a := AttemptDir{Number: n}
 	path := filepath.Join(dir, ResultFile)
 	if _, err := os.Lstat(path); err == nil {
-		b, err := readSmall(path, maxResultFile)
 		var ar AttemptResult
-		if err == nil {
-			err = json.Unmarshal(b, &ar)
-		}
-		if err != nil {
+		if err := readSmallJSON(path, maxResultFile, &ar); err != nil {
 			rd.errs = append(rd.errs, fmt.Errorf("%s: %w", rd.rel(path), err))
 		} else {
 			ar.Job, ar.Attempt = id, n // the directory is authoritative

@@ -320,6 +320,16 @@ func readManifest(dir string) (*Manifest, error) {
 	return &m, nil
 }
 
+// readSmallJSON decodes into v a regular file (not a link) of at most
+// limit bytes.
+func readSmallJSON(path string, limit int64, v any) error {
+	b, err := readSmall(path, limit)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 // readSmall reads a regular file (not a link) of at most limit bytes.
 func readSmall(path string, limit int64) ([]byte, error) {
 	st, err := os.Lstat(path)

@@ -619,49 +619,32 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 		}
 	}
 	var jobs []batch.Job
-	// Read as a stream, a line at a time: memory holds the jobs, never
-	// the file, and an endless line (/dev/zero) fails at the bound.
-	lr := lines.NewReader(in, maxJobLine)
-	lr.OversizedAtOnce()
-	var offset int64 // of the line read next
-	for n := 1; ; n++ {
-		raw, over, err := lr.Next()
-		at := offset
-		offset += int64(len(raw)) + 1
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "read jobs from %s", path)
-		}
-		if over {
-			return nil, outposterr.New(outposterr.Configuration, "%s line %d: longer than the %d MiB bound on a job line", path, n, maxJobLine>>20)
-		}
-		line := bytes.TrimSpace(raw)
-		if len(line) == 0 || line[0] == '#' {
-			continue
+	// Read as a stream: memory holds the jobs, never the file.
+	err = eachInputLine(in, path, "job", maxJobLine, func(n int, at int64, raw, line []byte) error {
+		if line[0] == '#' {
+			return nil
 		}
 		if err := checkJobLine(line); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+			return outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
 		}
 		var j batch.Job
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&j); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+			return outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return nil, outposterr.New(outposterr.Configuration, "%s line %d: text after the job's JSON object", path, n)
+			return outposterr.New(outposterr.Configuration, "%s line %d: text after the job's JSON object", path, n)
 		}
 		if o.grading {
 			gradingTask(&j)
 		}
 		trust.resolve(&j)
 		if err := j.Compile(); err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
+			return outposterr.Wrap(outposterr.Configuration, err, "%s line %d", path, n)
 		}
 		if err := trust.check(&j, fmt.Sprintf("%s line %d", path, n)); err != nil {
-			return nil, err
+			return err
 		}
 		if j.Workspace == "" && j.Source == nil && defaultWorkspace != "" {
 			// The command line's --workspace: the user's, not the file's.
@@ -671,6 +654,10 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 			j.Prompt, j.Metadata, j.Load = "", nil, lazyJob(file, n, at, raw)
 		}
 		jobs = append(jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(jobs) == 0 {
 		return nil, outposterr.New(outposterr.Configuration, "%s holds no jobs", path)
@@ -765,26 +752,15 @@ func readResults(path string) (results, error) {
 	}
 	defer fh.Close()
 	r.exists = true
-	lr := lines.NewReader(fh, maxResultLine)
-	lr.OversizedAtOnce()
-	for n := 1; ; n++ {
-		raw, over, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			return r, nil
-		}
-		if err != nil {
-			return r, outposterr.Wrap(outposterr.Configuration, err, "read results from %s", path)
-		}
-		if over {
-			return r, outposterr.New(outposterr.Configuration, "%s line %d: longer than the %d MiB bound on a result line", path, n, maxResultLine>>20)
-		}
+	err = eachInputLine(fh, path, "result", maxResultLine, func(_ int, _ int64, _, line []byte) error {
 		var l resultLine
-		if json.Unmarshal(raw, &l) != nil || l.Job == "" {
-			continue
+		if json.Unmarshal(line, &l) == nil && l.Job != "" {
+			r.count[l.Job]++
+			r.latest[l.Job] = l
 		}
-		r.count[l.Job]++
-		r.latest[l.Job] = l
-	}
+		return nil
+	})
+	return r, err
 }
 
 func cmpOr(a, b string) string {

@@ -65,9 +65,8 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 			defer cancel()
 			found := 0
 			var errs []error
-			for _, k := range sweep {
-				left, err := k.Reap(ctx, sandbox.ReapConfig{Settings: kindSettings(settings), Getenv: f.Getenv,
-					DryRun: dryRun, Grace: grace, Version: Version})
+			// list prints what a sweep found and keeps its error.
+			list := func(left []sandbox.Leftover, err error) {
 				for _, l := range left {
 					found++
 					state := "left over"
@@ -78,17 +77,12 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 				}
 				errs = append(errs, err)
 			}
+			for _, k := range sweep {
+				list(k.Reap(ctx, sandbox.ReapConfig{Settings: kindSettings(settings), Getenv: f.Getenv,
+					DryRun: dryRun, Grace: grace, Version: Version}))
+			}
 			if images {
-				left, err := kinds.RemoveTaskImages(ctx, kind, f.Getenv, dryRun)
-				for _, l := range left {
-					found++
-					state := "left over"
-					if l.Removed {
-						state = "removed"
-					}
-					fmt.Fprintf(f.IO.Out, "%s %s\n", state, l.What)
-				}
-				errs = append(errs, err)
+				list(kinds.RemoveTaskImages(ctx, kind, f.Getenv, dryRun))
 			}
 			err = errors.Join(errs...)
 			if found == 0 && err == nil {

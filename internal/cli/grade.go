@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
-	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/runrec"
 )
@@ -147,23 +145,7 @@ func readPredictions(path string, stdin io.Reader) ([]gradePrediction, error) {
 		in, name = fh, path
 	}
 	var out []gradePrediction
-	lr := lines.NewReader(in, maxPredictionLine)
-	lr.OversizedAtOnce()
-	for n := 1; ; n++ {
-		raw, over, err := lr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "read predictions from %s", name)
-		}
-		if over {
-			return nil, outposterr.New(outposterr.Configuration, "%s line %d: longer than the %d MiB bound on a prediction line", name, n, maxPredictionLine>>20)
-		}
-		line := bytes.TrimSpace(raw)
-		if len(line) == 0 {
-			continue
-		}
+	err := eachInputLine(in, name, "prediction", maxPredictionLine, func(n int, _ int64, _, line []byte) error {
 		bad := func(format string, args ...any) error {
 			return outposterr.New(outposterr.Configuration, "%s line %d: "+format+" (a prediction is {\"instance_id\", \"model_name_or_path\", \"model_patch\"})",
 				append([]any{name, n}, args...)...)
@@ -174,22 +156,26 @@ func readPredictions(path string, stdin io.Reader) ([]gradePrediction, error) {
 			ModelPatch      json.RawMessage `json:"model_patch"`
 		}
 		if line[0] != '{' || json.Unmarshal(line, &p) != nil {
-			return nil, bad("not a JSON object")
+			return bad("not a JSON object")
 		}
 		gp := gradePrediction{line: n}
 		if json.Unmarshal(p.InstanceID, &gp.instance) != nil || strings.TrimSpace(gp.instance) == "" {
-			return nil, bad("no instance_id (a non-empty string)")
+			return bad("no instance_id (a non-empty string)")
 		}
 		if p.ModelPatch == nil {
-			return nil, bad("instance %q has no model_patch (give \"\" or null for no change)", gp.instance)
+			return bad("instance %q has no model_patch (give \"\" or null for no change)", gp.instance)
 		}
 		if string(p.ModelPatch) != "null" && json.Unmarshal(p.ModelPatch, &gp.patch) != nil {
-			return nil, bad("instance %q: model_patch is not a string", gp.instance)
+			return bad("instance %q: model_patch is not a string", gp.instance)
 		}
 		if p.ModelNameOrPath != nil && string(p.ModelNameOrPath) != "null" && json.Unmarshal(p.ModelNameOrPath, &gp.model) != nil {
-			return nil, bad("instance %q: model_name_or_path is not a string", gp.instance)
+			return bad("instance %q: model_name_or_path is not a string", gp.instance)
 		}
 		out = append(out, gp)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, outposterr.New(outposterr.Configuration, "%s holds no predictions", name)

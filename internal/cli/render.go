@@ -205,17 +205,8 @@ func (r *renderer) outcome(res *harness.Result) {
 		return
 	}
 	line := fmt.Sprintf("✖ %s: %s", o.Class, strings.TrimPrefix(o.Error, o.Class+": "))
-	if o.Unavailable != "" {
-		line += "  [unavailable: " + o.Unavailable + "]"
-	}
-	if o.Auth != "" {
-		line += "  [auth: " + o.Auth + "]"
-	}
-	if o.Limit != "" {
-		line += "  [limit: " + o.Limit + "]"
-	}
-	if o.ResetAt != "" {
-		line += "  [resets " + o.ResetAt + "]"
+	for _, n := range o.Notes() {
+		line += "  [" + n + "]"
 	}
 	if o.Conversation != "" {
 		line += "  conversation=" + o.Conversation

@@ -41,7 +41,31 @@ type entry struct {
 // state reads the entries of the tree at root (skipped paths left out).
 func state(root *os.Root, skip []string) (Base, error) {
 	b := Base{}
-	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	err := walk(root, skip, func(p string, fi fs.FileInfo) error {
+		if !copied(fi.Mode()) {
+			return nil
+		}
+		e := entry{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := root.Readlink(p)
+			if err != nil {
+				return err
+			}
+			e.target = target
+		}
+		if fi.IsDir() {
+			e.size, e.mtime = 0, 0 // a directory changes with its entries
+		}
+		b[p] = e
+		return nil
+	})
+	return b, err
+}
+
+// walk calls fn with the path and Lstat of every entry of the tree at root,
+// parents first, skipped paths (and what is below them) left out.
+func walk(root *os.Root, skip []string, fn func(p string, fi fs.FileInfo) error) error {
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -55,22 +79,8 @@ func state(root *os.Root, skip []string) (Base, error) {
 		if err != nil {
 			return err
 		}
-		if !copied(fi.Mode()) {
-			return nil
-		}
-		e := entry{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if e.target, err = root.Readlink(p); err != nil {
-				return err
-			}
-		}
-		if fi.IsDir() {
-			e.size, e.mtime = 0, 0 // a directory changes with its entries
-		}
-		b[p] = e
-		return nil
+		return fn(p, fi)
 	})
-	return b, err
 }
 
 // Copy copies the tree at src into dst, an existing empty directory, every
@@ -94,20 +104,7 @@ func Copy(src, dst string, uid, gid int, skip []string) (Base, error) {
 }
 
 func copyTree(from, to *os.Root, uid, gid int, skip []string) error {
-	return fs.WalkDir(from.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != "." && skipped(p, skip) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		fi, err := from.Lstat(p)
-		if err != nil {
-			return err
-		}
+	return walk(from, skip, func(p string, fi fs.FileInfo) error {
 		switch {
 		case fi.IsDir():
 			if p != "." {

@@ -94,20 +94,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if err := p.checkSpec(spec); err != nil {
 		return nil, err
 	}
-	workspace := ""
-	if spec.Workspace != "" {
-		abs, err := filepath.Abs(spec.Workspace)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
-		}
-		fi, err := os.Stat(abs)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
-		}
-		if !fi.IsDir() {
-			return nil, outposterr.New(outposterr.Configuration, "workspace %q is not a directory", abs)
-		}
-		workspace = abs
+	workspace, err := leasekit.WorkspaceDir(spec.Workspace)
+	if err != nil {
+		return nil, err
 	}
 
 	dir, err := os.MkdirTemp(p.opts.TempDir, LeasePrefix)

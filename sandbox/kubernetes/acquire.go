@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // startScript is the container's main process: it notes whether env can
@@ -79,20 +79,9 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 		return nil, outposterr.New(outposterr.Configuration,
 			"kubernetes leases have no host mounts (%s): copy files in with CopyIn", spec.Mounts[0].Source)
 	}
-	workspace := ""
-	if spec.Workspace != "" {
-		dir, err := filepath.Abs(spec.Workspace)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
-		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
-		}
-		if !fi.IsDir() {
-			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
-		}
-		workspace = dir
+	workspace, err := leasekit.WorkspaceDir(spec.Workspace)
+	if err != nil {
+		return nil, err
 	}
 
 	leaseID := strings.ReplaceAll(uuid.NewString(), "-", "")

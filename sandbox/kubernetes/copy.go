@@ -55,12 +55,7 @@ func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 		return fmt.Errorf("copy into %s: %w", dir, err)
 	}
 	defer p.Close()
-	stderr := &leasekit.TailBuffer{Max: 4096}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(stderr, p.Stderr())
-	}()
+	stderr, done := leasekit.TailOf(p.Stderr(), 4096)
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	// A tar that ends early stops reading its input: unblock the writer.
 	go func() {

@@ -109,6 +109,19 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 		out  []Leftover
 		errs []error
 	)
+	// remove deletes a leftover (Kind "pod" or "secret") unless this is a
+	// dry run, and keeps it; one already gone counts as removed.
+	remove := func(lo Leftover, del metav1.DeleteOptions) {
+		if !opts.DryRun {
+			err := cs.delete(ctx, lo.Kind+"s", lo.Namespace, lo.Name, del)
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, apiError(err, "delete %s %s/%s", lo.Kind, lo.Namespace, lo.Name))
+			} else {
+				lo.Removed = true
+			}
+		}
+		out = append(out, lo)
+	}
 	leasePod := map[string]bool{} // namespace/lease id -> the pod is left over
 	for _, pod := range pods {
 		lo := Leftover{Kind: "pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Created: pod.CreationTimestamp.Time}
@@ -120,16 +133,8 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 		if !left {
 			continue
 		}
-		if !opts.DryRun {
-			now := int64(0)
-			err := cs.delete(ctx, "pods", pod.Namespace, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &now})
-			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, apiError(err, "delete pod %s/%s", pod.Namespace, pod.Name))
-			} else {
-				lo.Removed = true
-			}
-		}
-		out = append(out, lo)
+		now := int64(0)
+		remove(lo, metav1.DeleteOptions{GracePeriodSeconds: &now})
 	}
 	for _, s := range secrets {
 		lo := Leftover{Kind: "secret", Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Created: s.CreationTimestamp.Time}
@@ -142,15 +147,7 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 		case !leftover(&lo, pol):
 			continue
 		}
-		if !opts.DryRun {
-			err := cs.delete(ctx, "secrets", s.Namespace, s.Name, metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, apiError(err, "delete secret %s/%s", s.Namespace, s.Name))
-			} else {
-				lo.Removed = true
-			}
-		}
-		out = append(out, lo)
+		remove(lo, metav1.DeleteOptions{})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return out, outposterr.Wrap(outposterr.Sandbox, err, "reap")

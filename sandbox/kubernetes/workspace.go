@@ -65,12 +65,7 @@ func (l *lease) copyWorkspaceIn(ctx context.Context) error {
 		return fmt.Errorf("copy workspace in: %w", err)
 	}
 	defer p.Close()
-	stderr := &leasekit.TailBuffer{Max: 4096}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(stderr, p.Stderr())
-	}()
+	stderr, done := leasekit.TailOf(p.Stderr(), 4096)
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	st, err := p.Wait()
 	leasekit.AwaitOutput(done)
@@ -173,12 +168,7 @@ func (l *lease) syncWorkspace(ctx context.Context) error {
 		return fmt.Errorf("sync workspace: %w", err)
 	}
 	defer p.Close()
-	stderr := &leasekit.TailBuffer{Max: 4096}
-	errDone := make(chan struct{})
-	go func() {
-		defer close(errDone)
-		_, _ = io.Copy(stderr, p.Stderr())
-	}()
+	stderr, errDone := leasekit.TailOf(p.Stderr(), 4096)
 	applyErr := l.applySync(&limitReader{r: p.Stdout(), n: l.p.opts.MaxSyncBytes})
 	if applyErr != nil {
 		_ = p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)

@@ -23,12 +23,8 @@ const CopyOutExitMissing = 3
 // fails later is reported at the end of the stream with its stderr. Close
 // closes proc.
 func CopyOut(proc sandbox.Process, path string) (io.ReadCloser, error) {
-	rc := &copyOutReader{p: proc, path: path, br: bufio.NewReaderSize(proc.Stdout(), 64<<10),
-		stderr: &TailBuffer{Max: 4096}, errDone: make(chan struct{})}
-	go func() {
-		defer close(rc.errDone)
-		_, _ = io.Copy(rc.stderr, proc.Stderr())
-	}()
+	rc := &copyOutReader{p: proc, path: path, br: bufio.NewReaderSize(proc.Stdout(), 64<<10)}
+	rc.stderr, rc.errDone = TailOf(proc.Stderr(), 4096)
 	if _, err := rc.br.Peek(1); err != nil {
 		err := rc.finish()
 		_ = proc.Close()
@@ -46,7 +42,7 @@ type copyOutReader struct {
 	path    string
 	br      *bufio.Reader
 	stderr  *TailBuffer
-	errDone chan struct{}
+	errDone <-chan struct{}
 	once    sync.Once
 	err     error
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/outposterr"
 )
 
 func TestCheckEntry(t *testing.T) {
@@ -98,6 +100,21 @@ func TestPipe(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF)
 }
 
+func TestTailOfKeepsTheEndOnceTheStreamEnds(t *testing.T) {
+	pr, pw := io.Pipe()
+	tail, done := TailOf(pr, 4)
+	_, err := pw.Write([]byte("abcdef"))
+	require.NoError(t, err)
+	select {
+	case <-done:
+		t.Fatal("done closed before the stream ended")
+	default:
+	}
+	require.NoError(t, pw.Close())
+	<-done
+	assert.Equal(t, "cdef", string(tail.Bytes()))
+}
+
 func TestTailBuffer(t *testing.T) {
 	tb := &TailBuffer{Max: 4}
 	_, _ = tb.Write([]byte("abcdef"))
@@ -137,4 +154,22 @@ func TestCleanupOnSignalStop(t *testing.T) {
 	stop()
 	stop() // idempotent
 	assert.False(t, called)
+}
+
+func TestWorkspaceDir(t *testing.T) {
+	got, err := WorkspaceDir("")
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, os.Mkdir("ws", 0o700))
+	got, err = WorkspaceDir("ws")
+	require.NoError(t, err)
+	assert.Equal(t, dir+"/ws", got)
+	require.NoError(t, os.WriteFile("file", nil, 0o600))
+	_, err = WorkspaceDir("file")
+	require.ErrorContains(t, err, "is not a directory")
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	_, err = WorkspaceDir("missing")
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 }

@@ -109,6 +109,19 @@ func (t *TailBuffer) Bytes() []byte {
 	return append([]byte(nil), t.b...)
 }
 
+// TailOf copies r (a process's stderr) into a TailBuffer of its last max
+// bytes, in the background until r ends, and returns the buffer and a
+// channel closed at that end, for AwaitOutput.
+func TailOf(r io.Reader, maxBytes int) (*TailBuffer, <-chan struct{}) {
+	t := &TailBuffer{Max: maxBytes}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(t, r)
+	}()
+	return t, done
+}
+
 // OutputGrace bounds the wait for a process's output to finish after the
 // process itself has ended.
 const OutputGrace = 5 * time.Second
