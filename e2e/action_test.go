@@ -171,7 +171,7 @@ func TestGitHubAction(t *testing.T) {
 	c = ours()
 	require.Len(t, c, 1, "the comment is updated, not duplicated")
 	assert.Equal(t, first, c[0].ID)
-	assert.Contains(t, c[0].Body, "**2 jobs, not graded (no verifier); runs: 1 ok, 1 failed**")
+	assert.Contains(t, c[0].Body, "**2 jobs, not graded (no verifier); runs&#58; 1 ok, 1 failed**")
 	assert.NotContains(t, c[0].Body, "MARK-action")
 	assert.Len(t, gh.Comments(12), 2, "the reviewer's and ours")
 	var posts, patches int

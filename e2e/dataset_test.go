@@ -12,7 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -392,6 +395,14 @@ func TestEvalTaskDataset(t *testing.T) {
 	gcOut, err := gc.CombinedOutput()
 	require.NoError(t, err, string(gcOut))
 	assert.Contains(t, string(gcOut), "left over image "+tag+" (task image)")
+	// The second batch's leases are gone or going (an engine may still be
+	// removing a container it was told to): the image is removed once no
+	// container uses it.
+	require.Eventually(t, func() bool {
+		list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
+			Filters: filters.NewArgs(filters.Arg("ancestor", tag))})
+		return err == nil && len(list) == 0
+	}, 2*time.Minute, 200*time.Millisecond, "a container still uses the task image")
 	_, err = cli.ImageRemove(context.Background(), tag, image.RemoveOptions{PruneChildren: true})
 	assert.NoError(t, err)
 }
