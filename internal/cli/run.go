@@ -109,7 +109,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOption
 	r := newRenderer(f.IO.Out, opts.Output.JSON)
 	r.offline = opts.Offline.Enabled
 	defer r.close()
-	req := turnRequest{Agent: opts.Turn.Agent, Prompt: prompt, Model: opts.Turn.Model,
+	req := outpost.Turn{Agent: opts.Turn.Agent, Prompt: prompt, Model: opts.Turn.Model,
 		Continue: opts.Turn.Resume, Fork: opts.Turn.Fork, Workspace: opts.Sandbox.Workspace}
 	if opts.Turn.Live {
 		done := make(chan struct{})
@@ -128,7 +128,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOption
 		_ = rec.Input("run", prompt, nil) // an error is returned by Close, with the attempt's
 		onEvent = func(ev adapters.Event) { r.event(ev); att.Event(ev) }
 	}
-	res, err := s.turn(ctx, req, onEvent)
+	req.OnEvent = onEvent
+	res, err := s.r.Run(ctx, req)
 	if att != nil && res != nil {
 		if ferr := att.Finish(res); ferr != nil {
 			fmt.Fprintln(f.IO.ErrOut, "outpost: warning: --out:", ferr)
@@ -179,17 +180,6 @@ func liveLines(r io.Reader, errOut io.Writer, done <-chan struct{}) <-chan strin
 type session struct {
 	r    *outpost.Runner
 	opts *RunOptions
-}
-
-// turnRequest is one turn of a session.
-type turnRequest struct {
-	Agent, Prompt, Model, Continue, Workspace string
-	Fork                                      bool
-	StopOnQuotaRetry                          bool
-	// Live carries messages into the running turn (run --live).
-	Live <-chan string
-	// Schema overrides the session's --schema for this turn (a batch job's).
-	Schema *typed.Schema
 }
 
 // readSchema reads and compiles a --schema file.
@@ -316,14 +306,6 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 }
 
 func (s *session) close() { s.r.Close() }
-
-// turn runs one turn. The turn is validated before any sandbox is opened
-// or CLI bootstrapped.
-func (s *session) turn(ctx context.Context, req turnRequest, onEvent func(adapters.Event)) (*harness.Result, error) {
-	return s.r.Run(ctx, outpost.Turn{Agent: req.Agent, Prompt: req.Prompt, Model: req.Model,
-		Continue: req.Continue, Fork: req.Fork, Workspace: req.Workspace, Schema: req.Schema, Live: req.Live,
-		StopOnQuotaRetry: req.StopOnQuotaRetry, OnEvent: onEvent})
-}
 
 // redactArg hides the value part of NAME=VALUE.
 func redactArg(s string) string {
