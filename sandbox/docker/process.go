@@ -54,11 +54,18 @@ if [ -s "$p.pid" ]; then read -r g <"$p.pid" && kill -s "$s" -- "-$g" 2>/dev/nul
 if [ "$4" = 1 ]; then rm -f -- "$p.pid"; fi
 exit 0`
 
-// Poll bounds for Wait when the attach stream has not ended: the first
-// inspect after minPoll, doubling up to maxPoll.
+// Poll bounds for Wait. While the attach stream is open the exec is
+// inspected first after firstPoll, then at doubling intervals up to
+// maxPoll: the stream's end is what normally reports the exit (it triggers
+// an inspect at once), and polling only catches a grandchild that holds the
+// output open, so it need not be quick. Inspecting every few milliseconds
+// instead cost the engine a call per exec every few milliseconds, which
+// showed with many leases at once. After the stream ended, the exit is
+// expected within moments: inspects start over at minPoll.
 const (
-	minPoll = 10 * time.Millisecond
-	maxPoll = time.Second
+	minPoll   = 10 * time.Millisecond
+	firstPoll = 250 * time.Millisecond
+	maxPoll   = time.Second
 )
 
 // execSpec is one exec inside a lease.
@@ -211,12 +218,12 @@ func (p *process) writeStdin(r io.Reader, closeAfter bool, ready chan struct{}) 
 
 // watch observes the exit of the exec's own process. It inspects the exec
 // as soon as the attach stream ends and otherwise polls with a backoff
-// (minPoll doubling to maxPoll), so neither a grandchild holding the output
+// (firstPoll doubling to maxPoll), so neither a grandchild holding the output
 // open nor a caller that stops reading delays Wait. A done context kills the
 // process group.
 func (p *process) watch(ctx context.Context) {
 	defer p.Finish()
-	delay := minPoll
+	delay := firstPoll
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	streamDone, ctxDone, closing := p.streamDone, ctx.Done(), p.Closing()
