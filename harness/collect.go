@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -57,6 +58,11 @@ type collector struct {
 	lastStderr   string
 	// stderrSession is the first stderr line saying the conversation is missing.
 	stderrSession string
+	// output is set by the first line of either stream.
+	output bool
+	// probe is the workspace probe's report when it found the workspace
+	// unwritable (the stderr line after probeMarker; see probeScript).
+	probe string
 
 	stdoutTail, stderrTail *tail
 
@@ -87,6 +93,7 @@ func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapter
 
 // stdoutLine decodes one stdout line (without its newline).
 func (c *collector) stdoutLine(line []byte) {
+	c.output = true
 	c.stdoutTail.writeLine(line)
 	for _, ev := range c.dec.Decode(line) {
 		c.emit(ev)
@@ -95,6 +102,13 @@ func (c *collector) stdoutLine(line []byte) {
 
 // stderrLine records one stderr line.
 func (c *collector) stderrLine(line []byte) {
+	if rest, ok := bytes.CutPrefix(line, []byte(probeMarker)); ok && !c.output {
+		// Before any output of the CLI's: the probe's, which then exits
+		// without starting the CLI.
+		c.probe, c.output = string(rest), true
+		return
+	}
+	c.output = true
 	c.stderrTail.writeLine(line)
 	text := strings.TrimRight(string(line), "\r")
 	if strings.TrimSpace(text) == "" {

@@ -78,8 +78,8 @@ type vanishing struct {
 
 func (v vanishing) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
 	p, err := v.Sandbox.Exec(ctx, cmd)
-	if len(cmd.Args) > 0 && cmd.Args[0] != "sh" {
-		v.gone.Store(true) // the CLI, not the workspace probe
+	if len(cmd.Args) > 3 && cmd.Args[3] == "outpost-probe" {
+		v.gone.Store(true) // the CLI (its exec starts with the workspace probe)
 	}
 	return p, err
 }

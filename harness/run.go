@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
@@ -344,6 +345,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		return outposterr.Wrap(outposterr.Configuration, err, "%s: invalid command", name)
 	}
 	a.t.Logger.Debug("exec", "agent", name, "sandbox", a.sb.ID(), "cmd", cmd.Redacted())
+	cmd = probeCommand(cmd, a.sb.Root())
 
 	// The exec context outlives the caller's: the harness stops the CLI
 	// itself (TERM, grace, KILL) and cancels this only as a last resort.
@@ -374,6 +376,16 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	}
 	v := supervise(ctx, turnCtx, a.t, proc, col, feed, a.t.steer, a.br)
 	a.res.Exit, a.res.Exited = v.exit, v.exited
+	if col.probe != "" && v.exited && (v.exit.Code == probeExit || v.exit.Code == probeMissing) {
+		// The probe did not start the CLI: the workspace is not writable,
+		// or the CLI is not in the lease.
+		a.res.Exit, a.res.Exited = sandbox.ExitStatus{}, false
+		col.finalize()
+		if missing, ok := strings.CutPrefix(col.probe, "missing="); ok {
+			return outposterr.New(outposterr.Sandbox, "%s: start %s: %s not found in the sandbox", name, a.t.Adapter.Binary(), missing)
+		}
+		return unwritableError(a.t, a.sb, col.probe)
+	}
 	if hit := a.br.over(); hit != nil && v.stop == stopNone && !col.finishedOK() {
 		// The CLI gave up on the gateway's refusal before the harness
 		// stopped it: the budget ended the turn all the same.

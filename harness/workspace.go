@@ -68,16 +68,39 @@ const workspaceTimeout = 2 * time.Minute
 // configDir is never part of a patch.
 const configDir = ".outpost"
 
-// probeScript creates and removes a file in the directory $1; when it
-// cannot, it prints the lease user and the directory's owner and mode and
-// exits 3. Its argument is the only input; nothing is interpolated.
-const probeScript = `f=$(mktemp "$1/.outpost-write-probe.XXXXXX" 2>/dev/null) && rm -f -- "$f" && exit 0
-printf 'user=%s:%s(%s)\n' "$(id -u)" "$(id -g)" "$(id -un 2>/dev/null)"
-printf 'owner=%s\n' "$(stat -c '%u:%g(%U:%G) mode %a' -- "$1" 2>/dev/null)"
-exit 3`
+// probeScript starts the CLI's command, after it has checked that the lease
+// user can write the workspace: it creates and removes a file in the
+// directory $1, and when it cannot, it writes one line on stderr, the
+// [probeMarker] followed by the lease user and the directory's owner and
+// mode, and exits [probeExit] without running the command; otherwise it
+// replaces itself with the command ($2…) — or, when the command is not
+// there to run, it says so on a marker line ("missing=NAME") and exits
+// [probeMissing]. Checking in the CLI's own exec costs the turn no exec of
+// its own. Its arguments are the only input; nothing is interpolated.
+const probeScript = `f=$(mktemp "$1/.outpost-write-probe.XXXXXX" 2>/dev/null) && rm -f -- "$f" || {
+printf '\036outpost-probe\036user=%s:%s(%s)\036owner=%s\n' "$(id -u)" "$(id -g)" "$(id -un 2>/dev/null)" "$(stat -c '%u:%g(%U:%G) mode %a' -- "$1" 2>/dev/null)" >&2
+exit 3; }
+shift
+command -v "$1" >/dev/null 2>&1 || { printf '\036outpost-probe\036missing=%s\n' "$1" >&2; exit 127; }
+exec "$@"`
 
-// prepareWorkspace seeds a fresh lease's workspace and checks that the
-// lease user can write it.
+// probeMarker starts the stderr line of a failed workspace probe; probeExit
+// is its exit code, and probeMissing the code of a command not found.
+const (
+	probeMarker  = "\x1eoutpost-probe\x1e"
+	probeExit    = 3
+	probeMissing = 127
+)
+
+// probeCommand wraps the CLI's command in [probeScript] for the lease's
+// workspace root.
+func probeCommand(cmd sandbox.Command, root string) sandbox.Command {
+	cmd.Args = append([]string{"sh", "-c", probeScript, "outpost-probe", root}, cmd.Args...)
+	return cmd
+}
+
+// prepareWorkspace seeds a fresh lease's workspace. That the lease user can
+// write it is checked when the CLI starts ([probeScript]).
 func prepareWorkspace(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 	name := t.Adapter.Name()
 	if t.Seed != nil {
@@ -95,7 +118,7 @@ func prepareWorkspace(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
 			return classifyInfra(ctx, name, outposterr.Sandbox, "seed workspace", err)
 		}
 	}
-	return checkWritable(ctx, t, sb)
+	return nil
 }
 
 func seed(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
@@ -143,34 +166,16 @@ func applyPatch(ctx context.Context, sb sandbox.Sandbox, patch []byte) error {
 	return err
 }
 
-// checkWritable fails the turn as a configuration error when the lease
-// user cannot create and remove a file in the workspace: the agent's edits
-// would fail one by one while the turn reported success. A sandbox that
-// cannot run the probe (no sh in the image) gets a warning in the logs and
-// the turn goes on.
-func checkWritable(ctx context.Context, t Turn, sb sandbox.Sandbox) error {
-	pctx, cancel := context.WithTimeout(ctx, workspaceTimeout)
-	defer cancel()
-	out, _, st, err := execCapture(pctx, sb, sandbox.Command{Args: []string{"sh", "-c", probeScript, "outpost-probe", sb.Root()}}, 4<<10)
-	if err != nil {
-		if ctx.Err() != nil {
-			return classifyInfra(ctx, t.Adapter.Name(), outposterr.Sandbox, "check the workspace", err)
-		}
-		t.Logger.Warn("could not check that the workspace is writable", "err", err)
-		return nil
-	}
-	if st.Code != 3 {
-		if !st.Success() {
-			t.Logger.Warn("could not check that the workspace is writable", "status", st.String())
-		}
-		return nil
-	}
+// unwritableError is the configuration error of a workspace the lease user
+// cannot create files in; line is the failed probe's stderr line (after
+// [probeMarker]).
+func unwritableError(t Turn, sb sandbox.Sandbox, line string) error {
 	var user, owner string
-	for _, l := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(l, "user="); ok {
+	for f := range strings.SplitSeq(line, "\x1e") {
+		if v, ok := strings.CutPrefix(f, "user="); ok {
 			user = v
 		}
-		if v, ok := strings.CutPrefix(l, "owner="); ok {
+		if v, ok := strings.CutPrefix(f, "owner="); ok {
 			owner = v
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -180,13 +181,14 @@ func TestSeedOfSpecialFilesIsConfiguration(t *testing.T) {
 	assert.False(t, res.Exited, "the CLI never ran")
 }
 
-// unwritable makes the workspace probe fail as it does for a lease user
-// who may not write a root-owned workspace (tests run as root, who may).
+// unwritable makes the workspace probe (which starts the CLI) fail as it
+// does for a lease user who may not write a root-owned workspace (tests run
+// as root, who may).
 type unwritable struct{ sandbox.Sandbox }
 
 func (u unwritable) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
 	if len(cmd.Args) > 3 && cmd.Args[0] == "sh" && cmd.Args[3] == "outpost-probe" {
-		cmd.Args = []string{"sh", "-c", `printf 'user=1000:1000(agent)\nowner=0:0(root:root) mode 755\n'; exit 3`}
+		cmd.Args = []string{"sh", "-c", `printf '\036outpost-probe\036user=1000:1000(agent)\036owner=0:0(root:root) mode 755\n' >&2; exit 3`}
 	}
 	return u.Sandbox.Exec(ctx, cmd)
 }
@@ -229,4 +231,41 @@ func TestWritableWorkspaceRuns(t *testing.T) {
 	entries, err := os.ReadDir(ws)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "the probe leaves nothing behind")
+}
+
+// countingExecs counts the commands a lease runs.
+type countingExecs struct {
+	sandbox.Sandbox
+	n *atomic.Int64
+}
+
+func (c countingExecs) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
+	c.n.Add(1)
+	return c.Sandbox.Exec(ctx, cmd)
+}
+
+type countingProvider struct {
+	sandbox.Provider
+	n *atomic.Int64
+}
+
+func (p countingProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := p.Provider.Acquire(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return countingExecs{sb, p.n}, nil
+}
+
+// A plain turn costs its lease one command, the CLI's: the workspace
+// probe runs in the same exec, before the CLI starts (an exec is several
+// engine or API calls on every container kind).
+func TestPlainTurnIsOneExec(t *testing.T) {
+	n := new(atomic.Int64)
+	turn := fakeTurn(t, `emit {"type":"finished","ok":true}`)
+	turn.Provider = countingProvider{turn.Provider, n}
+	turn.Spec.Workspace = t.TempDir()
+	_, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n.Load())
 }
