@@ -316,22 +316,25 @@ func (a antUsage) normalize() usage.Usage { return a.Usage() }
 // (input_tokens, output_tokens, *_details) or Chat Completions
 // (prompt_tokens, completion_tokens, *_details).
 type oaiUsage struct {
-	Input        *int64 `json:"input_tokens"`
-	Output       *int64 `json:"output_tokens"`
-	Prompt       *int64 `json:"prompt_tokens"`
-	Completion   *int64 `json:"completion_tokens"`
-	InputDetails *struct {
-		Cached *int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
-	PromptDetails *struct {
-		Cached *int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	OutputDetails *struct {
-		Reasoning *int64 `json:"reasoning_tokens"`
-	} `json:"output_tokens_details"`
-	CompletionDetails *struct {
-		Reasoning *int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
+	Input      *int64 `json:"input_tokens"`
+	Output     *int64 `json:"output_tokens"`
+	Prompt     *int64 `json:"prompt_tokens"`
+	Completion *int64 `json:"completion_tokens"`
+	// Each API names the same two details objects its own way.
+	InputDetails      *oaiInputDetails  `json:"input_tokens_details"`
+	PromptDetails     *oaiInputDetails  `json:"prompt_tokens_details"`
+	OutputDetails     *oaiOutputDetails `json:"output_tokens_details"`
+	CompletionDetails *oaiOutputDetails `json:"completion_tokens_details"`
+}
+
+// oaiInputDetails is an OpenAI input (prompt) tokens details object.
+type oaiInputDetails struct {
+	Cached *int64 `json:"cached_tokens"`
+}
+
+// oaiOutputDetails is an OpenAI output (completion) tokens details object.
+type oaiOutputDetails struct {
+	Reasoning *int64 `json:"reasoning_tokens"`
 }
 
 // normalize maps OpenAI counters onto usage.Usage: the API's input count

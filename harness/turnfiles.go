@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,9 +8,9 @@ import (
 	"fmt"
 	"path"
 	"sync"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/credentials/install"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -47,30 +45,11 @@ func (td *teardown) Close(ctx context.Context) error {
 // the lease user) and returns the teardown that removes dir. The teardown
 // is returned even when writing failed, so a partial write is removed too.
 func materializeTurnFiles(ctx context.Context, sb sandbox.Sandbox, dir string, files []adapters.TurnFile) (*teardown, error) {
-	td := &teardown{sb: sb, dir: dir}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	base := path.Base(dir)
-	now := time.Now()
-	if err := tw.WriteHeader(&tar.Header{Name: base + "/", Mode: 0o700, Typeflag: tar.TypeDir, ModTime: now}); err != nil {
-		return td, err
+	staged := make([]install.PrivateFile, len(files))
+	for i, f := range files {
+		staged[i] = install.PrivateFile{Name: f.Name, Data: f.Data}
 	}
-	for _, f := range files {
-		if f.Name == "" || f.Name != path.Base(f.Name) || f.Name == "." || f.Name == ".." {
-			return td, fmt.Errorf("turn file name %q must be a plain file name", f.Name)
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: base + "/" + f.Name, Mode: 0o600, Size: int64(len(f.Data)),
-			Typeflag: tar.TypeReg, ModTime: now}); err != nil {
-			return td, err
-		}
-		if _, err := tw.Write(f.Data); err != nil {
-			return td, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return td, err
-	}
-	return td, sb.CopyIn(ctx, path.Dir(dir), &buf)
+	return &teardown{sb: sb, dir: dir}, install.WritePrivateDir(ctx, sb, dir, staged)
 }
 
 // removeInSandbox runs `rm -rf -- dir` in the sandbox, bounded by ctx.

@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -244,34 +245,21 @@ while [ $# -gt 1 ]; do
 done
 rmdir "$stage"`
 
-// writeFiles stages files through a tar copy and renames them into place.
+// writeFiles stages files through [WritePrivateDir] and renames them into
+// place.
 func writeFiles(ctx context.Context, sb sandbox.Sandbox, files []file) error {
 	if len(files) == 0 {
 		return nil
 	}
-	stage := ".outpost-install-" + randomHex()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	if err := tw.WriteHeader(&tar.Header{Name: stage + "/", Mode: 0o700, Typeflag: tar.TypeDir, ModTime: now}); err != nil {
-		return err
-	}
-	args := []string{"sh", "-c", installScript, "outpost-install", path.Join(sb.Home(), stage)}
+	stage := path.Join(sb.Home(), ".outpost-install-"+randomHex())
+	staged := make([]PrivateFile, len(files))
+	args := []string{"sh", "-c", installScript, "outpost-install", stage}
 	for i, f := range files {
-		name := fmt.Sprintf("%d", i)
-		if err := tw.WriteHeader(&tar.Header{Name: stage + "/" + name, Mode: 0o600, Size: int64(len(f.content)),
-			Typeflag: tar.TypeReg, ModTime: now}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.content); err != nil {
-			return err
-		}
+		name := strconv.Itoa(i)
+		staged[i] = PrivateFile{Name: name, Data: f.content}
 		args = append(args, name, path.Join(sb.Home(), f.dest))
 	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := sb.CopyIn(ctx, sb.Home(), &buf); err != nil {
+	if err := WritePrivateDir(ctx, sb, stage, staged); err != nil {
 		return outposterr.Wrap(outposterr.Sandbox, err, "copy credentials into the sandbox")
 	}
 	out, st, err := run(ctx, sb, sandbox.Command{Args: args}, nil)

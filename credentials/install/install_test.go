@@ -123,6 +123,34 @@ func TestHostSandboxGetsVariablesOnly(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestWritePrivateDir: the directory is 0700 and each file 0600 with its
+// content; a name that is not a plain file name writes nothing.
+func TestWritePrivateDir(t *testing.T) {
+	sb := hostLease(t)
+	dir := filepath.Join(sb.Home(), ".outpost-private")
+	require.NoError(t, WritePrivateDir(context.Background(), sb, dir, []PrivateFile{
+		{Name: "a.json", Data: []byte("{}")}, {Name: "empty"},
+	}))
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o700, st.Mode()&(os.ModeDir|os.ModePerm))
+	for name, content := range map[string]string{"a.json": "{}", "empty": ""} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode(), name)
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, content, string(b), name)
+	}
+
+	for _, name := range []string{"", ".", "..", "../x", "d/x"} {
+		other := filepath.Join(sb.Home(), ".outpost-refused")
+		err := WritePrivateDir(context.Background(), sb, other, []PrivateFile{{Name: name}})
+		require.Error(t, err, "%q", name)
+		assert.NoDirExists(t, other, "%q: nothing copied", name)
+	}
+}
+
 func TestDockerMaterialize(t *testing.T) {
 	testenv.Short(t)
 	sb := dockerLease(t)
