@@ -144,15 +144,11 @@ var CompareFormats = []string{"table", "markdown", "html"}
 
 // Render writes c in format (table, markdown or html).
 func (c *Comparison) Render(w io.Writer, format string) error {
-	switch format {
-	case "table", "":
-		return c.Table(w)
-	case "markdown", "md":
-		return c.Markdown(w)
-	case "html":
-		return c.HTML(w)
+	write := writerOf(format, map[string]func(io.Writer) error{"table": c.Table, "markdown": c.Markdown, "html": c.HTML})
+	if write == nil {
+		return outposterr.Wrap(outposterr.Configuration, errFormat, "%q: --compare renders one of %v", format, CompareFormats)
 	}
-	return outposterr.Wrap(outposterr.Configuration, errFormat, "%q: --compare renders one of %v", format, CompareFormats)
+	return write(w)
 }
 
 func signed(v float64, format string) string {

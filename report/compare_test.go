@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/report"
 	"github.com/outpost-dev/outpost/runrec/runrectest"
 )
@@ -102,4 +103,22 @@ func render2(t *testing.T, c *report.Comparison, format string) string {
 	var b strings.Builder
 	require.NoError(t, c.Render(&b, format))
 	return b.String()
+}
+
+// TestRenderFormatNames: a report and a comparison take the same other
+// names of their formats ("" is table, md is markdown) and refuse the
+// formats they lack as configuration errors.
+func TestRenderFormatNames(t *testing.T) {
+	_, r := sample(t)
+	c := compare(t)
+	assert.Equal(t, render(t, r, "table"), render(t, r, ""))
+	assert.Equal(t, render(t, r, "markdown"), render(t, r, "md"))
+	assert.Equal(t, render2(t, c, "table"), render2(t, c, ""))
+	assert.Equal(t, render2(t, c, "markdown"), render2(t, c, "md"))
+	assert.NotEqual(t, render(t, r, "table"), render(t, r, "markdown"))
+	for _, format := range []string{"pdf", "Table", "MD"} {
+		var b strings.Builder
+		assert.True(t, outposterr.Is(r.Render(&b, format), outposterr.Configuration), format)
+		assert.True(t, outposterr.Is(c.Render(&b, format), outposterr.Configuration), format)
+	}
 }

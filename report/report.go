@@ -391,19 +391,25 @@ var errFormat = errors.New("unknown format")
 
 // Render writes r in format.
 func (r *Report) Render(w io.Writer, format string) error {
-	switch format {
-	case "table", "":
-		return r.Table(w)
-	case "markdown", "md":
-		return r.Markdown(w)
-	case "html":
-		return r.HTML(w)
-	case "junit":
-		return r.JUnit(w)
-	case "github":
-		return r.GitHub(w)
+	write := writerOf(format, map[string]func(io.Writer) error{
+		"table": r.Table, "markdown": r.Markdown, "html": r.HTML, "junit": r.JUnit, "github": r.GitHub,
+	})
+	if write == nil {
+		return outposterr.Wrap(outposterr.Configuration, errFormat, "%q (one of %v)", format, Formats)
 	}
-	return outposterr.Wrap(outposterr.Configuration, errFormat, "%q (one of %v)", format, Formats)
+	return write(w)
+}
+
+// writerOf returns the writer of format among writers (by format name), its
+// other names resolved: "" is table, md is markdown. Nil: no such format.
+func writerOf(format string, writers map[string]func(io.Writer) error) func(io.Writer) error {
+	switch format {
+	case "":
+		format = "table"
+	case "md":
+		format = "markdown"
+	}
+	return writers[format]
 }
 
 // formatDuration renders milliseconds compactly: 850ms, 14s, 3m05s, 1h02m.

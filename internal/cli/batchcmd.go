@@ -314,12 +314,7 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if o.Attempts < 0 || o.Attempts > batch.MaxAttempts {
 		return &flagError{fmt.Errorf("--attempts must be between 1 and %d, not %d", batch.MaxAttempts, o.Attempts)}
 	}
-	var jobs []batch.Job
-	if o.Jobs != "-" && isDir(o.Jobs) {
-		jobs, err = readTasks(o.Jobs, o)
-	} else {
-		jobs, err = readJobs(o.Jobs, f.IO.In, o)
-	}
+	jobs, err := readJobsOrTasks(o.Jobs, f.IO.In, o)
 	if err != nil {
 		return err
 	}
@@ -453,16 +448,14 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 			return a.Event, func(res *harness.Result) { _ = a.Finish(res) }
 		}
 	}
-	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
-	var mu sync.Mutex
-	finished := 0
+	p := newPendingRun(f.IO.ErrOut)
 	// Records go to the results file as they come; none is kept.
 	opts.DiscardRecords = true
 	opts.OnRecord = func(r batch.Record) {
 		b, _ := json.Marshal(r)
-		mu.Lock()
-		defer mu.Unlock()
-		finished++
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.finished++
 		// One write per line, synced: a crash never leaves half a record.
 		_, _ = out.Write(append(b, '\n'))
 		_ = out.Sync()
@@ -472,27 +465,47 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 		if rec != nil {
 			_ = rec.Record(r)
 		}
-		prog.record(r)
+		p.prog.record(r)
 	}
 	opts.SavePatch = func(r batch.Record, diff []byte) (string, error) {
 		return savePatch(patchDir, r, diff)
 	}
-	opts.OnStatus, opts.OnPause = prog.status, prog.pause
+	opts.OnStatus, opts.OnPause = p.prog.status, p.prog.pause
 	opts.OnPark = func(job string, until time.Time) {
-		prog.park(job, until)
+		p.prog.park(job, until)
 		if rec != nil {
 			_ = rec.Park(job, time.Now(), until)
 		}
 	}
 	_, err = s.r.Batch(ctx, jobs, outpost.BatchOptions{Options: opts, Attempt: attempt})
-	prog.finish()
-	mu.Lock()
-	n := finished
-	mu.Unlock()
+	return p.end(ctx, f.IO.ErrOut, err, "jobs finished", "batch", batchResumeCommand(cmd, o))
+}
+
+// pendingRun is what a run of pending jobs (batch's or grade's) holds while
+// batch.Run runs: the progress line and, under mu, the number of records
+// it wrote.
+type pendingRun struct {
+	prog     *batchProgress
+	mu       sync.Mutex
+	finished int
+}
+
+func newPendingRun(w io.Writer) *pendingRun {
+	return &pendingRun{prog: newBatchProgress(w, isTerminal(w))}
+}
+
+// end closes the progress line once batch.Run returned err and returns the
+// number of records the run wrote. An interrupted run tells w how many
+// ("3 jobs finished") and the command that continues it (resume), and
+// exits 130 as an aborted name ("batch") without printing more.
+func (p *pendingRun) end(ctx context.Context, w io.Writer, err error, counted, name, resume string) (int, error) {
+	p.prog.finish()
+	p.mu.Lock()
+	n := p.finished
+	p.mu.Unlock()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d jobs finished this run; to continue, run:\n  %s\n",
-			n, batchResumeCommand(cmd, o))
-		return n, &silentError{outposterr.New(outposterr.Aborted, "batch interrupted")}
+		fmt.Fprintf(w, "interrupted: %d %s this run; to continue, run:\n  %s\n", n, counted, resume)
+		return n, &silentError{outposterr.New(outposterr.Aborted, "%s interrupted", name)}
 	}
 	return n, err
 }
@@ -656,13 +669,7 @@ func readJobs(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error
 		jobs = append(jobs, j)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(jobs) == 0 {
-		return nil, outposterr.New(outposterr.Configuration, "%s holds no jobs", path)
-	}
-	return jobs, nil
+	return nonEmpty(jobs, err, path, "jobs")
 }
 
 // lazyJobBytes: a job line longer than this keeps only its small parts in

@@ -48,36 +48,6 @@ They read the GITHUB_* variables GitHub Actions sets.`,
 	return ci
 }
 
-// classOfExit names the class of an outpost exit code.
-func classOfExit(code int) string {
-	switch ExitCode(code) {
-	case ExitOK:
-		return ""
-	case ExitProcess, ExitUnavailable, ExitAuth, ExitBudget:
-		return string(outposterr.Process)
-	case ExitConfiguration:
-		return string(outposterr.Configuration)
-	case ExitQuota:
-		return string(outposterr.Quota)
-	case ExitTimeout:
-		return string(outposterr.Timeout)
-	case ExitSandbox:
-		return string(outposterr.Sandbox)
-	case ExitBootstrap:
-		return string(outposterr.Bootstrap)
-	case ExitSession:
-		return string(outposterr.Session)
-	case ExitProtocol:
-		return string(outposterr.Protocol)
-	case ExitInternal:
-		return string(outposterr.Internal)
-	}
-	if code > 128 {
-		return string(outposterr.Aborted)
-	}
-	return string(outposterr.Process)
-}
-
 func newCmdCIGitHub(f *Factory) *cobra.Command {
 	var dir string
 	var exitCode int

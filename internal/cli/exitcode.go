@@ -43,31 +43,29 @@ const exitHelp = `Exit codes:
   130  aborted (interrupted); a signal gives 128 + its number: 129 SIGHUP,
        130 SIGINT, 131 SIGQUIT, 143 SIGTERM`
 
+// classExits are the exit codes of the classes that have their own. A
+// process error's code depends on its details (ExitCodeOf); every other
+// class is here.
+var classExits = map[outposterr.Class]ExitCode{
+	outposterr.Configuration: ExitConfiguration,
+	outposterr.Quota:         ExitQuota,
+	outposterr.Timeout:       ExitTimeout,
+	outposterr.Aborted:       ExitAborted,
+	outposterr.Sandbox:       ExitSandbox,
+	outposterr.Bootstrap:     ExitBootstrap,
+	outposterr.Session:       ExitSession,
+	outposterr.Protocol:      ExitProtocol,
+	outposterr.Internal:      ExitInternal,
+}
+
 // ExitCodeOf maps err to the command's exit code. This is the only place
 // that decision is made.
 func ExitCodeOf(err error) ExitCode {
 	if err == nil {
 		return ExitOK
 	}
-	switch outposterr.ClassOf(err) {
-	case outposterr.Configuration:
-		return ExitConfiguration
-	case outposterr.Quota:
-		return ExitQuota
-	case outposterr.Timeout:
-		return ExitTimeout
-	case outposterr.Aborted:
-		return ExitAborted
-	case outposterr.Sandbox:
-		return ExitSandbox
-	case outposterr.Bootstrap:
-		return ExitBootstrap
-	case outposterr.Session:
-		return ExitSession
-	case outposterr.Protocol:
-		return ExitProtocol
-	case outposterr.Internal:
-		return ExitInternal
+	if code, ok := classExits[outposterr.ClassOf(err)]; ok {
+		return code
 	}
 	if outposterr.IsBudget(err) {
 		return ExitBudget
@@ -79,4 +77,22 @@ func ExitCodeOf(err error) ExitCode {
 		return ExitAuth
 	}
 	return ExitProcess
+}
+
+// classOfExit names the class of an outpost exit code, the reverse of
+// ExitCodeOf: "" for success, process for its codes (1, 4, 5, 12) and any
+// other code up to 128, aborted for a signal's.
+func classOfExit(code int) string {
+	if code == int(ExitOK) {
+		return ""
+	}
+	for class, c := range classExits {
+		if int(c) == code {
+			return string(class)
+		}
+	}
+	if code > 128 {
+		return string(outposterr.Aborted)
+	}
+	return string(outposterr.Process)
 }

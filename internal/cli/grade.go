@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -174,13 +173,7 @@ func readPredictions(path string, stdin io.Reader) ([]gradePrediction, error) {
 		out = append(out, gp)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, outposterr.New(outposterr.Configuration, "%s holds no predictions", name)
-	}
-	return out, nil
+	return nonEmpty(out, err, name, "predictions")
 }
 
 // gradeJobs matches predictions to tasks and returns one job per
@@ -320,12 +313,7 @@ func runGrade(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeOptio
 		return err
 	}
 	bo := &BatchOptions{Run: o.Run, AllowPaths: o.AllowPaths, grading: true}
-	var tasks []batch.Job
-	if o.Tasks != "-" && isDir(o.Tasks) {
-		tasks, err = readTasks(o.Tasks, bo)
-	} else {
-		tasks, err = readJobs(o.Tasks, f.IO.In, bo)
-	}
+	tasks, err := readJobsOrTasks(o.Tasks, f.IO.In, bo)
 	if err != nil {
 		return err
 	}
@@ -402,17 +390,13 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 		return 0, err
 	}
 	defer rec.Close()
-	var (
-		mu       sync.Mutex
-		finished int
-		patchAt  = map[string]string{} // job id → its patch.diff, relative to the run directory
-	)
-	prog := newBatchProgress(f.IO.ErrOut, isTerminal(f.IO.ErrOut))
+	p := newPendingRun(f.IO.ErrOut) // p.mu also guards patches and patchAt
+	patchAt := map[string]string{}  // job id → its patch.diff, relative to the run directory
 	turn := func(_ context.Context, t batch.TurnRequest) (*harness.Result, error) {
-		mu.Lock()
+		p.mu.Lock()
 		diff := patches[t.Job.ID]
 		delete(patches, t.Job.ID) // graded once: memory holds what is left
-		mu.Unlock()
+		p.mu.Unlock()
 		res := &harness.Result{Started: time.Now()}
 		if diff != "" {
 			res.Patch = &harness.Patch{Base: t.Job.Source.Commit, Diff: []byte(diff), Bytes: len(diff), Files: patchFiles(diff)}
@@ -421,9 +405,9 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 		if a.Finish(res) == nil && res.Patch != nil {
 			if rel, err := filepath.Rel(rec.Dir(), filepath.Join(a.Dir(), runrec.PatchFile)); err == nil {
 				if _, err := os.Lstat(filepath.Join(a.Dir(), runrec.PatchFile)); err == nil {
-					mu.Lock()
+					p.mu.Lock()
 					patchAt[t.Job.ID] = filepath.ToSlash(rel)
-					mu.Unlock()
+					p.mu.Unlock()
 				}
 			}
 		}
@@ -432,22 +416,22 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 	opts.DiscardRecords = true
 	opts.Verify = s.r.Verify
 	opts.SavePatch = func(r batch.Record, _ []byte) (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		p, ok := patchAt[r.Job]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		rel, ok := patchAt[r.Job]
 		if !ok {
 			return "", errors.New("not kept in the run directory")
 		}
-		return p, nil
+		return rel, nil
 	}
 	opts.OnRecord = func(r batch.Record) {
 		// No agent ran: the record keeps what grading said.
 		r.Agent, r.Agents, r.Turns, r.Conversation, r.CLIVersion = "", nil, 0, "", ""
 		r.Outcome.Agent = ""
 		b, _ := json.Marshal(r)
-		mu.Lock()
-		defer mu.Unlock()
-		finished++
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.finished++
 		_ = rec.Record(r)
 		if run.Output.JSON {
 			fmt.Fprintf(f.IO.Out, "%s\n", b)
@@ -464,21 +448,13 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 				line += ": " + r.Verify.Error
 			}
 		}
-		prog.line.Logf("%s", line)
+		p.prog.line.Logf("%s", line)
 	}
 	opts.OnStatus = func(st batch.Status) {
-		prog.line.Set(fmt.Sprintf("graded, %d solved", st.Solved), st.Done, st.Total)
+		p.prog.line.Set(fmt.Sprintf("graded, %d solved", st.Solved), st.Done, st.Total)
 	}
 	_, err = batch.Run(ctx, jobs, turn, opts)
-	prog.finish()
-	mu.Lock()
-	n := finished
-	mu.Unlock()
-	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-		fmt.Fprintf(f.IO.ErrOut, "interrupted: %d attempts graded this run; to continue, run:\n  %s\n", n, gradeResumeCommand(cmd, o))
-		return n, &silentError{outposterr.New(outposterr.Aborted, "grading interrupted")}
-	}
-	return n, err
+	return p.end(ctx, f.IO.ErrOut, err, "attempts graded", "grading", gradeResumeCommand(cmd, o))
 }
 
 // gradeResumeCommand is the command that continues an interrupted grading:

@@ -9,6 +9,19 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
+// nonEmpty returns the items read from the input the user knows as name,
+// or err, or a configuration error when the input held none (what: their
+// plural, "jobs").
+func nonEmpty[T any](items []T, err error, name, what string) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return nil, outposterr.New(outposterr.Configuration, "%s holds no %s", name, what)
+	}
+	return items, nil
+}
+
 // eachInputLine reads in, which the user knows as name, a line at a time:
 // memory holds one line, never the whole input, and an endless line
 // (/dev/zero) fails at bound, with an error that calls the line a "what

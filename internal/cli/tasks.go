@@ -36,6 +36,15 @@ const (
 	maxTaskFile = 4 << 20
 )
 
+// readJobsOrTasks reads path as a task directory (or a directory of them)
+// when it is a directory, else as a jobs file ("-": stdin).
+func readJobsOrTasks(path string, stdin io.Reader, o *BatchOptions) ([]batch.Job, error) {
+	if path != "-" && isDir(path) {
+		return readTasks(path, o)
+	}
+	return readJobs(path, stdin, o)
+}
+
 // isTaskDir reports whether dir holds a task (an instruction.md).
 func isTaskDir(dir string) bool {
 	fi, err := os.Stat(filepath.Join(dir, taskInstruction))
