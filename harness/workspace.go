@@ -73,13 +73,16 @@ const configDir = ".outpost"
 // directory $1, and when it cannot, it writes one line on stderr, the
 // [probeMarker] followed by the lease user and the directory's owner and
 // mode, and exits [probeExit] without running the command; otherwise it
-// replaces itself with the command ($2…) — or, when the command is not
+// replaces itself with the command ($2…). Without mktemp and rm on the
+// lease's PATH the check is skipped. When the command is not
 // there to run, it says so on a marker line ("missing=NAME") and exits
 // [probeMissing]. Checking in the CLI's own exec costs the turn no exec of
 // its own. Its arguments are the only input; nothing is interpolated.
-const probeScript = `f=$(mktemp "$1/.outpost-write-probe.XXXXXX" 2>/dev/null) && rm -f -- "$f" || {
+const probeScript = `if command -v mktemp >/dev/null 2>&1 && command -v rm >/dev/null 2>&1; then
+f=$(mktemp "$1/.outpost-write-probe.XXXXXX" 2>/dev/null) && rm -f -- "$f" || {
 printf '\036outpost-probe\036user=%s:%s(%s)\036owner=%s\n' "$(id -u)" "$(id -g)" "$(id -un 2>/dev/null)" "$(stat -c '%u:%g(%U:%G) mode %a' -- "$1" 2>/dev/null)" >&2
 exit 3; }
+fi
 shift
 command -v "$1" >/dev/null 2>&1 || { printf '\036outpost-probe\036missing=%s\n' "$1" >&2; exit 127; }
 exec "$@"`
@@ -93,9 +96,10 @@ const (
 )
 
 // probeCommand wraps the CLI's command in [probeScript] for the lease's
-// workspace root.
+// workspace root. The shell is named by its path: the lease's PATH (the
+// caller's, on the host) may not lead to it.
 func probeCommand(cmd sandbox.Command, root string) sandbox.Command {
-	cmd.Args = append([]string{"sh", "-c", probeScript, "outpost-probe", root}, cmd.Args...)
+	cmd.Args = append([]string{"/bin/sh", "-c", probeScript, "outpost-probe", root}, cmd.Args...)
 	return cmd
 }
 

@@ -187,7 +187,7 @@ func TestSeedOfSpecialFilesIsConfiguration(t *testing.T) {
 type unwritable struct{ sandbox.Sandbox }
 
 func (u unwritable) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	if len(cmd.Args) > 3 && cmd.Args[0] == "sh" && cmd.Args[3] == "outpost-probe" {
+	if len(cmd.Args) > 3 && cmd.Args[3] == "outpost-probe" {
 		cmd.Args = []string{"sh", "-c", `printf '\036outpost-probe\036user=1000:1000(agent)\036owner=0:0(root:root) mode 755\n' >&2; exit 3`}
 	}
 	return u.Sandbox.Exec(ctx, cmd)
