@@ -258,17 +258,7 @@ var _ adapters.Decoder = (*AppSession)(nil)
 //	                                       codexErrorInfo variant, Status: its httpStatusCode)
 //	                                       + finished not ok; interrupted: finished not ok
 //	anything else                          raw
-func (s *AppSession) Decode(b []byte) []adapters.Event {
-	var l appLine
-	if !adapters.ParseLine(b, &l) {
-		return raw(b)
-	}
-	evs := s.decode(&l)
-	if len(evs) == 0 {
-		return adapters.ParsedRawEvent(b)
-	}
-	return evs
-}
+func (s *AppSession) Decode(b []byte) []adapters.Event { return adapters.DecodeJSON(b, s.decode) }
 
 func (s *AppSession) conversation(id string) []adapters.Event {
 	if id == "" || s.said {

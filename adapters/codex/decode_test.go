@@ -112,3 +112,17 @@ func TestDecodePreviewBounded(t *testing.T) {
 	assert.Equal(t, adapters.PreviewLimit, r.Characters)
 	assert.True(t, r.IsError)
 }
+
+// A line the decoder does not understand keeps only a bounded preview,
+// however long it is: an unknown type, a known type without what the
+// decoder reads, and a line that is not JSON.
+func TestDecodeLongRawLineBounded(t *testing.T) {
+	pad := strings.Repeat("x", 2*adapters.RawLimit)
+	for _, line := range []string{
+		`{"type":"mystery","pad":"` + pad + `"}`,
+		`{"type":"item.completed","item":{"id":"item_1","type":"todo_list","text":"` + pad + `"}}`,
+		`not json ` + pad,
+	} {
+		adaptertest.CheckLongRaw(t, codex.NewDecoder(), []byte(line))
+	}
+}
