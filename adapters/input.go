@@ -1,7 +1,9 @@
 package adapters
 
 import (
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
 )
@@ -36,4 +38,12 @@ func (in Input) ValidateFor(agent string) error {
 		return nil
 	}
 	return ConfigError(agent, "%s", err.Error())
+}
+
+// RequestTimeoutMillis is RequestTimeout in whole milliseconds, rounded up
+// so a sub-millisecond remainder never shortens it: the unit of the CLIs'
+// timeout knobs.
+func (in Input) RequestTimeoutMillis() string {
+	ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(int64(ms), 10)
 }

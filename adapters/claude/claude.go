@@ -135,7 +135,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -301,8 +300,7 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 		return nil, nil, configErr("negative request timeout %s", in.RequestTimeout)
 	}
 	if in.RequestTimeout > 0 {
-		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-		env["API_TIMEOUT_MS"] = strconv.FormatInt(int64(ms), 10)
+		env["API_TIMEOUT_MS"] = in.RequestTimeoutMillis()
 	}
 	if ep := in.Endpoint; ep != nil {
 		u, err := url.Parse(ep.BaseURL)

@@ -136,7 +136,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -382,8 +381,7 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 			c.cfg = append(c.cfg, p+"stream_max_retries="+n, p+"request_max_retries="+n)
 		}
 		if in.RequestTimeout > 0 {
-			ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
+			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+in.RequestTimeoutMillis())
 		}
 	}
 	mcp, mcpEnv, err := mcpConfig(in.MCP)

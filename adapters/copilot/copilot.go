@@ -131,9 +131,7 @@ package copilot
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -298,8 +296,7 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 		env[ModelVar] = model
 	}
 	if in.RequestTimeout > 0 {
-		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-		env[HTTPTimeoutVar] = strconv.FormatInt(int64(ms), 10)
+		env[HTTPTimeoutVar] = in.RequestTimeoutMillis()
 	}
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {
