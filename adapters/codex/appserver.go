@@ -398,10 +398,7 @@ func (s *AppSession) item(completed bool, it *appItem) []adapters.Event {
 		isErr := it.Status != "completed" || it.ExitCode == nil || *it.ExitCode != 0
 		return s.tool(completed, it.ID, "shell", input, out, isErr)
 	case "mcpToolCall":
-		out, isErr := mcpText(it.Result), it.Status == "failed"
-		if msg := adapters.ErrorMessage(it.Error); msg != "" {
-			out, isErr = msg, true
-		}
+		out, isErr := mcpOutcome(it.Status, it.Result, it.Error)
 		return s.tool(completed, it.ID, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
 	case "fileChange":
 		if !completed {

@@ -173,13 +173,7 @@ func (d *Decoder) item(typ string, it *item) []adapters.Event {
 		isErr := it.Status != "completed" || it.ExitCode == nil || *it.ExitCode != 0
 		return d.tool(typ, it, "shell", input, it.AggregatedOutput, isErr)
 	case "mcp_tool_call":
-		var out string
-		isErr := it.Status == "failed"
-		if msg := adapters.ErrorMessage(it.ItemError); msg != "" {
-			out, isErr = msg, true
-		} else {
-			out = mcpText(it.Result)
-		}
+		out, isErr := mcpOutcome(it.Status, it.Result, it.ItemError)
 		return d.tool(typ, it, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
 	case "web_search":
 		input, _ := json.Marshal(map[string]string{"query": it.Query})
@@ -211,6 +205,16 @@ func change(kind string) string {
 		return "update"
 	}
 	return kind
+}
+
+// mcpOutcome is the output and error flag of an MCP tool call item: its
+// error's message when it has one, else its result's text, failed when its
+// status says so.
+func mcpOutcome(status string, result, itemErr json.RawMessage) (string, bool) {
+	if msg := adapters.ErrorMessage(itemErr); msg != "" {
+		return msg, true
+	}
+	return mcpText(result), status == "failed"
 }
 
 // mcpText flattens an MCP result's text content.
