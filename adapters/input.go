@@ -40,6 +40,19 @@ func (in Input) ValidateFor(agent string) error {
 	return ConfigError(agent, "%s", err.Error())
 }
 
+// CheckLimits is the configuration error of agent for a negative MaxRetries
+// or RequestTimeout, for the adapters whose CLI has a knob for them; nil
+// when both are usable.
+func (in Input) CheckLimits(agent string) error {
+	switch {
+	case in.MaxRetries != nil && *in.MaxRetries < 0:
+		return ConfigError(agent, "negative max retries %d", *in.MaxRetries)
+	case in.RequestTimeout < 0:
+		return ConfigError(agent, "negative request timeout %s", in.RequestTimeout)
+	}
+	return nil
+}
+
 // RequestTimeoutMillis is RequestTimeout in whole milliseconds, rounded up
 // so a sub-millisecond remainder never shortens it: the unit of the CLIs'
 // timeout knobs.

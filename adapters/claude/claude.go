@@ -290,14 +290,11 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 	if in.Home != "" {
 		env["HOME"] = in.Home
 	}
-	if in.MaxRetries != nil {
-		if *in.MaxRetries < 0 {
-			return nil, nil, configErr("negative max retries %d", *in.MaxRetries)
-		}
-		env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(*in.MaxRetries)
+	if err := in.CheckLimits(Name); err != nil {
+		return nil, nil, err
 	}
-	if in.RequestTimeout < 0 {
-		return nil, nil, configErr("negative request timeout %s", in.RequestTimeout)
+	if in.MaxRetries != nil {
+		env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(*in.MaxRetries)
 	}
 	if in.RequestTimeout > 0 {
 		env["API_TIMEOUT_MS"] = in.RequestTimeoutMillis()

@@ -350,11 +350,8 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 		}
 		c.cfg = append(c.cfg, "model_reasoning_effort="+tomlString(in.Effort))
 	}
-	if in.MaxRetries != nil && *in.MaxRetries < 0 {
-		return c, configErr("negative max retries %d", *in.MaxRetries)
-	}
-	if in.RequestTimeout < 0 {
-		return c, configErr("negative request timeout %s", in.RequestTimeout)
+	if err := in.CheckLimits(Name); err != nil {
+		return c, err
 	}
 	if ep := in.Endpoint; ep != nil {
 		base, err := BaseURL(ep.BaseURL)

@@ -259,11 +259,8 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 	if _, err := mcpArgs(in); err != nil {
 		return nil, err
 	}
-	if in.MaxRetries != nil && *in.MaxRetries < 0 {
-		return nil, configErr("negative max retries %d", *in.MaxRetries)
-	}
-	if in.RequestTimeout < 0 {
-		return nil, configErr("negative request timeout %s", in.RequestTimeout)
+	if err := in.CheckLimits(Name); err != nil {
+		return nil, err
 	}
 	env := map[string]string{
 		AutoUpdateVar:    "false",

@@ -61,6 +61,8 @@ func TestRequestRefuses(t *testing.T) {
 		"both keys":    {Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "http://x", APIKey: "a", OAuthToken: "b"}},
 		"mcp required": {Prompt: "x", MCP: []credentials.MCPServer{{Name: "s", Command: "c", Required: true}}},
 		"env":          {Prompt: "x", Env: map[string]string{"A=B": "1"}},
+		"retries":      {Prompt: "x", MaxRetries: new(int(-1))},
+		"timeout":      {Prompt: "x", RequestTimeout: -time.Second},
 	} {
 		_, err := a.Request(in)
 		require.Error(t, err, name)
