@@ -1,7 +1,6 @@
 package adapters
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
@@ -21,11 +20,19 @@ func ParseLine(b []byte, v any) bool {
 	return err == nil || errors.As(err, &te)
 }
 
-// ParsedRawEvent is the raw event of a line [ParseLine] accepted but the
-// decoder did not understand: the line itself, trimmed. Unlike [RawEvent] it
-// neither checks the syntax again nor bounds the line.
-func ParsedRawEvent(line []byte) []Event {
-	return []Event{{Kind: KindRaw, Raw: append(json.RawMessage(nil), bytes.TrimSpace(line)...)}}
+// DecodeJSON is the frame of a decoder of JSON lines: it reads line into a
+// T with [ParseLine] and hands that to decode. A line that is not JSON, or
+// that decode makes no event of, is a raw event, bounded by [RawLimit] as
+// [RawEvent] bounds it; a parsed line's syntax is not checked a second time.
+func DecodeJSON[T any](line []byte, decode func(*T) []Event) []Event {
+	var v T
+	if !ParseLine(line, &v) {
+		return []Event{RawEvent(line)}
+	}
+	if evs := decode(&v); len(evs) > 0 {
+		return evs
+	}
+	return []Event{rawEvent(line, true)}
 }
 
 // ToolEvent is the tool event of a call. An input that is empty or not

@@ -2,6 +2,7 @@ package adapters_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,4 +61,25 @@ func TestInclusiveUsage(t *testing.T) {
 	assert.Zero(t, adapters.InclusiveUsage(10, 30, 0, 0, 0).Input, "never negative")
 	assert.Zero(t, usage.Count(&n))
 	assert.Zero(t, usage.Count(nil))
+}
+
+func TestDecodeJSON(t *testing.T) {
+	type line struct {
+		Type string `json:"type"`
+	}
+	known := func(l *line) []adapters.Event {
+		if l.Type != "text" {
+			return nil
+		}
+		return []adapters.Event{{Kind: adapters.KindText, Text: "t"}}
+	}
+	assert.Equal(t, []adapters.Event{{Kind: adapters.KindText, Text: "t"}},
+		adapters.DecodeJSON([]byte(`{"type":"text"}`), known))
+	assert.Equal(t, []adapters.Event{{Kind: adapters.KindRaw, Raw: json.RawMessage(`{"type":"other"}`)}},
+		adapters.DecodeJSON([]byte(" {\"type\":\"other\"}\n"), known), "an unknown line travels as itself, trimmed")
+	assert.Equal(t, []adapters.Event{{Kind: adapters.KindRaw, Raw: json.RawMessage(`"not json"`)}},
+		adapters.DecodeJSON([]byte(`not json`), known))
+	long := []byte(`{"type":"other","pad":"` + strings.Repeat("x", adapters.RawLimit) + `"}`)
+	assert.Equal(t, []adapters.Event{adapters.RawEvent(long)}, adapters.DecodeJSON(long, known),
+		"an unknown line over the bound is cut as RawEvent cuts it")
 }

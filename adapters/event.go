@@ -179,7 +179,11 @@ const (
 // RawEvent is the raw event for a line a decoder did not understand: the
 // line itself when it is JSON, else the line as a JSON string (invalid UTF-8
 // becomes U+FFFD), so events always marshal; bounded by [RawLimit].
-func RawEvent(line []byte) Event {
+func RawEvent(line []byte) Event { return rawEvent(line, false) }
+
+// rawEvent is [RawEvent]; parsed says the line is known to be JSON, so its
+// syntax is not checked again.
+func rawEvent(line []byte, parsed bool) Event {
 	var r json.RawMessage
 	t := bytes.TrimSpace(line)
 	switch {
@@ -188,7 +192,7 @@ func RawEvent(line []byte) Event {
 			Bytes   int    `json:"truncated_bytes"`
 			Preview string `json:"preview"`
 		}{len(line), Preview(string(line[:min(len(line), RawPreview+utf8.UTFMax)]), RawPreview)})
-	case len(t) > 0 && json.Valid(t):
+	case parsed || len(t) > 0 && json.Valid(t):
 		r = append(json.RawMessage(nil), t...)
 	default:
 		r, _ = json.Marshal(string(line))

@@ -1,7 +1,9 @@
 package adapters
 
 import (
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
 )
@@ -36,4 +38,25 @@ func (in Input) ValidateFor(agent string) error {
 		return nil
 	}
 	return ConfigError(agent, "%s", err.Error())
+}
+
+// CheckLimits is the configuration error of agent for a negative MaxRetries
+// or RequestTimeout, for the adapters whose CLI has a knob for them; nil
+// when both are usable.
+func (in Input) CheckLimits(agent string) error {
+	switch {
+	case in.MaxRetries != nil && *in.MaxRetries < 0:
+		return ConfigError(agent, "negative max retries %d", *in.MaxRetries)
+	case in.RequestTimeout < 0:
+		return ConfigError(agent, "negative request timeout %s", in.RequestTimeout)
+	}
+	return nil
+}
+
+// RequestTimeoutMillis is RequestTimeout in whole milliseconds, rounded up
+// so a sub-millisecond remainder never shortens it: the unit of the CLIs'
+// timeout knobs.
+func (in Input) RequestTimeoutMillis() string {
+	ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(int64(ms), 10)
 }

@@ -109,6 +109,29 @@ func CheckEvent(t testing.TB, ev adapters.Event) {
 	}
 }
 
+// CheckLongRaw decodes line, a line dec does not understand that is longer
+// than [adapters.RawLimit], and asserts that its raw event is bounded the way
+// [adapters.RawEvent] bounds one: {"truncated_bytes":N,"preview":…}, the
+// preview at most [adapters.RawPreview] bytes.
+func CheckLongRaw(t testing.TB, dec adapters.Decoder, line []byte) {
+	t.Helper()
+	require.Greater(t, len(line), adapters.RawLimit, "the line must be over the bound")
+	evs := dec.Decode(line)
+	require.Len(t, evs, 1, "one raw event")
+	ev := evs[0]
+	CheckEvent(t, ev)
+	require.Equal(t, adapters.KindRaw, ev.Kind)
+	require.Less(t, len(ev.Raw), 2*adapters.RawPreview, "the raw event carries the whole %d-byte line", len(line))
+	var got struct {
+		Bytes   int    `json:"truncated_bytes"`
+		Preview string `json:"preview"`
+	}
+	require.NoError(t, json.Unmarshal(ev.Raw, &got))
+	assert.Equal(t, len(line), got.Bytes)
+	assert.LessOrEqual(t, len(got.Preview), adapters.RawPreview)
+	assert.True(t, strings.HasPrefix(string(line), got.Preview), "the preview is the line's start")
+}
+
 // FuzzDecode fuzzes an adapter's decoder: it must never panic and must turn
 // every non-empty line into at least one valid event. Seed it with fixture lines.
 func FuzzDecode(f *testing.F, newAdapter func() adapters.Adapter, fixtures string) {

@@ -135,7 +135,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -291,18 +290,14 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 	if in.Home != "" {
 		env["HOME"] = in.Home
 	}
+	if err := in.CheckLimits(Name); err != nil {
+		return nil, nil, err
+	}
 	if in.MaxRetries != nil {
-		if *in.MaxRetries < 0 {
-			return nil, nil, configErr("negative max retries %d", *in.MaxRetries)
-		}
 		env["CLAUDE_CODE_MAX_RETRIES"] = strconv.Itoa(*in.MaxRetries)
 	}
-	if in.RequestTimeout < 0 {
-		return nil, nil, configErr("negative request timeout %s", in.RequestTimeout)
-	}
 	if in.RequestTimeout > 0 {
-		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-		env["API_TIMEOUT_MS"] = strconv.FormatInt(int64(ms), 10)
+		env["API_TIMEOUT_MS"] = in.RequestTimeoutMillis()
 	}
 	if ep := in.Endpoint; ep != nil {
 		u, err := url.Parse(ep.BaseURL)

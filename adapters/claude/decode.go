@@ -152,28 +152,28 @@ type rateLimitInfo struct {
 
 // Decode turns one stdout line into events. It never panics and never returns
 // an empty slice.
-func (d *Decoder) Decode(b []byte) []adapters.Event {
-	var l line
-	if !adapters.ParseLine(b, &l) {
-		return raw(b)
-	}
+func (d *Decoder) Decode(b []byte) []adapters.Event { return adapters.DecodeJSON(b, d.decode) }
+
+// raw wraps a line the decoder did not understand. A line that is not JSON
+// is carried as a JSON string, so the event always marshals.
+func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
+
+// decode maps one parsed line; no event makes the line a raw event.
+func (d *Decoder) decode(l *line) []adapters.Event {
 	var evs []adapters.Event
 	switch l.Type {
 	case "system":
-		evs = d.system(&l)
+		evs = d.system(l)
 	case "assistant":
-		evs = d.assistant(&l)
+		evs = d.assistant(l)
 	case "user":
-		evs = d.user(&l)
+		evs = d.user(l)
 	case "stream_event":
-		evs = d.stream(&l)
+		evs = d.stream(l)
 	case "rate_limit_event":
-		evs = d.rateLimit(&l)
+		evs = d.rateLimit(l)
 	case "result":
-		evs = d.result(&l)
-	}
-	if len(evs) == 0 {
-		return adapters.ParsedRawEvent(b)
+		evs = d.result(l)
 	}
 	if p := l.ParentToolUseID; p != nil && *p != "" {
 		for i := range evs {
@@ -182,10 +182,6 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 	}
 	return evs
 }
-
-// raw wraps a line the decoder did not understand. A line that is not JSON
-// is carried as a JSON string, so the event always marshals.
-func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
 
 func (d *Decoder) system(l *line) []adapters.Event {
 	switch l.Subtype {

@@ -417,3 +417,18 @@ func mustRead(t testing.TB, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// A line the decoder does not understand keeps only a bounded preview,
+// however long it is: an unknown type, a known type without what the
+// decoder reads, and a line that is not JSON.
+func TestDecodeLongRawLineBounded(t *testing.T) {
+	pad := strings.Repeat("x", 2*adapters.RawLimit)
+	for _, line := range []string{
+		`{"type":"mystery","pad":"` + pad + `"}`,
+		`{"type":"system","subtype":"hook_response","output":"` + pad + `"}`,
+		`{"type":"user","message":{"content":"` + pad + `"}}`,
+		`not json ` + pad,
+	} {
+		adaptertest.CheckLongRaw(t, claude.NewDecoder(), []byte(line))
+	}
+}

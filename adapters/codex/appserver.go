@@ -258,17 +258,7 @@ var _ adapters.Decoder = (*AppSession)(nil)
 //	                                       codexErrorInfo variant, Status: its httpStatusCode)
 //	                                       + finished not ok; interrupted: finished not ok
 //	anything else                          raw
-func (s *AppSession) Decode(b []byte) []adapters.Event {
-	var l appLine
-	if !adapters.ParseLine(b, &l) {
-		return raw(b)
-	}
-	evs := s.decode(&l)
-	if len(evs) == 0 {
-		return adapters.ParsedRawEvent(b)
-	}
-	return evs
-}
+func (s *AppSession) Decode(b []byte) []adapters.Event { return adapters.DecodeJSON(b, s.decode) }
 
 func (s *AppSession) conversation(id string) []adapters.Event {
 	if id == "" || s.said {
@@ -408,10 +398,7 @@ func (s *AppSession) item(completed bool, it *appItem) []adapters.Event {
 		isErr := it.Status != "completed" || it.ExitCode == nil || *it.ExitCode != 0
 		return s.tool(completed, it.ID, "shell", input, out, isErr)
 	case "mcpToolCall":
-		out, isErr := mcpText(it.Result), it.Status == "failed"
-		if msg := adapters.ErrorMessage(it.Error); msg != "" {
-			out, isErr = msg, true
-		}
+		out, isErr := mcpOutcome(it.Status, it.Result, it.Error)
 		return s.tool(completed, it.ID, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
 	case "fileChange":
 		if !completed {

@@ -309,3 +309,19 @@ func TestAppServerDecodeCaptured(t *testing.T) {
 	_, err = s.EncodeInput("too late")
 	assert.ErrorIs(t, err, codex.ErrNotRunning)
 }
+
+// A line the session does not understand keeps only a bounded preview,
+// however long it is: an unknown notification, a known one without what
+// the session reads, and a line that is not JSON.
+func TestAppServerLongRawLineBounded(t *testing.T) {
+	_, s, err := codex.New().AppServerRequest(adapters.Input{Prompt: "hi"})
+	require.NoError(t, err)
+	pad := strings.Repeat("x", 2*adapters.RawLimit)
+	for _, line := range []string{
+		`{"method":"mystery/notification","params":{"pad":"` + pad + `"}}`,
+		`{"method":"item/started","params":{"item":{"type":"userMessage","id":"u1","text":"` + pad + `"}}}`,
+		`not json ` + pad,
+	} {
+		adaptertest.CheckLongRaw(t, s, []byte(line))
+	}
+}

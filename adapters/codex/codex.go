@@ -136,7 +136,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -351,11 +350,8 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 		}
 		c.cfg = append(c.cfg, "model_reasoning_effort="+tomlString(in.Effort))
 	}
-	if in.MaxRetries != nil && *in.MaxRetries < 0 {
-		return c, configErr("negative max retries %d", *in.MaxRetries)
-	}
-	if in.RequestTimeout < 0 {
-		return c, configErr("negative request timeout %s", in.RequestTimeout)
+	if err := in.CheckLimits(Name); err != nil {
+		return c, err
 	}
 	if ep := in.Endpoint; ep != nil {
 		base, err := BaseURL(ep.BaseURL)
@@ -382,8 +378,7 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 			c.cfg = append(c.cfg, p+"stream_max_retries="+n, p+"request_max_retries="+n)
 		}
 		if in.RequestTimeout > 0 {
-			ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+strconv.FormatInt(int64(ms), 10))
+			c.cfg = append(c.cfg, p+"stream_idle_timeout_ms="+in.RequestTimeoutMillis())
 		}
 	}
 	mcp, mcpEnv, err := mcpConfig(in.MCP)

@@ -95,37 +95,28 @@ type turnUsage struct {
 
 // Decode turns one stdout line into events. It never panics and never
 // returns an empty slice.
-func (d *Decoder) Decode(b []byte) []adapters.Event {
-	var l line
-	if !adapters.ParseLine(b, &l) {
-		return raw(b)
-	}
-	var evs []adapters.Event
+func (d *Decoder) Decode(b []byte) []adapters.Event { return adapters.DecodeJSON(b, d.decode) }
+
+// decode maps one parsed line; no event makes the line a raw event.
+func (d *Decoder) decode(l *line) []adapters.Event {
 	switch l.Type {
 	case "thread.started":
 		if l.ThreadID != "" {
-			evs = []adapters.Event{{Kind: adapters.KindConversation, Conversation: l.ThreadID}}
+			return []adapters.Event{{Kind: adapters.KindConversation, Conversation: l.ThreadID}}
 		}
 	case "item.started", "item.updated", "item.completed":
 		if l.Item != nil {
-			evs = d.item(l.Type, l.Item)
+			return d.item(l.Type, l.Item)
 		}
 	case "error":
-		evs = errorEvent(l.Message)
+		return errorEvent(l.Message)
 	case "turn.completed":
-		evs = d.completed(&l)
+		return d.completed(l)
 	case "turn.failed":
-		evs = failed(&l)
+		return failed(l)
 	}
-	if len(evs) == 0 {
-		return adapters.ParsedRawEvent(b)
-	}
-	return evs
+	return nil
 }
-
-// raw wraps a line the decoder did not understand. A line that is not JSON
-// is carried as a JSON string, so the event always marshals.
-func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
 
 // maxAnnounced bounds the remembered tool item ids; ids restart at item_0
 // in every process, so a turn rarely has many.
@@ -182,13 +173,7 @@ func (d *Decoder) item(typ string, it *item) []adapters.Event {
 		isErr := it.Status != "completed" || it.ExitCode == nil || *it.ExitCode != 0
 		return d.tool(typ, it, "shell", input, it.AggregatedOutput, isErr)
 	case "mcp_tool_call":
-		var out string
-		isErr := it.Status == "failed"
-		if msg := adapters.ErrorMessage(it.ItemError); msg != "" {
-			out, isErr = msg, true
-		} else {
-			out = mcpText(it.Result)
-		}
+		out, isErr := mcpOutcome(it.Status, it.Result, it.ItemError)
 		return d.tool(typ, it, "mcp:"+it.Server+"/"+it.Tool, it.Arguments, out, isErr)
 	case "web_search":
 		input, _ := json.Marshal(map[string]string{"query": it.Query})
@@ -220,6 +205,16 @@ func change(kind string) string {
 		return "update"
 	}
 	return kind
+}
+
+// mcpOutcome is the output and error flag of an MCP tool call item: its
+// error's message when it has one, else its result's text, failed when its
+// status says so.
+func mcpOutcome(status string, result, itemErr json.RawMessage) (string, bool) {
+	if msg := adapters.ErrorMessage(itemErr); msg != "" {
+		return msg, true
+	}
+	return mcpText(result), status == "failed"
 }
 
 // mcpText flattens an MCP result's text content.

@@ -112,3 +112,45 @@ func TestDecodePreviewBounded(t *testing.T) {
 	assert.Equal(t, adapters.PreviewLimit, r.Characters)
 	assert.True(t, r.IsError)
 }
+
+// A line the decoder does not understand keeps only a bounded preview,
+// however long it is: an unknown type, a known type without what the
+// decoder reads, and a line that is not JSON.
+func TestDecodeLongRawLineBounded(t *testing.T) {
+	pad := strings.Repeat("x", 2*adapters.RawLimit)
+	for _, line := range []string{
+		`{"type":"mystery","pad":"` + pad + `"}`,
+		`{"type":"item.completed","item":{"id":"item_1","type":"todo_list","text":"` + pad + `"}}`,
+		`not json ` + pad,
+	} {
+		adaptertest.CheckLongRaw(t, codex.NewDecoder(), []byte(line))
+	}
+}
+
+// An MCP tool call's outcome reads the same in exec's and the app-server's
+// items: the error's message wins, else the result's text, an error when
+// the status is failed.
+func TestMCPToolCallOutcome(t *testing.T) {
+	cases := []struct {
+		name, status, rest, preview string
+		isErr                       bool
+	}{
+		{"ok", "completed", `"result":{"content":[{"type":"text","text":"found"}]}`, "found", false},
+		{"error message", "completed", `"result":{"content":[{"type":"text","text":"found"}]},"error":{"message":"boom"}`, "boom", true},
+		{"failed without message", "failed", `"result":{"content":[{"type":"text","text":"partial"}]}`, "partial", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			item := `"id":"i1","server":"docs","tool":"search","status":"` + c.status + `",` + c.rest
+			exec := decodeAll(t, `{"type":"item.completed","item":{"type":"mcp_tool_call",`+item+`}}`)
+			_, s, err := codex.New().AppServerRequest(adapters.Input{Prompt: "hi"})
+			require.NoError(t, err)
+			app := s.Decode([]byte(`{"method":"item/completed","params":{"item":{"type":"mcpToolCall",` + item + `}}}`))
+			for _, evs := range [][]adapters.Event{exec, app} {
+				require.Equal(t, []adapters.Kind{adapters.KindTool, adapters.KindToolResult}, kinds(evs))
+				assert.Equal(t, c.preview, evs[1].ToolResult.Preview)
+				assert.Equal(t, c.isErr, evs[1].ToolResult.IsError)
+			}
+		})
+	}
+}

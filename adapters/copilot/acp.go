@@ -206,17 +206,7 @@ type acpUpdate struct {
 
 // Decode turns one stdout line into events, queuing replies (see
 // [ACPSession.Pending]). Every line yields at least one event.
-func (s *ACPSession) Decode(b []byte) []adapters.Event {
-	var l acpLine
-	if !adapters.ParseLine(b, &l) {
-		return raw(b)
-	}
-	evs := s.decode(&l)
-	if len(evs) == 0 {
-		return raw(b)
-	}
-	return evs
-}
+func (s *ACPSession) Decode(b []byte) []adapters.Event { return adapters.DecodeJSON(b, s.decode) }
 
 func (s *ACPSession) decode(l *acpLine) []adapters.Event {
 	hasID := adapters.IsRequestID(l.ID)

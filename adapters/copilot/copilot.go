@@ -131,9 +131,7 @@ package copilot
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/bootstrap"
@@ -261,11 +259,8 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 	if _, err := mcpArgs(in); err != nil {
 		return nil, err
 	}
-	if in.MaxRetries != nil && *in.MaxRetries < 0 {
-		return nil, configErr("negative max retries %d", *in.MaxRetries)
-	}
-	if in.RequestTimeout < 0 {
-		return nil, configErr("negative request timeout %s", in.RequestTimeout)
+	if err := in.CheckLimits(Name); err != nil {
+		return nil, err
 	}
 	env := map[string]string{
 		AutoUpdateVar:    "false",
@@ -298,8 +293,7 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 		env[ModelVar] = model
 	}
 	if in.RequestTimeout > 0 {
-		ms := (in.RequestTimeout + time.Millisecond - 1) / time.Millisecond
-		env[HTTPTimeoutVar] = strconv.FormatInt(int64(ms), 10)
+		env[HTTPTimeoutVar] = in.RequestTimeoutMillis()
 	}
 	for k, v := range in.Env {
 		if !sandbox.ValidEnvName(k) {

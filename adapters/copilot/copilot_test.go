@@ -2,6 +2,7 @@ package copilot_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/adapters/adaptertest"
 	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -59,6 +61,8 @@ func TestRequestRefuses(t *testing.T) {
 		"both keys":    {Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "http://x", APIKey: "a", OAuthToken: "b"}},
 		"mcp required": {Prompt: "x", MCP: []credentials.MCPServer{{Name: "s", Command: "c", Required: true}}},
 		"env":          {Prompt: "x", Env: map[string]string{"A=B": "1"}},
+		"retries":      {Prompt: "x", MaxRetries: new(int(-1))},
+		"timeout":      {Prompt: "x", RequestTimeout: -time.Second},
 	} {
 		_, err := a.Request(in)
 		require.Error(t, err, name)
@@ -255,4 +259,18 @@ func TestSessionUsage(t *testing.T) {
 	assert.Equal(t, []string{"tail", "-c", "8388608", "/home/u/.copilot/session-state/abc/events.jsonl"}, cmd.Args)
 	_, ok = copilot.SessionUsageCommand("/home/u", "../x")
 	assert.False(t, ok)
+}
+
+// A line the decoder does not understand keeps only a bounded preview,
+// however long it is: an unknown type, a known type without what the
+// decoder reads, and a line that is not JSON.
+func TestDecodeLongRawLineBounded(t *testing.T) {
+	pad := strings.Repeat("x", 2*adapters.RawLimit)
+	for _, line := range []string{
+		`{"type":"mystery","data":{"pad":"` + pad + `"}}`,
+		`{"type":"assistant.message_delta","data":{"deltaContent":"` + pad + `"}}`,
+		`not json ` + pad,
+	} {
+		adaptertest.CheckLongRaw(t, copilot.NewDecoder(), []byte(line))
+	}
 }

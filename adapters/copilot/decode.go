@@ -147,10 +147,11 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		}
 		return raw(b)
 	}
-	var l line
-	if !adapters.ParseLine(t, &l) {
-		return raw(b)
-	}
+	return adapters.DecodeJSON(b, d.decode)
+}
+
+// decode maps one parsed line; no event makes the line a raw event.
+func (d *Decoder) decode(l *line) []adapters.Event {
 	var dt data
 	if len(l.Data) > 0 && l.Data[0] == '{' && !adapters.ParseLine(l.Data, &dt) {
 		dt = data{}
@@ -232,10 +233,7 @@ func (d *Decoder) Decode(b []byte) []adapters.Event {
 		evs = []adapters.Event{{Kind: adapters.KindFailure, Text: "turn aborted: " + reason,
 			Failure: &adapters.FailureDetail{Code: "abort"}}}
 	case "result":
-		evs = d.result(&l)
-	}
-	if len(evs) == 0 {
-		return raw(b)
+		evs = d.result(l)
 	}
 	return evs
 }

@@ -281,3 +281,19 @@ func FuzzLiveDecode(f *testing.F) {
 		return s
 	}, filepath.Join("testdata", "live"))
 }
+
+// A line the session does not understand keeps only a bounded preview,
+// however long it is: an unknown notification, a known one without what
+// the session reads, and a line that is not JSON.
+func TestLiveLongRawLineBounded(t *testing.T) {
+	_, s, err := copilot.New().LiveRequest(adapters.Input{Prompt: "hi", Workdir: "/w"})
+	require.NoError(t, err)
+	pad := strings.Repeat("x", 2*adapters.RawLimit)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","method":"mystery/notification","params":{"pad":"` + pad + `"}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"plan","content":"` + pad + `"}}}`,
+		`not json ` + pad,
+	} {
+		adaptertest.CheckLongRaw(t, s, []byte(line))
+	}
+}
