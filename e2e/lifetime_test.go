@@ -182,3 +182,78 @@ func TestHostLeaseReapedByNextRun(t *testing.T) {
 	assert.NoDirExists(t, left[0], "the next run removed the dead run's lease")
 	assert.Empty(t, leases())
 }
+
+// TestDockerRootCopyReapedByGC: outpost run as root on a workspace of
+// root's works on a copy in the temporary directory; killed with SIGKILL
+// mid-turn (Claude Code waiting on the scripted server) it writes nothing
+// back — the test stands in for the agent's work by changing the copy
+// before the kill: a new file, an edited one — and leaves the copy, marked
+// with its pid. The workspace is exactly as it was, not half-written;
+// outpost gc lists the copy in a dry run and then removes it.
+func TestDockerRootCopyReapedByGC(t *testing.T) {
+	testenv.Short(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a root-owned workspace")
+	}
+	claudeBin := testenv.CLI(t, "claude")
+	dockerEnv(t, claudeBin) // gates on the engine and the image
+	outpost := buildOutpost(t)
+
+	ws := t.TempDir() // root's
+	require.NoError(t, os.Chmod(ws, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "README"), []byte("root's\n"), 0o644))
+	tmp := t.TempDir()
+	env := append(os.Environ(), "PATH="+filepath.Dir(claudeBin)+":"+os.Getenv("PATH"), "TMPDIR="+tmp)
+	cmd := exec.Command(outpost, "run", "--agent", "claude", "--offline", "--scenario", "hang", "--no-store",
+		"--workspace", ws, "--json", "MARK-rkill9")
+	cmd.Env = append(env, "OUTPOST_STATE_DIR="+t.TempDir())
+	cmd.Dir = t.TempDir()
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	copies := func() []string {
+		m, err := filepath.Glob(filepath.Join(tmp, docker.CopyPrefix+"*"))
+		require.NoError(t, err)
+		return m
+	}
+	require.Eventually(t, func() bool { return len(copies()) == 1 && strings.Contains(stdout.String(), `"conversation"`) },
+		60*time.Second, 100*time.Millisecond, "the turn started on a copy: %s", &stderr)
+	left := copies()[0]
+	copyWS := filepath.Join(left, "workspace")
+	require.FileExists(t, filepath.Join(copyWS, "README"), "the copy holds the workspace")
+	require.NoError(t, os.WriteFile(filepath.Join(copyWS, "outpost-MARK-rkill9.txt"), []byte("MARK-rkill9"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(copyWS, "README"), []byte("root's\nedited\n"), 0o644))
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Equal(t, []string{left}, copies(), "kill -9 leaves the copy")
+	rec, err := os.ReadFile(filepath.Join(left, "owner.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(rec), `"pid":`+strconv.Itoa(cmd.Process.Pid))
+	assert.NotContains(t, string(rec), `"keep"`, "the write-back never began")
+
+	entries, err := os.ReadDir(ws)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing was written back")
+	b, err := os.ReadFile(filepath.Join(ws, "README"))
+	require.NoError(t, err)
+	assert.Equal(t, "root's\n", string(b), "the workspace is as it was")
+
+	gc := func(args ...string) string {
+		c := exec.Command(outpost, append([]string{"gc", "--sandbox", "docker"}, args...)...)
+		c.Env, c.Dir = env, t.TempDir()
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	out := gc("--dry-run")
+	assert.Contains(t, out, "left over workspace copy "+left+" (owner process "+strconv.Itoa(cmd.Process.Pid)+" is gone)")
+	assert.DirExists(t, left)
+	out = gc()
+	assert.Contains(t, out, "removed workspace copy "+left)
+	assert.Empty(t, copies(), "no copy is left")
+	entries, err = os.ReadDir(ws)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1)
+}

@@ -35,7 +35,7 @@ func NewCmdGC(f *Factory) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run] [--sandbox KIND] [--images]",
-		Short: "Remove sandbox leftovers (containers, pods, host sandbox homes) that no live outpost process owns",
+		Short: "Remove sandbox leftovers (containers, pods, host sandbox homes, workspace copies) that no live outpost process owns",
 		Long: `gc removes what runs that died without cleaning up left behind (kill -9, a crash, a
 lost machine) in the sandbox kinds ` + strings.Join(defaults, " and ") + ` (--sandbox KIND: in KIND instead;
 one of ` + strings.Join(named, ", ") + `):
@@ -43,7 +43,10 @@ one of ` + strings.Join(named, ", ") + `):
   - containers, volumes and networks labelled dev.outpost.managed on the Docker engine
     (DOCKER_HOST),
   - host sandbox lease directories (outpost-host-* in the temporary directory, holding
-    private homes with logins and transcripts) of this user, and
+    private homes with logins and transcripts) of this user,
+  - with the docker kind, the workspace copies (outpost-rootcopy-* in the temporary
+    directory) of Docker and Podman leases on root-owned workspaces (a copy whose
+    write-back had begun is listed, never removed), and
   - with --sandbox kubernetes, pods and Secrets in every namespace the kubeconfig may list,
 
 whose owning outpost process is gone (or, for resources of another host or without an

@@ -207,3 +207,32 @@ func CheckOwner(where string, fi fs.FileInfo) error {
 	}
 	return nil
 }
+
+// RemoveAllIn removes the entry name (one component) of root and everything
+// beneath it without following a symbolic link: a link is removed, never
+// what it points to (the removal goes through root, see [os.Root.RemoveAll]).
+// Read-only directories in the tree (a Go module cache) are made writable
+// first when they stop the removal; each is reached through no link. A
+// missing entry is not an error.
+func RemoveAllIn(root *os.Root, name string) error {
+	if parts, err := split(name); err != nil || len(parts) != 1 {
+		return fmt.Errorf("path %q is not one entry of its directory", name)
+	}
+	err := root.RemoveAll(name)
+	if err == nil {
+		return nil
+	}
+	_ = fs.WalkDir(root.FS(), name, func(p string, d fs.DirEntry, werr error) error {
+		if werr != nil || !d.IsDir() {
+			return nil
+		}
+		dir, err := OpenDirIn(root, filepath.FromSlash(p), false)
+		if err != nil {
+			return fs.SkipDir
+		}
+		defer dir.Close()
+		_ = dir.Chmod(".", 0o700)
+		return nil
+	})
+	return root.RemoveAll(name)
+}

@@ -111,3 +111,31 @@ func TestCheckOwner(t *testing.T) {
 		assert.Contains(t, err.Error(), "uid 4242")
 	}
 }
+
+// TestRemoveAllIn: the tree goes, read-only directories included; a link
+// in it (or as the entry) is removed, never what it points to.
+func TestRemoveAllIn(t *testing.T) {
+	base := t.TempDir()
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o600))
+	tree := filepath.Join(base, "tree")
+	require.NoError(t, os.MkdirAll(filepath.Join(tree, "ro", "sub"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(tree, "ro", "sub", "f"), []byte("x"), 0o600))
+	require.NoError(t, os.Symlink(outside, filepath.Join(tree, "ro", "out")))
+	require.NoError(t, os.Chmod(filepath.Join(tree, "ro", "sub"), 0o500))
+	require.NoError(t, os.Chmod(filepath.Join(tree, "ro"), 0o500))
+	require.NoError(t, os.Symlink(outside, filepath.Join(base, "link")))
+
+	root, err := os.OpenRoot(base)
+	require.NoError(t, err)
+	defer root.Close()
+	require.NoError(t, RemoveAllIn(root, "tree"))
+	assert.NoDirExists(t, tree)
+	require.NoError(t, RemoveAllIn(root, "link"))
+	_, err = os.Lstat(filepath.Join(base, "link"))
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.FileExists(t, filepath.Join(outside, "keep"))
+	require.NoError(t, RemoveAllIn(root, "missing"))
+	assert.Error(t, RemoveAllIn(root, "../x"))
+	assert.Error(t, RemoveAllIn(root, "a/b"))
+}

@@ -166,7 +166,9 @@
 // owner's ids. The engine the outpost command opens (sandbox.Kind Open)
 // does the latter for a workspace of another user, and for one of root's
 // leases a copy owned by the lease user that is written back into the
-// workspace at release (owners kept; package internal/wscopy). A provider
+// workspace at release (owners kept; package internal/wscopy). The copy
+// records its runner: [ReapCopies] (outpost gc, and the next open as root)
+// removes one a runner killed with SIGKILL left. A provider
 // given Spec.User "0:0" runs the lease as root, still without capabilities
 // and with no-new-privileges; the outpost command refuses that.
 //

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -134,7 +135,17 @@ func openEngine(ctx context.Context, ep Endpoint, c sandbox.Config) (sandbox.Eng
 	if err != nil {
 		return nil, err
 	}
-	return &engine{ctx: ctx, p: p, c: c, root: os.Geteuid() == 0}, nil
+	root := os.Geteuid() == 0
+	if root {
+		// The workspace copies of runs that died holding them (kill -9, a
+		// crash) go now: those of dead owners of this host (outpost gc
+		// also takes those of owners that cannot be judged here, by age).
+		// It costs a listing of the temporary directory.
+		if left, err := ReapCopies(ctx, "", ReapOptions{Grace: -1}); (err != nil || len(left) > 0) && c.Logger != nil {
+			c.Logger.Debug("removed workspace copies of dead runs", "count", len(left), "err", err)
+		}
+	}
+	return &engine{ctx: ctx, p: p, c: c, root: root}, nil
 }
 
 // engine hands out Docker leases.
@@ -246,30 +257,35 @@ func podmanDoctor(ctx context.Context, c sandbox.DoctorConfig) []sandbox.Check {
 	return engineDoctor("podman service", PodmanEndpoint)(ctx, c)
 }
 
-// reapDocker sweeps the engine at DOCKER_HOST; an unreachable engine is a
+// reapDocker sweeps this machine's workspace copies (those of Podman
+// leases too), then the engine at DOCKER_HOST; an unreachable engine is a
 // sandbox error that says so.
 func reapDocker(ctx context.Context, c sandbox.ReapConfig) ([]sandbox.Leftover, error) {
+	copies, cerr := ReapCopies(ctx, "", ReapOptions{DryRun: c.DryRun, Grace: c.Grace})
+	out := make([]sandbox.Leftover, 0, len(copies))
+	for _, l := range copies {
+		out = append(out, sandbox.Leftover{Removed: l.Removed, What: fmt.Sprintf("workspace copy %s (%s)", l.Path, l.Reason)})
+	}
 	ep, err := DockerEndpoint(c.Getenv)
 	if err != nil {
-		return nil, err
+		return out, errors.Join(cerr, err)
 	}
 	cli, err := NewEndpointClient(ep)
 	if err != nil {
-		return nil, err
+		return out, errors.Join(cerr, err)
 	}
 	defer cli.Close()
 	pctx, cancel := context.WithTimeout(ctx, DefaultPingTimeout)
 	defer cancel()
 	if _, err := cli.Ping(pctx); err != nil {
-		return nil, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s, nothing swept there (is dockerd running?)", cli.DaemonHost())
+		return out, errors.Join(cerr, outposterr.Wrap(outposterr.Sandbox, err, "docker engine unreachable at %s, nothing swept there (is dockerd running?)", cli.DaemonHost()))
 	}
 	left, err := Reap(ctx, cli, ReapOptions{DryRun: c.DryRun, Grace: c.Grace})
-	out := make([]sandbox.Leftover, 0, len(left))
 	for _, l := range left {
 		out = append(out, sandbox.Leftover{Removed: l.Removed,
 			What: fmt.Sprintf("%s %s (%s): %s", l.Kind, shortName(l), l.Reason, l.Labels[LabelRun])})
 	}
-	return out, err
+	return out, errors.Join(cerr, err)
 }
 
 func shortName(l Leftover) string {

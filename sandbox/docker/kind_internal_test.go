@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -89,6 +90,16 @@ func TestRootOwnedWorkspaceOnACopy(t *testing.T) {
 	spec.Hide = []string{".outpost"}
 	sb, err := prov.Acquire(ctx, spec)
 	require.NoError(t, err)
+	// The copy is marked as this runner's: a sweep leaves it.
+	dir := sb.(*copiedLease).dir
+	assert.Equal(t, os.TempDir(), filepath.Dir(dir))
+	assert.FileExists(t, filepath.Join(dir, procowner.RecordFile))
+	left, err := ReapCopies(ctx, "", ReapOptions{DryRun: true})
+	require.NoError(t, err)
+	for _, l := range left {
+		assert.NotEqual(t, dir, l.Path, "a live runner's copy is kept")
+	}
+	assert.DirExists(t, dir)
 	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c",
 		`id -u; echo more >> README && echo new > new.txt && rm gone && ls -A .outpost | wc -l`}})
 	require.NoError(t, err)
@@ -122,9 +133,5 @@ func TestRootOwnedWorkspaceOnACopy(t *testing.T) {
 		assert.Equal(t, [2]uint32{0, 0}, [2]uint32{st.Uid, st.Gid}, "%s is root's", p)
 		return nil
 	}))
-	copies, err := filepath.Glob(filepath.Join(os.TempDir(), "outpost-workspace-*"))
-	require.NoError(t, err)
-	for _, c := range copies {
-		assert.NotEqual(t, sb.(*copiedLease).copy, c, "the copy is removed")
-	}
+	assert.NoDirExists(t, sb.(*copiedLease).dir, "the copy is removed")
 }

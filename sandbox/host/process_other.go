@@ -21,5 +21,3 @@ func exitStatus(ps *os.ProcessState) sandbox.ExitStatus {
 }
 
 func supported() error { return errUnsupported }
-
-func openNoFollow(string) (*os.File, error) { return nil, errUnsupported }

@@ -51,8 +51,3 @@ func exitStatus(ps *os.ProcessState) sandbox.ExitStatus {
 
 // supported reports whether the platform can run host sandboxes.
 func supported() error { return nil }
-
-// openNoFollow opens name for reading, refusing a final symbolic link.
-func openNoFollow(name string) (*os.File, error) {
-	return os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-}
