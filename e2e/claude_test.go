@@ -7,8 +7,8 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,12 +42,36 @@ func hostEnv(t *testing.T, bin string) env {
 		name: "host",
 		provider: host.New(host.Options{TempDir: t.TempDir(),
 			Env: map[string]string{"PATH": filepath.Dir(bin) + ":/usr/local/bin:/usr/bin:/bin", "TZ": "UTC"}}),
-		processes: func(t *testing.T, _ sandbox.Sandbox) string {
-			out, err := exec.Command("ps", "-eo", "args").Output()
-			require.NoError(t, err)
-			return string(out)
-		},
+		processes: hostProcesses,
 	}
+}
+
+// hostProcesses lists the command lines of the processes working in sb's
+// root on this machine: the lease's, not another test's or another user's
+// CLI of the same name (container and pod processes show here too).
+func hostProcesses(t *testing.T, sb sandbox.Sandbox) string {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(sb.Root())
+	require.NoError(t, err)
+	dirs, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", d.Name(), "cwd"))
+		if err != nil || (cwd != root && !strings.HasPrefix(cwd, root+"/")) {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		b.WriteString(strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " "))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func dockerEnv(t *testing.T, bin string) env {
