@@ -10,16 +10,17 @@
 //  2. A cold lease is acquired from Turn.Provider (or Turn.Sandbox is used
 //     warm and left alone). With Turn.Seed its fresh workspace is filled
 //     from a tar stream through Sandbox.CopyIn (a task workspace; an
-//     earlier turn's patch is re-applied with git apply). Then the lease
-//     user must be able to create and remove a file in the workspace;
-//     when it cannot, the turn fails as configuration naming the owner
-//     and the remedies, before any CLI runs.
+//     earlier turn's patch is re-applied with git apply).
 //  3. Credentials and configuration are materialized into the lease's
 //     private home (package credentials/install); a stored conversation to
 //     continue is checked whole (only the files the adapter declares as its
 //     conversation storage; anything else is a session error and nothing is
 //     written), then streamed into it, relocated to the new workspace.
-//  4. The CLI runs: stdout is decoded line by line and every event reaches
+//  4. The CLI runs, in the same exec as a check that the lease user can
+//     create and remove a file in the workspace (when it cannot, the turn
+//     fails as configuration naming the owner and the remedies, and the
+//     CLI never starts; a CLI missing from the lease is a sandbox error).
+//     Its stdout is decoded line by line and every event reaches
 //     Turn.OnEvent as it arrives; stderr lines become events too. The turn
 //     ends on the CLI process's own exit (never on its pipes closing), then
 //     a short drain window collects output in flight and the rest of the
