@@ -3,8 +3,8 @@
 // machine's common part ([Proc]: output pipes, live stdin, exit status,
 // group signals through the kind's signal script, Close), the exit-code
 // decoding ([StatusOf]), the signal handler that releases leases
-// ([CleanupOnSignal]), the archive checks of CopyIn, the copy-out stream, a
-// bounded in-memory pipe for process output, a tail buffer for error
-// messages, and Linux signal names. The reapers' owner decisions are
+// ([CleanupOnSignal]), CopyIn and CopyOut through tar in the lease (the
+// archive checked on its way in), a bounded in-memory pipe for process
+// output, a tail buffer for error messages, and Linux signal names. The reapers' owner decisions are
 // internal/procowner (Policy).
 package leasekit

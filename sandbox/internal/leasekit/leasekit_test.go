@@ -44,6 +44,14 @@ func TestCheckEntry(t *testing.T) {
 	}
 }
 
+func TestCheckSandboxPath(t *testing.T) {
+	assert.NoError(t, CheckSandboxPath("/home/agent/x"))
+	for _, bad := range []string{"", "/", "rel", "/a/../b", "/a/", "/a//b", "/a\x00b"} {
+		err := CheckSandboxPath(bad)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%q: %v", bad, err)
+	}
+}
+
 func TestSafeTar(t *testing.T) {
 	var in bytes.Buffer
 	tw := tar.NewWriter(&in)
