@@ -3,13 +3,11 @@ package leasekit
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,34 +132,6 @@ func TestSignals(t *testing.T) {
 	assert.Empty(t, LinuxSignalName(0))
 	assert.Empty(t, LinuxSignalName(64))
 	assert.Equal(t, "SIGTERM", HostSignalName(syscall.SIGTERM))
-}
-
-// TestCleanupOnSignalDefaults: every signal that cancels an outpost command
-// releases the leases, for every kind (they all use this handler).
-func TestCleanupOnSignalDefaults(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
-		released := make(chan struct{}, 1)
-		done := make(chan error, 1)
-		stop := CleanupOnSignal(func(ctx context.Context) error {
-			_, ok := ctx.Deadline()
-			assert.True(t, ok, "the release is bounded")
-			released <- struct{}{}
-			return nil
-		}, time.Minute, func(err error) { done <- err })
-		require.NoError(t, syscall.Kill(os.Getpid(), sig))
-		require.NoError(t, <-done, sig.String())
-		<-released
-		stop()
-	}
-}
-
-// TestCleanupOnSignalStop: stop unregisters the handler without a release.
-func TestCleanupOnSignalStop(t *testing.T) {
-	called := false
-	stop := CleanupOnSignal(func(context.Context) error { called = true; return nil }, time.Minute, nil, syscall.SIGUSR2)
-	stop()
-	stop() // idempotent
-	assert.False(t, called)
 }
 
 func TestWorkspaceDir(t *testing.T) {
