@@ -397,16 +397,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			}
 		}
 	default:
-		dir, err := filepath.Abs(spec.Workspace)
+		dir, fi, err := leasekit.StatWorkspace(spec.Workspace)
 		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
-		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
-		}
-		if !fi.IsDir() {
-			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
+			return nil, err
 		}
 		if real, err := filepath.EvalSymlinks(dir); err != nil || real == "/" {
 			return nil, outposterr.New(outposterr.Configuration, "workspace %s: the root directory is never mounted into a lease", dir)

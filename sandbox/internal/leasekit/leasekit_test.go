@@ -150,4 +150,12 @@ func TestWorkspaceDir(t *testing.T) {
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	_, err = WorkspaceDir("missing")
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+
+	got, fi, err := StatWorkspace("ws")
+	require.NoError(t, err)
+	assert.Equal(t, dir+"/ws", got)
+	assert.True(t, fi.IsDir(), "the directory's own FileInfo")
+	_, fi, err = StatWorkspace("")
+	require.NoError(t, err)
+	assert.Nil(t, fi, "no workspace, no FileInfo")
 }
