@@ -5,5 +5,8 @@
 // decoding ([StatusOf]), CopyIn and CopyOut through tar in the lease (the
 // archive checked on its way in), a bounded in-memory pipe for process
 // output, a tail buffer for error messages, and Linux signal names. The
-// reapers' owner decisions are internal/procowner (Policy).
+// kinds that archive a tree of this machine (a build context, a workspace,
+// the host provider's CopyOut) write its entries with [TarEntry], and check
+// a lease's workspace with [WorkspaceDir]. The reapers' owner decisions are
+// internal/procowner (Policy).
 package leasekit

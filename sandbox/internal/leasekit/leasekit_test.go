@@ -159,3 +159,47 @@ func TestWorkspaceDir(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, fi, "no workspace, no FileInfo")
 }
+
+// TestTarEntry: directories, files (with their content) and links (not
+// followed) are written under the names given, after edit; a pipe is left
+// out.
+func TestTarEntry(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(dir+"/d", 0o755))
+	require.NoError(t, os.WriteFile(dir+"/d/f", []byte("hello"), 0o640))
+	require.NoError(t, os.Symlink("/etc/passwd", dir+"/d/l"))
+	require.NoError(t, syscall.Mkfifo(dir+"/d/p", 0o600))
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	entries, err := os.ReadDir(dir + "/d")
+	require.NoError(t, err)
+	dirEntries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	written := map[string]bool{}
+	for _, e := range append(dirEntries, entries...) {
+		p := dir + "/d/" + e.Name()
+		if e.Name() == "d" {
+			p = dir + "/d"
+		}
+		ok, err := TarEntry(tw, p, "x/"+e.Name(), e, func(h *tar.Header) { h.Uname = "edited" })
+		require.NoError(t, err, e.Name())
+		written[e.Name()] = ok
+	}
+	require.NoError(t, tw.Close())
+	assert.Equal(t, map[string]bool{"d": true, "f": true, "l": true, "p": false}, written)
+
+	tr := tar.NewReader(&b)
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		assert.Equal(t, "edited", h.Uname)
+		content, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		got[h.Name] = string(content) + h.Linkname
+	}
+	assert.Equal(t, map[string]string{"x/d/": "", "x/f": "hello", "x/l": "/etc/passwd"}, got)
+}
