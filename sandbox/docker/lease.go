@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -42,25 +41,17 @@ type lease struct {
 	lifeline net.Conn  // the attach to the keeper's stdin (see lifeline.go)
 	lifeOut  io.Reader // its multiplexed stdout, when attached (forwards)
 
-	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
-	relMu     sync.Mutex
-	released  bool
+	rel leasekit.ReleaseState
 }
 
 var _ sandbox.Sandbox = (*lease)(nil)
-
-func (l *lease) isReleased() bool {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	return l.released
-}
 
 // Gone implements [sandbox.Vanishing]: the container was removed or no
 // longer runs (someone ran docker rm -f or docker stop on it, the engine
 // restarted) while the lease was held. "" while it runs, once Release
 // started, or when the engine does not answer.
 func (l *lease) Gone(ctx context.Context) string {
-	if l.releasing.Load() || l.id == "" {
+	if l.rel.Releasing() || l.id == "" {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -102,12 +93,8 @@ func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
 }
 
 // startTar is the [leasekit.Start] of CopyIn and CopyOut.
-func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (leasekit.Process, error) {
-	p, err := l.start(ctx, execSpec{args: argv, dir: "/", stdin: stdin})
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (*process, error) {
+	return l.start(ctx, execSpec{args: argv, dir: "/", stdin: stdin})
 }
 
 // Release implements [sandbox.Sandbox]: it force-removes the container and
@@ -116,12 +103,12 @@ func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (l
 // success and joins errors. A failed Release can be retried; a successful
 // one makes later calls no-ops.
 func (l *lease) Release(ctx context.Context) error {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	if l.released {
-		return nil
-	}
-	l.releasing.Store(true)
+	return l.rel.Release(func() error { return l.release(ctx) })
+}
+
+// release removes the container and the workspace the lease made; see
+// Release.
+func (l *lease) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.opts.ReleaseTimeout)
 	defer cancel()
 	var errs []error
@@ -146,7 +133,6 @@ func (l *lease) Release(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	l.released = true
 	l.p.leases.Untrack(l)
 	return nil
 }

@@ -26,10 +26,6 @@ func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
 }
 
 // startTar is the [leasekit.Start] of CopyIn and CopyOut.
-func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (leasekit.Process, error) {
-	p, err := l.start(ctx, execSpec{args: argv, dir: "/", stream: stdin})
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (*process, error) {
+	return l.start(ctx, execSpec{args: argv, dir: "/", stream: stdin})
 }

@@ -26,7 +26,7 @@ type Process interface {
 
 // Start is how a kind runs the tar of CopyIn and CopyOut: argv as a command
 // of the lease user working in "/", stdin its standard input (nil: none).
-type Start func(ctx context.Context, argv []string, stdin io.Reader) (Process, error)
+type Start[P Process] func(ctx context.Context, argv []string, stdin io.Reader) (P, error)
 
 // copyInScript extracts stdin under $1 as the lease user: modes kept
 // (-p), owner always the user (--no-same-owner, also when the user is 0).
@@ -59,7 +59,7 @@ func CheckSandboxPath(p string) error {
 // fails with a configuration error. A tar that ends before its input (a
 // full disk, a lease going away) releases the writer and fails CopyIn with a
 // sandbox error holding tar's stderr.
-func CopyIn(ctx context.Context, start Start, dir string, r io.Reader) error {
+func CopyIn[P Process](ctx context.Context, start Start[P], dir string, r io.Reader) error {
 	if err := CheckSandboxPath(dir); err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func CopyIn(ctx context.Context, start Start, dir string, r io.Reader) error {
 // through start. It waits for the first byte (or the end), so a missing path
 // is reported at once as an error wrapping fs.ErrNotExist; a tar that fails
 // later is reported at the end of the stream with its stderr.
-func CopyOut(ctx context.Context, start Start, p string) (io.ReadCloser, error) {
+func CopyOut[P Process](ctx context.Context, start Start[P], p string) (io.ReadCloser, error) {
 	if err := CheckSandboxPath(p); err != nil {
 		return nil, err
 	}

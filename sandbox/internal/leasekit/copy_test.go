@@ -37,8 +37,8 @@ func (f *fakeTar) Close() error { return f.CloseWith(func() bool { return false 
 
 // startFake returns a Start whose tar reads its input when reads is set,
 // and exits when it gets SIGKILL; the tar it started is in *started.
-func startFake(reads bool, started **fakeTar) Start {
-	return func(_ context.Context, argv []string, stdin io.Reader) (Process, error) {
+func startFake(reads bool, started **fakeTar) Start[*fakeTar] {
+	return func(_ context.Context, argv []string, stdin io.Reader) (*fakeTar, error) {
 		f := &fakeTar{}
 		f.Proc = NewProc("/tmp/outpost-t", "SCRIPT", func(_ context.Context, argv []string) error {
 			if argv[5] == "KILL" {
@@ -80,7 +80,7 @@ func TestCopyInKillsTarAtAnUnsafeEntry(t *testing.T) {
 func TestCopyInReleasesTheWriterWhenTarEnds(t *testing.T) {
 	var f *fakeTar
 	start := startFake(false, &f)
-	ended := func(ctx context.Context, argv []string, stdin io.Reader) (Process, error) {
+	ended := func(ctx context.Context, argv []string, stdin io.Reader) (*fakeTar, error) {
 		p, err := start(ctx, argv, stdin)
 		go f.exit(sandbox.ExitStatus{Code: 2}, "tar: no space left on device")
 		return p, err
