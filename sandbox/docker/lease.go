@@ -80,7 +80,8 @@ func (l *lease) Root() string { return Root }
 // CopyIn implements [sandbox.Sandbox] by running tar inside the container,
 // so the tmpfs home is reachable. The archive is checked entry by entry on
 // its way in; at the first unsafe entry the extraction is killed and CopyIn
-// fails with a configuration error (see [leasekit.CopyIn]).
+// fails with a configuration error. A tar that stops before the end of its
+// input (a full disk) fails CopyIn with a sandbox error holding its stderr.
 func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	return leasekit.CopyIn(ctx, l.startTar, dir, r)
 }

@@ -13,7 +13,8 @@ import (
 // components, no symbolic links that are absolute or lead outside the
 // destination, no hard links to such names, no special files); at the first
 // unsafe entry the extraction is killed and CopyIn fails with a
-// configuration error (see [leasekit.CopyIn]).
+// configuration error. A tar that stops before the end of its input (a full
+// disk) fails CopyIn with a sandbox error holding its stderr.
 func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
 	return leasekit.CopyIn(ctx, l.startTar, dir, r)
 }
