@@ -201,7 +201,7 @@
 // and networks whose owning process is gone: what the lifeline cannot
 // remove (a container created by a process that died before it attached,
 // or left by an engine that was down). A Provider also tracks its live
-// leases: [Provider.ReleaseAll] removes them all, and [CleanupOnSignal] calls
+// leases: [Provider.ReleaseAll] removes them all, and [sandbox.CleanupOnSignal] calls
 // it when the process receives SIGINT, SIGTERM, SIGHUP or SIGQUIT.
 //
 // # Image

@@ -687,7 +687,7 @@ func TestReleaseAllAndCleanupOnSignal(t *testing.T) {
 	assert.Equal(t, 3, countRun(t, cli, runID))
 
 	done := make(chan error, 1)
-	stop := docker.CleanupOnSignal(p, 20*time.Second, func(err error) { done <- err }, syscall.SIGUSR1)
+	stop := sandbox.CleanupOnSignal(p.ReleaseAll, 20*time.Second, func(err error) { done <- err }, syscall.SIGUSR1)
 	defer stop()
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGUSR1))
 	select {

@@ -22,7 +22,7 @@ func Example() {
 	}
 	defer p.Close()
 	// Remove every live lease if the process is interrupted.
-	stop := docker.CleanupOnSignal(p, 0, nil)
+	stop := sandbox.CleanupOnSignal(p.ReleaseAll, 0, nil)
 	defer stop()
 
 	sb, err := p.Acquire(ctx, sandbox.Spec{Network: "none", MemoryBytes: 512 << 20, Labels: map[string]string{"session": "demo"}})

@@ -19,6 +19,7 @@ import (
 	"github.com/moby/patternmatcher/ignorefile"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // ImageBuilder is the part of the engine API [BuildImage] uses.
@@ -201,46 +202,14 @@ func writeContext(w io.Writer, contextDir, dockerfile string, pm *patternmatcher
 				return nil
 			}
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
-				return err
+		_, err = leasekit.TarEntry(tw, p, name, d, func(hdr *tar.Header) {
+			hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+			if stable {
+				hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}, time.Time{}
+				hdr.PAXRecords = nil
 			}
-		case info.Mode().IsRegular(), info.IsDir():
-		default:
-			return nil // sockets, devices, fifos: not part of a recipe
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = name
-		if info.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		if stable {
-			hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}, time.Time{}
-			hdr.PAXRecords = nil
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if info.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, f)
-			f.Close()
-			return err
-		}
-		return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("write build context: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/safefs"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // Kind is the docker sandbox kind: isolated containers on the Docker
@@ -207,9 +208,7 @@ func (e *engine) Gateway() sandbox.Route { return sandbox.Route{Via: sandbox.Via
 // lease under a bounded, uncancellable context; this is the last line of
 // defence.
 func (e *engine) Close() {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), DefaultReleaseTimeout)
-	defer cancel()
-	_ = e.p.ReleaseAll(cctx)
+	_ = leasekit.ReleaseAllWithin(e.ctx, e.p.ReleaseAll, DefaultReleaseTimeout)
 	_ = e.p.Close()
 }
 

@@ -1,18 +1,13 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
-	"path"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -46,25 +41,17 @@ type lease struct {
 	lifeline net.Conn  // the attach to the keeper's stdin (see lifeline.go)
 	lifeOut  io.Reader // its multiplexed stdout, when attached (forwards)
 
-	releasing atomic.Bool // Release started: a SIGKILLed exec was killed by it
-	relMu     sync.Mutex
-	released  bool
+	rel leasekit.ReleaseState
 }
 
 var _ sandbox.Sandbox = (*lease)(nil)
-
-func (l *lease) isReleased() bool {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	return l.released
-}
 
 // Gone implements [sandbox.Vanishing]: the container was removed or no
 // longer runs (someone ran docker rm -f or docker stop on it, the engine
 // restarted) while the lease was held. "" while it runs, once Release
 // started, or when the engine does not answer.
 func (l *lease) Gone(ctx context.Context) string {
-	if l.releasing.Load() || l.id == "" {
+	if l.rel.Releasing() || l.id == "" {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -90,77 +77,25 @@ func (l *lease) Home() string { return Home }
 // Root implements [sandbox.Sandbox].
 func (l *lease) Root() string { return Root }
 
-// copyInScript extracts stdin under $1 as the lease user: modes kept
-// (-p), owner always the user (--no-same-owner, also when the user is 0).
-// GNU tar strips leading "/" and refuses members containing "..".
-const copyInScript = `mkdir -p -- "$1" && exec tar -x -p --no-same-owner -f - -C "$1"`
-
-// copyOutScript writes $1/$2 as a tar stream named relative to $1.
-// Exit 3 means the path does not exist.
-const copyOutScript = `cd -- "$1" || exit 3
-if [ ! -e "$2" ] && [ ! -L "$2" ]; then echo "$1/$2: no such file or directory" >&2; exit 3; fi
-exec tar -c -f - -- "$2"`
-
 // CopyIn implements [sandbox.Sandbox] by running tar inside the container,
 // so the tmpfs home is reachable. The archive is checked entry by entry on
-// its way in (see safeTar); at the first unsafe entry the extraction is
-// killed and CopyIn fails with a configuration error.
+// its way in; at the first unsafe entry the extraction is killed and CopyIn
+// fails with a configuration error. A tar that stops before the end of its
+// input (a full disk) fails CopyIn with a sandbox error holding its stderr.
 func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
-	if err := checkSandboxPath(dir); err != nil {
-		return err
-	}
-	pr, pw := io.Pipe()
-	p, err := l.start(ctx, execSpec{
-		args:  []string{"sh", "-c", copyInScript, "outpost-copyin", dir},
-		dir:   "/",
-		stdin: pr,
-	})
-	if err != nil {
-		return fmt.Errorf("copy into %s: %w", dir, err)
-	}
-	defer p.Close()
-	stderr := leasekit.TailBuffer{Max: 4096}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(&stderr, p.Stderr())
-	}()
-	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
-	if ferr := leasekit.SafeTar(pw, r); ferr != nil {
-		// Kill tar before it sees the end of its input and finishes a
-		// partial extraction.
-		kerr := p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
-		pw.CloseWithError(ferr)
-		_, _ = p.Wait()
-		return errors.Join(ferr, kerr)
-	}
-	pw.Close()
-	st, err := p.Wait()
-	leasekit.AwaitOutput(done)
-	if err != nil {
-		return fmt.Errorf("copy into %s: %w", dir, err)
-	}
-	if !st.Success() {
-		return outposterr.New(outposterr.Sandbox, "copy into %s: tar %s: %s", dir, st, bytes.TrimSpace(stderr.Bytes()))
-	}
-	return nil
+	return leasekit.CopyIn(ctx, l.startTar, dir, r)
 }
 
 // CopyOut implements [sandbox.Sandbox] by running tar inside the container.
 // A missing path is an error wrapping [fs.ErrNotExist]. A tar failure after
 // the stream started is returned by Read at the end of the stream.
 func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := checkSandboxPath(p); err != nil {
-		return nil, err
-	}
-	proc, err := l.start(ctx, execSpec{
-		args: []string{"sh", "-c", copyOutScript, "outpost-copyout", path.Dir(p), path.Base(p)},
-		dir:  "/",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("copy out %s: %w", p, err)
-	}
-	return leasekit.CopyOut(proc, p)
+	return leasekit.CopyOut(ctx, l.startTar, p)
+}
+
+// startTar is the [leasekit.Start] of CopyIn and CopyOut.
+func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (*process, error) {
+	return l.start(ctx, execSpec{args: argv, dir: "/", stdin: stdin})
 }
 
 // Release implements [sandbox.Sandbox]: it force-removes the container and
@@ -169,12 +104,12 @@ func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
 // success and joins errors. A failed Release can be retried; a successful
 // one makes later calls no-ops.
 func (l *lease) Release(ctx context.Context) error {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	if l.released {
-		return nil
-	}
-	l.releasing.Store(true)
+	return l.rel.Release(func() error { return l.release(ctx) })
+}
+
+// release removes the container and the workspace the lease made; see
+// Release.
+func (l *lease) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.opts.ReleaseTimeout)
 	defer cancel()
 	var errs []error
@@ -199,7 +134,6 @@ func (l *lease) Release(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	l.released = true
 	l.p.leases.Untrack(l)
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,19 +122,13 @@ func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process,
 
 // start creates, attaches and starts an exec of es.
 func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
-	if l.isReleased() {
+	if l.rel.Released() {
 		return nil, outposterr.New(outposterr.Sandbox, "exec %s: lease %s was released", es.args[0], shortID(l.id))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", es.args[0], err)
 	}
-	dir := es.dir
-	switch {
-	case dir == "":
-		dir = Root
-	case !path.IsAbs(dir):
-		dir = path.Join(Root, dir)
-	}
+	dir := leasekit.WorkDir(Root, es.dir)
 	env := make([]string, 0, len(es.env))
 	for k, v := range es.env {
 		env = append(env, k+"="+v)
@@ -264,7 +257,7 @@ func (p *process) watch(ctx context.Context) {
 			// The container is gone: removed by Release (the process was
 			// killed with it) or by someone else (an error).
 			var werr error
-			if !p.l.releasing.Load() {
+			if !p.l.rel.Releasing() {
 				werr = outposterr.Wrap(outposterr.Sandbox, err, "exec %s vanished: container %s removed", shortID(p.execID), shortID(p.l.id))
 			}
 			p.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, werr)
@@ -371,7 +364,7 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 	if code != 0 {
 		// A SIGKILL Outpost did not send is most likely the OOM killer: ask
 		// about the trailing event twice.
-		likely := code == 128+9 && !p.Killed() && !p.l.releasing.Load()
+		likely := code == 128+9 && !p.Killed() && !p.l.rel.Releasing()
 		st.OOMKilled = p.l.oomSince(context.WithoutCancel(ctx), p.execID, p.started, likely)
 	}
 	if dec := leasekit.StatusOf(code); dec.Signal != "" {

@@ -397,16 +397,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 			}
 		}
 	default:
-		dir, err := filepath.Abs(spec.Workspace)
+		dir, fi, err := leasekit.StatWorkspace(spec.Workspace)
 		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
-		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
-		}
-		if !fi.IsDir() {
-			return nil, outposterr.New(outposterr.Configuration, "workspace %s is not a directory", dir)
+			return nil, err
 		}
 		if real, err := filepath.EvalSymlinks(dir); err != nil || real == "/" {
 			return nil, outposterr.New(outposterr.Configuration, "workspace %s: the root directory is never mounted into a lease", dir)
@@ -572,7 +565,7 @@ func bindMounts(ms []sandbox.Mount) ([]mount.Mount, error) {
 		if !filepath.IsAbs(m.Source) {
 			return nil, outposterr.New(outposterr.Configuration, "mount source %q is not absolute", m.Source)
 		}
-		if err := checkSandboxPath(m.Target); err != nil {
+		if err := leasekit.CheckSandboxPath(m.Target); err != nil {
 			return nil, err
 		}
 		if m.Target == Root || m.Target == Home || m.Target == Tmp {
@@ -584,14 +577,6 @@ func bindMounts(ms []sandbox.Mount) ([]mount.Mount, error) {
 		out = append(out, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: true})
 	}
 	return out, nil
-}
-
-// checkSandboxPath accepts absolute, clean paths other than "/".
-func checkSandboxPath(p string) error {
-	if p == "" || !path.IsAbs(p) || path.Clean(p) != p || p == "/" || strings.ContainsRune(p, 0) {
-		return outposterr.New(outposterr.Configuration, "sandbox path %q must be absolute and clean", p)
-	}
-	return nil
 }
 
 // Live returns the ids of the leases acquired and not yet released.

@@ -85,6 +85,19 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 		errs []error
 	)
 
+	// keep adds a leftover (ref names it in errors), removed by rm unless
+	// this is a dry run; one already gone counts as removed.
+	keep := func(lo Leftover, ref string, rm func() error) {
+		if !opts.DryRun {
+			if err := rm(); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, engineError(err, "remove %s %s", lo.Kind, ref))
+			} else {
+				lo.Removed = true
+			}
+		}
+		out = append(out, lo)
+	}
+
 	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: managed})
 	if err != nil {
 		return nil, engineError(err, "list containers")
@@ -95,22 +108,14 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 			name = c.Names[0]
 		}
 		lo := Leftover{Kind: "container", ID: c.ID, Name: name, Labels: c.Labels, Created: time.Unix(c.Created, 0)}
-		if !leftover(&lo, pol) {
-			continue
+		if leftover(&lo, pol) {
+			keep(lo, shortID(c.ID), func() error {
+				return cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			})
 		}
-		if !opts.DryRun {
-			err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !cerrdefs.IsNotFound(err) {
-				errs = append(errs, engineError(err, "remove container %s", shortID(c.ID)))
-			} else {
-				lo.Removed = true
-			}
-		}
-		out = append(out, lo)
 	}
 
-	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: managed})
-	if err != nil {
+	if vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: managed}); err != nil {
 		errs = append(errs, engineError(err, "list volumes"))
 	} else {
 		for _, v := range vs.Volumes {
@@ -119,39 +124,20 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 			}
 			created, _ := time.Parse(time.RFC3339Nano, v.CreatedAt)
 			lo := Leftover{Kind: "volume", ID: v.Name, Name: v.Name, Labels: v.Labels, Created: created}
-			if !leftover(&lo, pol) {
-				continue
+			if leftover(&lo, pol) {
+				keep(lo, v.Name, func() error { return cli.VolumeRemove(ctx, v.Name, true) })
 			}
-			if !opts.DryRun {
-				err := cli.VolumeRemove(ctx, v.Name, true)
-				if err != nil && !cerrdefs.IsNotFound(err) {
-					errs = append(errs, engineError(err, "remove volume %s", v.Name))
-				} else {
-					lo.Removed = true
-				}
-			}
-			out = append(out, lo)
 		}
 	}
 
-	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: managed})
-	if err != nil {
+	if ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: managed}); err != nil {
 		errs = append(errs, engineError(err, "list networks"))
 	} else {
 		for _, n := range ns {
 			lo := Leftover{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels, Created: n.Created}
-			if !leftover(&lo, pol) {
-				continue
+			if leftover(&lo, pol) {
+				keep(lo, n.Name, func() error { return cli.NetworkRemove(ctx, n.ID) })
 			}
-			if !opts.DryRun {
-				err := cli.NetworkRemove(ctx, n.ID)
-				if err != nil && !cerrdefs.IsNotFound(err) {
-					errs = append(errs, engineError(err, "remove network %s", n.Name))
-				} else {
-					lo.Removed = true
-				}
-			}
-			out = append(out, lo)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/wscopy"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // copyProvider gives each lease a private copy of its workspace, owned by
@@ -30,13 +30,12 @@ type copyProvider struct {
 // Acquire copies spec.Workspace into a temporary directory of the lease
 // user (the paths of spec.Hide left out) and leases with that instead.
 func (c copyProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	ws, err := filepath.Abs(spec.Workspace)
+	ws, fi, err := leasekit.StatWorkspace(spec.Workspace)
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace %q", spec.Workspace)
+		return nil, err
 	}
-	fi, err := os.Stat(ws)
-	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "workspace")
+	if fi == nil {
+		return c.Provider.Acquire(ctx, spec) // no workspace to copy
 	}
 	wsUID, wsGID, ok := safefs.Owner(fi)
 	if !ok {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // ErrInvalidArchive is wrapped by CopyIn errors about the archive itself:
@@ -72,47 +73,12 @@ func archive(ctx context.Context, p string, w io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case info.Mode().IsRegular(), info.IsDir():
-		case info.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(file); err != nil {
-				return err
-			}
-		default:
-			return nil // sockets, pipes, devices
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
 		rel, err := filepath.Rel(parent, file)
 		if err != nil {
 			return err
 		}
-		hdr.Name = filepath.ToSlash(rel)
-		if info.IsDir() {
-			hdr.Name += "/"
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(file)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
-			return fmt.Errorf("read %s: %w", file, err)
-		}
-		return nil
+		_, err = leasekit.TarEntry(tw, file, filepath.ToSlash(rel), d, nil)
+		return err
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // Kind is the host sandbox kind: CLIs run on this machine, unisolated, as
@@ -97,9 +98,7 @@ func (e *engine) Gateway() sandbox.Route { return sandbox.Route{Via: sandbox.Via
 // (kill -9) is removed when the next run opens the host sandbox, or by
 // `outpost gc` (Reap).
 func (e *engine) Close() {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), DefaultReleaseTimeout)
-	defer cancel()
-	_ = e.p.ReleaseAll(cctx)
+	_ = leasekit.ReleaseAllWithin(e.ctx, e.p.ReleaseAll, DefaultReleaseTimeout)
 }
 
 // reap removes this user's host sandbox homes whose owner is gone.

@@ -175,7 +175,7 @@
 // is gone, and those of owners on other hosts whose heartbeat is older than
 // [ReapOptions].Grace, in every namespace the client may list. A Provider
 // tracks its live leases: [Provider.ReleaseAll] removes them all,
-// [CleanupOnSignal] calls it when the process receives SIGINT, SIGTERM, SIGHUP
+// [sandbox.CleanupOnSignal] calls it when the process receives SIGINT, SIGTERM, SIGHUP
 // or SIGQUIT, and [Provider.Close] stops their background watches and
 // heartbeats and deletes the runner Job (so what was not released goes
 // with it).

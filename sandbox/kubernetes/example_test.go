@@ -25,7 +25,7 @@ func Example() {
 	}
 	defer p.Close()
 	// Remove every live lease if the process is interrupted.
-	stop := kubernetes.CleanupOnSignal(p, 0, nil)
+	stop := sandbox.CleanupOnSignal(p.ReleaseAll, 0, nil)
 	defer stop()
 
 	sb, err := p.Acquire(ctx, sandbox.Spec{

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -229,7 +228,7 @@ func (e *fallbackExecutor) StreamWithContext(ctx context.Context, opts remotecom
 
 // start runs es through the wrapper.
 func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
-	if l.isReleased() {
+	if l.rel.Released() {
 		return nil, l.releasedError("exec " + es.args[0])
 	}
 	if err := l.goneError(); err != nil {
@@ -238,13 +237,7 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("exec %s: %w", es.args[0], err)
 	}
-	dir := es.dir
-	switch {
-	case dir == "":
-		dir = Root
-	case !path.IsAbs(dir):
-		dir = path.Join(Root, dir)
-	}
+	dir := leasekit.WorkDir(Root, es.dir)
 	id := uuid.NewString()
 	nonce := strings.ReplaceAll(id, "-", "")
 	pidBase := "/tmp/outpost-" + id
@@ -344,7 +337,7 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 			st := leasekit.StatusOf(m.code)
 			st.OOMKilled = m.oomKills > 0 && !p.Killed()
 			var err error
-			if syncAfter && m.changed && !l.releasing.Load() {
+			if syncAfter && m.changed && !l.rel.Releasing() {
 				err = l.syncWorkspace(context.WithoutCancel(ctx))
 			}
 			p.SetExit(st, err)
@@ -359,7 +352,7 @@ func (p *process) watch(ctx context.Context, syncAfter bool) {
 			return
 		case <-l.gone:
 			switch {
-			case l.releasing.Load():
+			case l.rel.Releasing():
 				p.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil)
 			case l.oomKilled():
 				// The memory limit ended the container and with it the
@@ -406,7 +399,7 @@ func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
 		return sandbox.ExitStatus{}, nil
 	case errors.As(err, &ce):
 		return leasekit.StatusOf(ce.ExitStatus()), nil
-	case l.releasing.Load():
+	case l.rel.Releasing():
 		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
 	case leasekit.IsClosed(p.Closing()) && killed:
 		return sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, nil
@@ -435,7 +428,7 @@ func (p *process) streamEnd(ctx context.Context) (sandbox.ExitStatus, error) {
 // sendSignal runs the signal script's argv. A pod that is gone has nothing
 // left to signal.
 func (p *process) sendSignal(ctx context.Context, argv []string) error {
-	if p.l.isReleased() || p.l.goneError() != nil {
+	if p.l.rel.Released() || p.l.goneError() != nil {
 		return nil
 	}
 	if _, err := p.l.quick(ctx, argv); err != nil {

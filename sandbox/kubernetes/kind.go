@@ -10,6 +10,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // The kind's own settings (its flags).
@@ -117,9 +118,7 @@ func (e *engine) Gateway() sandbox.Route {
 }
 
 func (e *engine) Close() {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), DefaultReleaseTimeout)
-	defer cancel()
-	_ = e.p.ReleaseAll(cctx)
+	_ = leasekit.ReleaseAllWithin(e.ctx, e.p.ReleaseAll, DefaultReleaseTimeout)
 	_ = e.p.Close()
 }
 

@@ -529,7 +529,7 @@ func TestCleanupOnSignal(t *testing.T) {
 	_, err := p.Acquire(context.Background(), sandbox.Spec{Env: map[string]string{"K": "v"}})
 	require.NoError(t, err)
 	done := make(chan error, 1)
-	stop := kubernetes.CleanupOnSignal(p, 0, func(err error) { done <- err }, syscall.SIGUSR1)
+	stop := sandbox.CleanupOnSignal(p.ReleaseAll, 0, func(err error) { done <- err }, syscall.SIGUSR1)
 	defer stop()
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGUSR1))
 	select {

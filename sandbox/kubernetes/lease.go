@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // watchFailures is how many consecutive failed watch attempts (with backoff,
@@ -53,9 +53,7 @@ type lease struct {
 	watchDone chan struct{}
 	pidsSeen  int64 // the refused-fork count last read (see pidsLimitReached)
 
-	releasing atomic.Bool // Release started: a process killed now was killed by it
-	relMu     sync.Mutex
-	released  bool
+	rel leasekit.ReleaseState
 
 	syncMu sync.Mutex
 	known  map[string]bool // workspace paths the pod had at the last sync
@@ -86,12 +84,6 @@ func (l *lease) Home() string { return Home }
 
 // Root implements [sandbox.Sandbox].
 func (l *lease) Root() string { return Root }
-
-func (l *lease) isReleased() bool {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	return l.released
-}
 
 // startWatch follows the pod until Release: every change is recorded, and a
 // pod that is deleted or ends closes l.gone, which fails every process of
@@ -239,7 +231,7 @@ func goneReason(name string, pod *corev1.Pod) string {
 // ended while the lease was held. "" while it runs, once Release started,
 // or when the API server does not answer.
 func (l *lease) Gone(ctx context.Context) string {
-	if l.releasing.Load() || l.isReleased() {
+	if l.rel.Releasing() || l.rel.Released() {
 		return ""
 	}
 	if err := l.goneError(); err != nil {
@@ -402,12 +394,12 @@ func (l *lease) startHeartbeat() {
 // success and joins errors. A failed Release can be retried; a successful
 // one makes later calls no-ops. The host workspace is kept.
 func (l *lease) Release(ctx context.Context) error {
-	l.relMu.Lock()
-	defer l.relMu.Unlock()
-	if l.released {
-		return nil
-	}
-	l.releasing.Store(true)
+	return l.rel.Release(func() error { return l.release(ctx) })
+}
+
+// release deletes the pod and the Secret and ends the lease's watches; see
+// Release.
+func (l *lease) release(ctx context.Context) error {
 	if l.sidecarConn != nil {
 		_ = l.sidecarConn.Stdin.Close() // the sidecar program's end of input
 	}
@@ -442,7 +434,6 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.notify()
 	l.mu.Unlock()
-	l.released = true
 	l.p.leases.Untrack(l)
 	return nil
 }

@@ -104,45 +104,13 @@ func writeWorkspaceTar(w io.Writer, dir string, known map[string]bool, hide []st
 			}
 			return nil
 		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
+		written, err := leasekit.TarEntry(tw, p, rel, d, func(h *tar.Header) {
+			h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		})
+		if written {
+			known[rel] = true
 		}
-		link := ""
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case fi.IsDir(), fi.Mode().IsRegular():
-		default:
-			return nil // sockets, devices, pipes stay on the host
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		h.Name = rel
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		known[rel] = true
-		if fi.Mode().IsRegular() {
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyN(tw, f, h.Size)
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return outposterr.Wrap(outposterr.Configuration, err, "read workspace %s", dir)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path"
 	"strings"
 
@@ -82,4 +84,52 @@ func LocalName(name string) error {
 		}
 	}
 	return nil
+}
+
+// TarEntry writes d, an entry at path p of a directory walk, to tw as name
+// (a directory's name gets its trailing "/"), with a regular file's
+// content; edit, when not nil, adjusts the header first. Symbolic links are
+// written as links, never followed. Sockets, devices and pipes are left
+// out: written is false for them.
+func TarEntry(tw *tar.Writer, p, name string, d fs.DirEntry, edit func(*tar.Header)) (written bool, err error) {
+	info, err := d.Info()
+	if err != nil {
+		return false, err
+	}
+	link := ""
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0:
+		if link, err = os.Readlink(p); err != nil {
+			return false, err
+		}
+	case info.Mode().IsRegular(), info.IsDir():
+	default:
+		return false, nil
+	}
+	h, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return false, err
+	}
+	h.Name = name
+	if info.IsDir() {
+		h.Name += "/"
+	}
+	if edit != nil {
+		edit(h)
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return false, err
+	}
+	if !info.Mode().IsRegular() {
+		return true, nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return true, err
+	}
+	defer f.Close()
+	if _, err := io.CopyN(tw, f, h.Size); err != nil {
+		return true, fmt.Errorf("read %s: %w", p, err)
+	}
+	return true, nil
 }

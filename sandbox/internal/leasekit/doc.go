@@ -2,9 +2,12 @@
 // sandbox/kubernetes) share, so both kinds behave alike: the process state
 // machine's common part ([Proc]: output pipes, live stdin, exit status,
 // group signals through the kind's signal script, Close), the exit-code
-// decoding ([StatusOf]), the signal handler that releases leases
-// ([CleanupOnSignal]), the archive checks of CopyIn, the copy-out stream, a
-// bounded in-memory pipe for process output, a tail buffer for error
-// messages, and Linux signal names. The reapers' owner decisions are
-// internal/procowner (Policy).
+// decoding ([StatusOf]), a lease's release bookkeeping ([ReleaseState]),
+// CopyIn and CopyOut through tar in the lease (the archive checked on its
+// way in), a bounded in-memory pipe for process output, a tail buffer for
+// error messages, and Linux signal names. The kinds that archive a tree of
+// this machine (a build context, a workspace, the host provider's CopyOut)
+// write its entries with [TarEntry], and check a lease's workspace with
+// [WorkspaceDir]. The reapers' owner decisions are internal/procowner
+// (Policy).
 package leasekit

@@ -3,13 +3,11 @@ package leasekit
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,6 +39,14 @@ func TestCheckEntry(t *testing.T) {
 	for _, h := range bad {
 		err := CheckEntry(&h)
 		assert.ErrorIs(t, err, ErrUnsafeArchive, "%q", h.Name)
+	}
+}
+
+func TestCheckSandboxPath(t *testing.T) {
+	assert.NoError(t, CheckSandboxPath("/home/agent/x"))
+	for _, bad := range []string{"", "/", "rel", "/a/../b", "/a/", "/a//b", "/a\x00b"} {
+		err := CheckSandboxPath(bad)
+		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%q: %v", bad, err)
 	}
 }
 
@@ -128,34 +134,6 @@ func TestSignals(t *testing.T) {
 	assert.Equal(t, "SIGTERM", HostSignalName(syscall.SIGTERM))
 }
 
-// TestCleanupOnSignalDefaults: every signal that cancels an outpost command
-// releases the leases, for every kind (they all use this handler).
-func TestCleanupOnSignalDefaults(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
-		released := make(chan struct{}, 1)
-		done := make(chan error, 1)
-		stop := CleanupOnSignal(func(ctx context.Context) error {
-			_, ok := ctx.Deadline()
-			assert.True(t, ok, "the release is bounded")
-			released <- struct{}{}
-			return nil
-		}, time.Minute, func(err error) { done <- err })
-		require.NoError(t, syscall.Kill(os.Getpid(), sig))
-		require.NoError(t, <-done, sig.String())
-		<-released
-		stop()
-	}
-}
-
-// TestCleanupOnSignalStop: stop unregisters the handler without a release.
-func TestCleanupOnSignalStop(t *testing.T) {
-	called := false
-	stop := CleanupOnSignal(func(context.Context) error { called = true; return nil }, time.Minute, nil, syscall.SIGUSR2)
-	stop()
-	stop() // idempotent
-	assert.False(t, called)
-}
-
 func TestWorkspaceDir(t *testing.T) {
 	got, err := WorkspaceDir("")
 	require.NoError(t, err)
@@ -172,4 +150,56 @@ func TestWorkspaceDir(t *testing.T) {
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	_, err = WorkspaceDir("missing")
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+
+	got, fi, err := StatWorkspace("ws")
+	require.NoError(t, err)
+	assert.Equal(t, dir+"/ws", got)
+	assert.True(t, fi.IsDir(), "the directory's own FileInfo")
+	_, fi, err = StatWorkspace("")
+	require.NoError(t, err)
+	assert.Nil(t, fi, "no workspace, no FileInfo")
+}
+
+// TestTarEntry: directories, files (with their content) and links (not
+// followed) are written under the names given, after edit; a pipe is left
+// out.
+func TestTarEntry(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(dir+"/d", 0o755))
+	require.NoError(t, os.WriteFile(dir+"/d/f", []byte("hello"), 0o640))
+	require.NoError(t, os.Symlink("/etc/passwd", dir+"/d/l"))
+	require.NoError(t, syscall.Mkfifo(dir+"/d/p", 0o600))
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	entries, err := os.ReadDir(dir + "/d")
+	require.NoError(t, err)
+	dirEntries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	written := map[string]bool{}
+	for _, e := range append(dirEntries, entries...) {
+		p := dir + "/d/" + e.Name()
+		if e.Name() == "d" {
+			p = dir + "/d"
+		}
+		ok, err := TarEntry(tw, p, "x/"+e.Name(), e, func(h *tar.Header) { h.Uname = "edited" })
+		require.NoError(t, err, e.Name())
+		written[e.Name()] = ok
+	}
+	require.NoError(t, tw.Close())
+	assert.Equal(t, map[string]bool{"d": true, "f": true, "l": true, "p": false}, written)
+
+	tr := tar.NewReader(&b)
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		assert.Equal(t, "edited", h.Uname)
+		content, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		got[h.Name] = string(content) + h.Linkname
+	}
+	assert.Equal(t, map[string]string{"x/d/": "", "x/f": "hello", "x/l": "/etc/passwd"}, got)
 }

@@ -150,3 +150,13 @@ func ReleaseAll[L interface{ Release(context.Context) error }](ctx context.Conte
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// ReleaseAllWithin runs releaseAll (a provider's ReleaseAll) with ctx's
+// values but never its cancellation, bounded by timeout: how a kind's
+// engine removes what a run still holds when it closes, also after a
+// signal cancelled the run.
+func ReleaseAllWithin(ctx context.Context, releaseAll func(context.Context) error, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return releaseAll(ctx)
+}

@@ -3,6 +3,7 @@ package leasekit
 import (
 	"context"
 	"io"
+	"path"
 	"sync"
 	"syscall"
 
@@ -165,6 +166,18 @@ func StatusOf(code int) sandbox.ExitStatus {
 		}
 	}
 	return sandbox.ExitStatus{Code: code}
+}
+
+// WorkDir is a command's working directory in a lease whose workspace is
+// root: root when dir is empty, under root when dir is relative.
+func WorkDir(root, dir string) string {
+	switch {
+	case dir == "":
+		return root
+	case !path.IsAbs(dir):
+		return path.Join(root, dir)
+	}
+	return dir
 }
 
 // Flag is a boolean argument of a wrapper script: "1" or "0".

@@ -24,6 +24,12 @@ func TestStatusOf(t *testing.T) {
 	assert.Equal(t, sandbox.ExitStatus{Code: 200}, StatusOf(200))
 }
 
+func TestWorkDir(t *testing.T) {
+	assert.Equal(t, "/workspace", WorkDir("/workspace", ""))
+	assert.Equal(t, "/workspace/sub/dir", WorkDir("/workspace", "sub/dir"))
+	assert.Equal(t, "/tmp", WorkDir("/workspace", "/tmp"))
+}
+
 // sent records the signal scripts a Proc runs.
 type sent struct {
 	mu   sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -41,4 +42,20 @@ func TestTracker(t *testing.T) {
 	var empty Tracker[*fakeLease]
 	assert.Empty(t, empty.Live())
 	assert.NoError(t, empty.ReleaseAll(context.Background()))
+}
+
+// TestReleaseAllWithin: a cancelled run still releases, bounded, with its
+// context's values.
+func TestReleaseAllWithin(t *testing.T) {
+	type key struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	cancel()
+	err := ReleaseAllWithin(ctx, func(ctx context.Context) error {
+		assert.NoError(t, ctx.Err(), "not cancelled by the run")
+		_, bounded := ctx.Deadline()
+		assert.True(t, bounded)
+		assert.Equal(t, "v", ctx.Value(key{}))
+		return errors.New("released")
+	}, time.Minute)
+	assert.EqualError(t, err, "released")
 }
