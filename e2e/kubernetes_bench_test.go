@@ -107,13 +107,7 @@ func BenchmarkKubernetesConcurrent16(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		cases := []func(){batch, single}
-		if i%2 == 1 {
-			cases[0], cases[1] = cases[1], cases[0]
-		}
-		for _, c := range cases {
-			c()
-		}
+		alternate(i, batch, single)
 	}
 	b.ReportMetric(median(walls), "wall-ms")
 	b.ReportMetric(quantile(each, 0.50), "turn-p50-ms")
@@ -263,16 +257,9 @@ func BenchmarkKubernetesPooledTurnVsKubectl(b *testing.B) {
 				raw.cmd(b, "", "wait", "--for=delete", "--timeout=2m", "pod/"+name)
 			},
 		}
-		if i%2 == 1 {
-			cases[0], cases[1] = cases[1], cases[0]
-		}
-		for _, c := range cases {
-			c()
-		}
+		alternate(i, cases[0], cases[1])
 	}
-	if st := p.Stats(); st.Waited > 1 || st.Cold > 0 {
-		b.Fatalf("a turn did not find its lease ready: %+v", st)
-	}
+	requireReady(b, p)
 	b.ReportMetric(median(pooled), "pooled-ms")
 	b.ReportMetric(median(kubectlRun), "kubectl-ms")
 	b.ReportMetric(median(pooled)/median(kubectlRun), "ratio")
