@@ -58,6 +58,25 @@ func quantile(d []time.Duration, q float64) float64 {
 	return float64(s[int(q*float64(len(s)-1))]) / 1e6
 }
 
+// alternate runs first and second in iteration i, in swapped order on
+// odd iterations.
+func alternate(i int, first, second func()) {
+	if i%2 == 1 {
+		first, second = second, first
+	}
+	first()
+	second()
+}
+
+// requireReady fails b unless every turn through p found its lease made
+// (the first may have waited for the pool's first lease).
+func requireReady(b *testing.B, p *pool.Pool) {
+	b.Helper()
+	if st := p.Stats(); st.Waited > 1 || st.Cold > 0 {
+		b.Fatalf("a turn did not find its lease ready: %+v", st)
+	}
+}
+
 func timed(f func()) time.Duration {
 	t0 := time.Now()
 	f()
@@ -94,16 +113,9 @@ func BenchmarkPooledTurnVsDockerRun(b *testing.B) {
 				raw = append(raw, timed(func() { rawDockerRun(b, e) }))
 			},
 		}
-		if i%2 == 1 {
-			cases[0], cases[1] = cases[1], cases[0]
-		}
-		for _, c := range cases {
-			c()
-		}
+		alternate(i, cases[0], cases[1])
 	}
-	if st := p.Stats(); st.Waited > 1 || st.Cold > 0 {
-		b.Fatalf("a turn did not find its lease ready: %+v", st)
-	}
+	requireReady(b, p)
 	b.ReportMetric(median(pooled), "pooled-ms")
 	b.ReportMetric(median(raw), "docker-run-ms")
 	b.ReportMetric(median(pooled)/median(raw), "ratio")
