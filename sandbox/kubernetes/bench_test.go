@@ -3,11 +3,13 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,13 +180,18 @@ func (r *raw) pod(name string) *corev1.Pod {
 }
 
 // start creates a pod, waits until it runs and deletes it when b ends.
-func (r *raw) start(b testing.TB) string {
+func (r *raw) start(b testing.TB) string { return r.startPod(b, func(*corev1.Pod) {}) }
+
+// startPod is start with the pod changed by mod.
+func (r *raw) startPod(b testing.TB, mod func(*corev1.Pod)) string {
 	name := "outpost-bench-" + uuid.NewString()[:8]
+	pod := r.pod(name)
+	mod(pod)
 	ctx := context.Background()
 	w, err := r.cs.CoreV1().Pods(r.ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	require.NoError(b, err)
 	defer w.Stop()
-	_, err = r.cs.CoreV1().Pods(r.ns).Create(ctx, r.pod(name), metav1.CreateOptions{})
+	_, err = r.cs.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(b, err)
 	b.Cleanup(func() { r.delete(name) })
 	timeout := time.After(time.Minute)
@@ -348,4 +355,106 @@ func BenchmarkLeaseAPICalls(b *testing.B) {
 		b.ReportMetric(float64(d)/float64(b.N), strings.ReplaceAll(k, " ", "_"))
 	}
 	b.ReportMetric(float64(total)/float64(b.N), "requests/lease")
+}
+
+// BenchmarkInterleavedWarmExec takes a warm exec of `true` apart. Each
+// iteration runs every case once, in the same running lease, rotating their
+// order so that every case sees the same load (this machine is shared):
+//
+//	provider   sb.Exec, Wait, Close
+//	raw        client-go WebSocket exec of `true`, no stdin
+//	raw-stdin  the same with stdin (a 40-byte input, then EOF)
+//	raw-sh     `sh -c 'read -r x; setsid true & wait $!'` with that stdin
+//	raw-wrap   the provider's wrapper script and header with a raw exec
+//	raw-plain  `true` in a plain pod (none of the lease pod's limits,
+//	           seccomp profile or shared PID namespace)
+//	raw-plain-seccomp  the same in a plain pod with the RuntimeDefault
+//	           seccomp profile the lease pod has
+//
+// Each case's median is a metric (CASE-ms), with its ratio to raw
+// (CASE/raw).
+func BenchmarkInterleavedWarmExec(b *testing.B) {
+	p := newProvider(b, kubernetes.Options{})
+	sb := acquire(b, p, sandbox.Spec{})
+	r := newRaw(b)
+	plain := r.start(b)
+	seccomp := r.startPod(b, func(p *corev1.Pod) {
+		p.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	})
+	ctx := context.Background()
+	pod := sb.ID()
+	in := []byte(strings.Repeat("x", 39) + "\n")
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"provider", func() error {
+			pr, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+			if err != nil {
+				return err
+			}
+			st, err := pr.Wait()
+			if err == nil && !st.Success() {
+				err = fmt.Errorf("exit %v", st)
+			}
+			return errors.Join(err, pr.Close())
+		}},
+		{"raw", func() error { return r.execIn(pod, kubernetes.ContainerName, nil, "true") }},
+		{"raw-stdin", func() error { return r.execIn(pod, kubernetes.ContainerName, in, "true") }},
+		{"raw-sh", func() error {
+			return r.execIn(pod, kubernetes.ContainerName, in, "sh", "-c", "read -r x; setsid true & wait $!")
+		}},
+		{"raw-wrap", func() error {
+			argv, hdr := kubernetes.WrapperArgv(strings.ReplaceAll(uuid.NewString(), "-", ""), "true")
+			return r.execIn(pod, kubernetes.ContainerName, hdr, argv...)
+		}},
+		{"raw-plain", func() error { return r.execIn(plain, "main", nil, "true") }},
+		{"raw-plain-seccomp", func() error { return r.execIn(seccomp, "main", nil, "true") }},
+	}
+	took := make([][]time.Duration, len(cases))
+	n := 0
+	for b.Loop() {
+		for k := range cases {
+			j := (k + n) % len(cases)
+			t0 := time.Now()
+			require.NoError(b, cases[j].run(), cases[j].name)
+			took[j] = append(took[j], time.Since(t0))
+		}
+		n++
+	}
+	rawMed := medianMs(took[1])
+	for i, c := range cases {
+		m := medianMs(took[i])
+		b.ReportMetric(m, c.name+"-ms")
+		if i != 1 {
+			b.ReportMetric(m/rawMed, c.name+"/raw")
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+func medianMs(d []time.Duration) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / 1e6
+}
+
+// execIn runs argv in a container of a pod with client-go's WebSocket
+// executor, with stdin when it is not nil.
+func (r *raw) execIn(name, container string, stdin []byte, argv ...string) error {
+	req := r.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(r.ns).Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewWebSocketExecutor(r.cfg, http.MethodGet, req.URL().String())
+	if err != nil {
+		return err
+	}
+	var stdout, stderr bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}
+	if stdin != nil {
+		opts.Stdin = bytes.NewReader(stdin)
+	}
+	if err := ex.StreamWithContext(context.Background(), opts); err != nil {
+		return fmt.Errorf("%w: %s", err, stderr.Bytes())
+	}
+	return nil
 }
