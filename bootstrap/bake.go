@@ -81,10 +81,15 @@ func WriteBakeContextWithGateway(dir, base string, gw Gateway, entries ...*Entry
 	return "Dockerfile", nil
 }
 
-// stageGateway copies the executable bin to dir/outpost with mode 0755
-// and returns its SHA-256 (hex).
+// stageGateway copies the executable bin to dir/outpost with mode 0755,
+// hashing what it copies, and returns its SHA-256 (hex).
 func stageGateway(dir, bin string) (string, error) {
-	fi, err := os.Stat(bin)
+	src, err := os.Open(bin)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	fi, err := src.Stat()
 	if err != nil {
 		return "", err
 	}
@@ -95,19 +100,19 @@ func stageGateway(dir, bin string) (string, error) {
 		return "", err
 	}
 	to := filepath.Join(dir, "outpost")
-	if err := copyFile(to, bin, fi.Size(), 0o755); err != nil {
-		return "", err
-	}
-	f, err := os.Open(to)
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(io.MultiWriter(dst, h), src); err != nil {
+		dst.Close()
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	if err := dst.Close(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), os.Chmod(to, 0o755) // past the umask
 }
 
 // stageTree copies e's verified tree, file by file as its manifest lists

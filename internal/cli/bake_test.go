@@ -40,12 +40,7 @@ func TestImageBuildWithBakesCLIs(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	assert.Equal(t, tag+"\n", r.stdout)
 
-	cli, err := docker.NewClient("")
-	require.NoError(t, err)
-	defer cli.Close()
-	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
-	ins, err := cli.ImageInspect(ctx, tag)
-	require.NoError(t, err)
+	ins := builtImage(t, tag)
 	assert.Equal(t, "copilot=1.0.102", ins.Config.Labels[bootstrap.LabelBaked])
 
 	var out bytes.Buffer
@@ -99,12 +94,7 @@ func TestImageBuildWithGateway(t *testing.T) {
 	require.Equal(t, 0, code, out.String()+errOut.String())
 	assert.Equal(t, tag+"\n", out.String())
 
-	cli, err := docker.NewClient("")
-	require.NoError(t, err)
-	defer cli.Close()
-	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
-	ins, err := cli.ImageInspect(ctx, tag)
-	require.NoError(t, err)
+	ins := builtImage(t, tag)
 	assert.Equal(t, Version+" "+version.Commit()+" sha256:"+hex.EncodeToString(sum[:]), ins.Config.Labels[bootstrap.LabelGateway])
 	assert.Empty(t, ins.Config.Labels[bootstrap.LabelBaked], "no CLI baked")
 
@@ -131,6 +121,24 @@ func TestImageBuildWithGatewayRefused(t *testing.T) {
 	r = execute(t, "", nil, "image", "build", "--with-gateway")
 	assert.Equal(t, int(ExitConfiguration), r.code)
 	assert.Contains(t, r.stderr, "--with-gateway")
+}
+
+// builtImage inspects the image tag, which the test's end removes.
+func builtImage(t *testing.T, tag string) image.InspectResponse {
+	t.Helper()
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	defer cli.Close()
+	t.Cleanup(func() {
+		c, err := docker.NewClient("")
+		if err == nil {
+			_, _ = c.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true})
+			_ = c.Close()
+		}
+	})
+	ins, err := cli.ImageInspect(context.Background(), tag)
+	require.NoError(t, err)
+	return ins
 }
 
 func mustReadFile(t *testing.T, path string) []byte {
