@@ -249,12 +249,31 @@ func mustRead(t *testing.T, path string) string {
 	return string(b)
 }
 
+// bakedGatewayImage builds an image FROM the sandbox image with the
+// outpost executable self baked in (outpost image build --with-gateway, run
+// by self) and imports it into the test cluster (scripts/kube-setup.sh with
+// OUTPOST_KUBE_IMAGES, which reuses the running cluster). The tag is fixed,
+// so each run replaces the last one's image in the cluster.
+func bakedGatewayImage(t testing.TB, self string) string {
+	t.Helper()
+	const tag = "outpost/e2e-gateway:baked"
+	out, err := exec.Command(self, "image", "build", "--with-gateway", "--tag", tag).CombinedOutput()
+	require.NoError(t, err, string(out))
+	t.Cleanup(func() { _ = exec.Command("docker", "image", "rm", "-f", tag).Run() })
+	cmd := exec.Command("bash", "../scripts/kube-setup.sh")
+	cmd.Env = append(os.Environ(), "OUTPOST_KUBE_IMAGES="+tag)
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "import %s into the cluster: %s", tag, out)
+	return tag
+}
+
 // TestKubernetesGateway: an API key stays out of the pod, in the model
 // gateway, whichever runs it: the runner's own gateway for a pod on the
 // host's network (a one-node cluster on this machine), or a gateway
 // sidecar in the pod (the outpost executable copied into a second
-// container, its grant sent over its standard input; what a pod on any
-// cluster uses). The real Claude Code in the pod reaches the scripted
+// container, or run from the image when the image bakes this very
+// executable in — outpost image build --with-gateway — its grant sent over
+// its standard input; what a pod on any cluster uses). The real Claude Code in the pod reaches the scripted
 // server only through the gateway, which puts the real key on every
 // request; the key is in no pod spec and no Secret while the turn runs, and
 // the gateway's usage completes the result.
@@ -267,10 +286,15 @@ func TestKubernetesGateway(t *testing.T) {
 	for _, c := range []struct {
 		name, binary string
 		containers   int
-	}{{"runner", "", 1}, {"sidecar", self, 2}} {
+		baked        bool
+	}{{"runner", "", 1, false}, {"sidecar", self, 2, false}, {"baked sidecar", self, 2, true}} {
 		t.Run(c.name, func(t *testing.T) {
+			var image string
+			if c.baked {
+				image = bakedGatewayImage(t, self)
+			}
 			ctx := context.Background()
-			marker := "sk-ant-api03-MARK-k8s-gateway-51b2-" + c.name
+			marker := "sk-ant-api03-MARK-k8s-gateway-51b2-" + strings.ReplaceAll(c.name, " ", "-")
 			srv, err := outposttest.NewServer()
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = srv.Close() })
@@ -279,11 +303,12 @@ func TestKubernetesGateway(t *testing.T) {
 			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
 				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 				Getenv:  func(k string) string { return vars[k] },
-				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host"}, GatewayBinary: c.binary}})
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host", Image: image}, GatewayBinary: c.binary}})
 			require.NoError(t, err)
 			t.Cleanup(r.Close)
 
 			var sampled bool
+			var sidecarRuns string
 			var leaks []string
 			containers := 0
 			res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgw", OnEvent: func(ev adapters.Event) {
@@ -312,6 +337,12 @@ true`)
 				if strings.Contains(seen, marker) {
 					leaks = append(leaks, "inside the lease")
 				}
+				if c.binary != "" {
+					// Which gateway the sidecar container runs: the
+					// copied program, or the image's.
+					sidecarRuns = kubeExec(t, kc, pod.Namespace, pod.Name, "sidecar",
+						`for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f"; echo; done; ls /outpost-sidecar | sed 's/^/ls:/'`)
+				}
 				b, _ := json.Marshal(pods.Items)
 				if strings.Contains(string(b), marker) {
 					leaks = append(leaks, "pod spec")
@@ -328,6 +359,12 @@ true`)
 			assert.Contains(t, res.Text, "MARK-kgw")
 			assert.True(t, sampled)
 			assert.Equal(t, c.containers, containers, "containers of the pod")
+			if c.baked {
+				assert.Contains(t, sidecarRuns, sandbox.BakedGateway+" gateway sidecar", "the image's gateway runs")
+				assert.NotContains(t, sidecarRuns, "ls:program", "nothing was copied")
+			} else if c.binary != "" {
+				assert.Contains(t, sidecarRuns, "/outpost-sidecar/program gateway sidecar", "the copied gateway runs")
+			}
 			assert.Empty(t, leaks, "the key reached the pod")
 			reqs := srv.ModelRequests()
 			require.NotEmpty(t, reqs)
@@ -389,7 +426,10 @@ func TestKubernetesGatewaySidecarFails(t *testing.T) {
 // BenchmarkKubernetesGateway times a Claude Code turn with an API key in a
 // pod on the host's network through the runner's own gateway against one
 // through a gateway sidecar in the pod (the outpost executable copied into
-// a second container and started there): what the sidecar costs per pod.
+// a second container and started there), and one through a sidecar that
+// runs the outpost baked into the pod's image (outpost image build
+// --with-gateway, imported into the cluster): what the sidecar costs per
+// pod.
 func BenchmarkKubernetesGateway(b *testing.B) {
 	kc := testenv.Kubeconfig(b)
 	testenv.CLI(b, "claude")
@@ -401,14 +441,15 @@ func BenchmarkKubernetesGateway(b *testing.B) {
 	require.NoError(b, err)
 	defer srv.Close()
 	vars := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-bench", "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
-	for _, c := range []struct{ name, binary string }{{"runner", ""}, {"sidecar", self}} {
+	baked := bakedGatewayImage(b, self)
+	for _, c := range []struct{ name, binary, image string }{{"runner", "", ""}, {"sidecar", self, ""}, {"sidecar-baked", self, baked}} {
 		b.Run(c.name, func(b *testing.B) {
 			ws := b.TempDir()
 			require.NoError(b, os.Chmod(ws, 0o777))
 			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
 				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 				Getenv:  func(k string) string { return vars[k] },
-				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host"}, GatewayBinary: c.binary}})
+				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host", Image: c.image}, GatewayBinary: c.binary}})
 			require.NoError(b, err)
 			defer r.Close()
 			for b.Loop() {

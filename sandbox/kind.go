@@ -61,6 +61,11 @@ type Kinds map[string]Kind
 // DefaultKind is the kind used when none is named.
 const DefaultKind = "docker"
 
+// BakedGateway is where an image bakes the outpost executable in (outpost
+// image build --with-gateway), for a gateway sidecar that runs it from the
+// image instead of a copy per lease.
+const BakedGateway = "/opt/outpost/gateway/outpost"
+
 // Names lists the kinds, sorted.
 func (t Kinds) Names() []string {
 	names := make([]string, 0, len(t))
@@ -108,7 +113,8 @@ type Config struct {
 	Getenv func(string) string
 	// GatewayBinary is a Linux build of the outpost command that a kind
 	// may run beside each lease as its model gateway (the kubernetes
-	// kind's sidecar). Empty: none.
+	// kind's sidecar; the image's copy at [BakedGateway] when it is this
+	// same file). Empty: none.
 	GatewayBinary string
 	// Version labels the resources the kind creates.
 	Version string

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/outpost-dev/outpost/bootstrap"
+	"github.com/outpost-dev/outpost/internal/version"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/kinds"
@@ -128,9 +130,9 @@ func NewCmdImage(f *Factory) *cobra.Command {
 	img := &cobra.Command{Use: "image", Short: "Manage the sandbox image"}
 	var dir, tag, from string
 	var with []string
-	var release bool
+	var release, withGateway bool
 	build := &cobra.Command{
-		Use:   "build [--dir .outpost] [--tag outpost/base:dev] | --with " + strings.Join(defaultCLIs(f.Agents()), ",") + " [--from IMAGE] [--tag T]",
+		Use:   "build [--dir .outpost] [--tag outpost/base:dev] | [--with " + strings.Join(defaultCLIs(f.Agents()), ",") + "] [--with-gateway] [--from IMAGE] [--tag T]",
 		Short: "Build the sandbox image from the project's recipe (.outpost/Dockerfile), or one with the verified CLIs baked in",
 		Long: `build sends the recipe directory (default .outpost, honouring its .dockerignore)
 to the Docker engine and builds the sandbox image. The base debian:bookworm-slim must
@@ -143,6 +145,12 @@ lease looks for them, labelled ` + bootstrap.LabelBaked + `. A lease on such an 
 (--image) skips delivery: the CLI is found there, its version checked, nothing copied —
 what a Kubernetes cluster or a remote engine wants instead of a copy per lease.
 
+With --with-gateway (alone or with --with), the image also holds this outpost
+executable at ` + sandbox.BakedGateway + ` (labelled ` + bootstrap.LabelGateway + ` with its version and
+SHA-256): a Kubernetes pod on it runs the model gateway sidecar from there instead of
+a copy per pod, when the file is byte for byte the outpost that runs the turn (else it
+is copied as before). It needs a Linux outpost built for the image's architecture.
+
 --release tags the image with this outpost's version instead of --tag:
 ` + releaseImageTag(sandbox.DefaultImage, "vX.Y.Z", false) + ` (with --with: ` + releaseImageTag(sandbox.DefaultImage, "vX.Y.Z", true) + `).`,
 		Args: exactArgs(0),
@@ -153,11 +161,19 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.
 				if cmd.Flags().Changed("tag") {
 					return &flagError{fmt.Errorf("--release derives the tag from the version: give one of --tag and --release")}
 				}
-				tag = releaseImageTag(sandbox.DefaultImage, Version, len(with) > 0)
+				tag = releaseImageTag(sandbox.DefaultImage, Version, len(with) > 0 || withGateway)
 			}
-			if len(with) > 0 {
+			if len(with) > 0 || withGateway {
 				if cmd.Flags().Changed("dir") {
-					return &flagError{fmt.Errorf("--with builds FROM --from, not from a recipe directory: give one of --dir and --with")}
+					return &flagError{fmt.Errorf("--with and --with-gateway build FROM --from, not from a recipe directory: give one of --dir and --with")}
+				}
+				var gw bootstrap.Gateway
+				if withGateway {
+					self, err := gatewaySelf(f)
+					if err != nil {
+						return err
+					}
+					gw = bootstrap.Gateway{Binary: self, Version: Version + " " + version.Commit()}
 				}
 				if !cmd.Flags().Changed("tag") && !release {
 					tag = sandbox.DefaultImage + "-clis"
@@ -167,19 +183,21 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.
 					return outposterr.Wrap(outposterr.Bootstrap, err, "build context")
 				}
 				defer os.RemoveAll(tmp)
-				b, err := newBootstrapper(ctx, f, BootstrapOptions{})
-				if err != nil {
-					return err
-				}
 				var entries []*bootstrap.Entry
-				for _, name := range with {
-					e, err := b.Ensure(ctx, strings.TrimSpace(name))
+				if len(with) > 0 {
+					b, err := newBootstrapper(ctx, f, BootstrapOptions{})
 					if err != nil {
 						return err
 					}
-					entries = append(entries, e)
+					for _, name := range with {
+						e, err := b.Ensure(ctx, strings.TrimSpace(name))
+						if err != nil {
+							return err
+						}
+						entries = append(entries, e)
+					}
 				}
-				if dockerfile, err = bootstrap.WriteBakeContext(tmp, from, entries...); err != nil {
+				if dockerfile, err = bootstrap.WriteBakeContextWithGateway(tmp, from, gw, entries...); err != nil {
 					return err
 				}
 				contextDir = tmp
@@ -201,12 +219,29 @@ what a Kubernetes cluster or a remote engine wants instead of a copy per lease.
 		},
 	}
 	build.Flags().StringVar(&dir, "dir", ".outpost", "recipe directory holding the Dockerfile")
-	build.Flags().StringVar(&tag, "tag", sandbox.DefaultImage, "image tag (with --with: "+sandbox.DefaultImage+"-clis)")
+	build.Flags().StringVar(&tag, "tag", sandbox.DefaultImage, "image tag (with --with or --with-gateway: "+sandbox.DefaultImage+"-clis)")
 	build.Flags().StringSliceVar(&with, "with", nil, "bake these pinned CLIs (verified cache entries) into an image FROM --from: "+strings.Join(defaultCLIs(f.Agents()), ","))
+	build.Flags().BoolVar(&withGateway, "with-gateway", false, "also bake this outpost executable in, for the Kubernetes gateway sidecar (at "+sandbox.BakedGateway+")")
 	build.Flags().BoolVar(&release, "release", false, "tag the image with this outpost's version ("+releaseImageTag(sandbox.DefaultImage, Version, false)+", with --with "+releaseImageTag(sandbox.DefaultImage, Version, true)+")")
-	build.Flags().StringVar(&from, "from", sandbox.DefaultImage, "with --with: the image to start from")
+	build.Flags().StringVar(&from, "from", sandbox.DefaultImage, "with --with or --with-gateway: the image to start from")
 	img.AddCommand(build)
 	return img
+}
+
+// gatewaySelf is this outpost executable, to bake in for the gateway
+// sidecar: a pod runs it only when it is a Linux build.
+func gatewaySelf(f *Factory) (string, error) {
+	if runtime.GOOS != "linux" {
+		return "", &flagError{fmt.Errorf("--with-gateway bakes this outpost executable in, a %s build that a Linux pod cannot run: run image build with a Linux outpost", runtime.GOOS)}
+	}
+	if f.Self == nil {
+		return "", outposterr.New(outposterr.Configuration, "--with-gateway: this outpost executable cannot be found")
+	}
+	self, err := f.Self()
+	if err != nil {
+		return "", outposterr.Wrap(outposterr.Configuration, err, "--with-gateway: this outpost executable")
+	}
+	return self, nil
 }
 
 // releaseImageTag is the tag a release gives the sandbox image built from

@@ -144,18 +144,28 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	if err := l.waitRunning(ctx); err != nil {
 		return nil, errors.Join(err, l.Release(ctx))
 	}
-	if err := p.checkPids(ctx, l.nodeName(), cmp.Or(spec.Pids, p.opts.Pids)); err != nil {
-		return nil, errors.Join(err, l.Release(ctx))
-	}
-	if workspace != "" {
-		if err := l.copyWorkspaceIn(ctx); err != nil {
-			return nil, errors.Join(err, l.Release(ctx))
-		}
-	}
+	// The sidecar starts while the lease is checked and filled; a lease
+	// that fails stops its sidecar's start.
+	sidecarDone := make(chan error, 1)
+	sctx, stopSidecar := context.WithCancel(ctx)
+	defer stopSidecar()
 	if sc != nil {
-		if err := l.startSidecar(ctx); err != nil {
-			return nil, errors.Join(err, l.Release(ctx))
-		}
+		go func() { sidecarDone <- l.startSidecar(sctx) }()
+	} else {
+		sidecarDone <- nil
+	}
+	err = p.checkPids(ctx, l.nodeName(), cmp.Or(spec.Pids, p.opts.Pids))
+	if err == nil && workspace != "" {
+		err = l.copyWorkspaceIn(ctx)
+	}
+	if err != nil {
+		stopSidecar()
+	}
+	if serr := <-sidecarDone; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, errors.Join(err, l.Release(ctx))
 	}
 	l.startHeartbeat()
 	return l, nil

@@ -84,9 +84,10 @@
 // else — its own volume, another user ([DefaultSidecarUser]; the pod's
 // process namespace is shared, and only another uid keeps the lease out of
 // the sidecar's /proc entries), a read-only root, no capabilities. The
-// program is copied in once the pod runs and started through exec; its
-// standard streams stay connected to the caller ([SidecarStreams]) until
-// Release. Outpost runs its model gateway there, and hands it each turn's
+// program is copied in once the pod runs — unless the image holds the same
+// file, by SHA-256, at Sidecar.Baked: then that copy runs — and started
+// through exec while the lease's workspace is copied in; its standard
+// streams stay connected to the caller ([SidecarStreams]) until Release. Outpost runs its model gateway there, and hands it each turn's
 // credential over its standard input.
 //
 // # Processes

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -423,4 +424,76 @@ func TestRunnerDeadline(t *testing.T) {
 		got := time.Duration(runnerDeadline(start, start.Add(d), grace)) * time.Second
 		assert.GreaterOrEqual(t, got, d+grace, "elapsed %v", d)
 	}
+}
+
+// TestBakedScriptDecides: the sidecar's start script runs the image's copy
+// of the program (mark first, then the program with its arguments and the
+// exec's standard input) only when that file has the runner's SHA-256; a
+// file that differs, or none, prints nothing and exits 97, so the program
+// is copied instead. It runs here with the same sh and sha256sum a pod has.
+func TestBakedScriptDecides(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "program")
+	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\necho \"args:$*\"\ncat\n"), 0o755))
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.WriteFile(other, []byte("#!/bin/sh\necho \"args:$*\"\ncat\n# another build\n"), 0o755))
+	sum, err := (&Provider{}).fileSum(prog, mustStat(t, prog))
+	require.NoError(t, err)
+	run := func(baked string) (string, int) {
+		cmd := exec.Command("sh", "-c", bakedScript, "outpost-sidecar", baked, sum, "a b", "c")
+		cmd.Stdin = strings.NewReader("from-stdin\n")
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return string(out), 0
+	}
+	out, code := run(prog)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, bakedMark+"\nargs:a b c\nfrom-stdin\n", out, "the same file runs from the image")
+	require.NoError(t, readMark(strings.NewReader(out), bakedMark))
+
+	for _, baked := range []string{other, filepath.Join(dir, "missing"), dir} {
+		out, code := run(baked)
+		assert.Equal(t, 97, code, baked)
+		assert.Empty(t, out, "%s: nothing runs, the program is copied", baked)
+		assert.ErrorIs(t, readMark(strings.NewReader(out), bakedMark), errUnmarked)
+	}
+}
+
+// TestReadMark: only a first line that is the mark counts, and nothing
+// after it is consumed.
+func TestReadMark(t *testing.T) {
+	r := strings.NewReader("mark\n{\"ready\":1}\n")
+	require.NoError(t, readMark(r, "mark"))
+	rest, _ := io.ReadAll(r)
+	assert.Equal(t, "{\"ready\":1}\n", string(rest))
+	for _, s := range []string{"", "mar", "mark", "marks\n", "other\nmark\n", "xmark\n"} {
+		assert.ErrorIs(t, readMark(strings.NewReader(s), "mark"), errUnmarked, "%q", s)
+	}
+}
+
+// TestFileSumCached: a sidecar program is hashed once while it stays the
+// same file, and again when it changes.
+func TestFileSumCached(t *testing.T) {
+	p := &Provider{}
+	f := filepath.Join(t.TempDir(), "program")
+	require.NoError(t, os.WriteFile(f, []byte("one"), 0o755))
+	s1, err := p.fileSum(f, mustStat(t, f))
+	require.NoError(t, err)
+	assert.Equal(t, "7692c3ad3540bb803c020b3aee66cd8887123234ea0c6e7143c0add73ff431ed", s1)
+	assert.Len(t, p.sums, 1)
+	require.NoError(t, os.WriteFile(f, []byte("two!"), 0o755))
+	s2, err := p.fileSum(f, mustStat(t, f))
+	require.NoError(t, err)
+	assert.NotEqual(t, s1, s2)
+}
+
+func mustStat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	return fi
 }

@@ -23,7 +23,8 @@ const (
 // Kind is the kubernetes sandbox kind: a hardened pod per lease on the
 // cluster of the kubeconfig setting, else KUBECONFIG (its first entry),
 // else ~/.kube/config. With Config.GatewayBinary every pod runs the model
-// gateway in a sidecar container.
+// gateway in a sidecar container (from the image when it bakes that very
+// executable in at sandbox.BakedGateway).
 func Kind() sandbox.Kind {
 	return sandbox.Kind{Name: "kubernetes", Summary: "a hardened pod per lease on a Kubernetes cluster (--kubeconfig)",
 		Flags: []sandbox.Flag{
@@ -122,14 +123,15 @@ func (e *engine) Close() {
 	_ = e.p.Close()
 }
 
-// sidecars run the gateway binary beside each pod.
+// sidecars run the gateway binary beside each pod: the image's copy at
+// sandbox.BakedGateway when it is the same file, else a copy.
 type sidecars struct {
 	p      *Provider
 	binary string
 }
 
 func (s sidecars) WithSidecar(args []string) sandbox.Provider {
-	return &sidecarProvider{p: s.p, sc: Sidecar{Binary: s.binary, Args: args}}
+	return &sidecarProvider{p: s.p, sc: Sidecar{Binary: s.binary, Baked: sandbox.BakedGateway, Args: args}}
 }
 
 func (s sidecars) SidecarStreams(sb sandbox.Sandbox) (sandbox.SidecarStreams, bool) {

@@ -226,6 +226,8 @@ type Provider struct {
 	nodePids map[string]int64
 	// runner is the Job that owns the provider's pods (see lifeline.go).
 	runner runnerJob
+	// sums caches the SHA-256 of sidecar programs (see fileSum).
+	sums map[fileKey]string
 }
 
 var _ sandbox.Provider = (*Provider)(nil)

@@ -3,9 +3,13 @@ package kubernetes
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,8 +49,9 @@ const (
 // another user, its processes. Outpost runs the model gateway there, so the
 // credential the gateway holds never enters the lease.
 //
-// The program is copied in from this machine when the pod runs, started
-// with Args, and kept running with its standard input and output connected
+// The program is copied in from this machine when the pod runs (unless the
+// lease's image holds the same file at Baked), started with Args, and kept
+// running with its standard input and output connected
 // to the caller ([SidecarStreams]) until the lease is released. Whatever
 // the program needs that is secret goes over its standard input, so it is
 // in no pod spec, Secret or environment.
@@ -55,6 +60,13 @@ type Sidecar struct {
 	// nodes' operating system and architecture (statically linked, or
 	// linked against the C library of the lease's image).
 	Binary string
+	// Baked is where the lease's image may hold a copy of Binary (outpost
+	// image build --with-gateway puts the outpost executable at
+	// sandbox.BakedGateway). When the file there has Binary's SHA-256, the
+	// sidecar runs it from the image and nothing is copied; when it is
+	// missing or differs in any byte, Binary is copied as without Baked.
+	// Empty: always copy.
+	Baked string
 	// Args are the program's arguments.
 	Args []string
 	// User is the sidecar's "uid:gid". Empty: [DefaultSidecarUser]. Its
@@ -63,6 +75,8 @@ type Sidecar struct {
 	// MemoryBytes limits the sidecar container's memory. Zero:
 	// [DefaultSidecarMemoryBytes].
 	MemoryBytes int64
+
+	sum string // Binary's SHA-256 (hex), when Baked is set
 }
 
 // SidecarConn is the running sidecar program's standard streams.
@@ -128,7 +142,48 @@ func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc
 	if !fi.Mode().IsRegular() {
 		return nil, outposterr.New(outposterr.Configuration, "sidecar program %s is not a regular file", sc.Binary)
 	}
+	if sc.Baked != "" {
+		if sc.sum, err = p.fileSum(sc.Binary, fi); err != nil {
+			return nil, outposterr.Wrap(outposterr.Configuration, err, "sidecar program")
+		}
+	}
 	return p.acquire(ctx, spec, &sc)
+}
+
+// fileSum is the hex SHA-256 of the file at path (fi its stat), cached
+// while its size and modification time stay the same.
+func (p *Provider) fileSum(path string, fi os.FileInfo) (string, error) {
+	key := fileKey{path: path, size: fi.Size(), mod: fi.ModTime()}
+	p.mu.Lock()
+	sum, ok := p.sums[key]
+	p.mu.Unlock()
+	if ok {
+		return sum, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	p.mu.Lock()
+	if p.sums == nil {
+		p.sums = map[fileKey]string{}
+	}
+	p.sums[key] = sum
+	p.mu.Unlock()
+	return sum, nil
+}
+
+// fileKey identifies a version of a file for fileSum's cache.
+type fileKey struct {
+	path string
+	size int64
+	mod  time.Time
 }
 
 // sidecarContainerFor is the pod's sidecar container: the lease's image,
@@ -155,9 +210,32 @@ func sidecarContainerFor(sc *Sidecar, image string, pull corev1.PullPolicy, secc
 	}, nil
 }
 
-// startSidecar copies the sidecar program into its container and starts
-// it, its streams open until Release.
+// bakedMark is what bakedScript prints before it runs the image's copy of
+// the sidecar program.
+const bakedMark = "outpost-sidecar-baked"
+
+// bakedScript runs the sidecar program from the image when the file at $1
+// has the SHA-256 $2: it prints bakedMark on stdout first and execs it with
+// the rest of the arguments. Otherwise (no such file, another file) it
+// prints nothing and exits 97, and the program is copied in instead. The
+// file is hashed through a redirect, so the exec's standard input (the
+// program's) is left untouched.
+const bakedScript = `[ -f "$1" ] && [ "$(sha256sum <"$1" 2>/dev/null)" = "$2  -" ] || exit 97
+p=$1; shift 2
+echo ` + bakedMark + `
+exec "$p" "$@"`
+
+// startSidecar starts the sidecar program, its streams open until Release:
+// the image's copy when it is Binary's (Sidecar.Baked), else Binary copied
+// into the sidecar's volume.
 func (l *lease) startSidecar(ctx context.Context) error {
+	if l.sidecar.Baked != "" {
+		started, err := l.startBaked(ctx)
+		if started || err != nil {
+			return err
+		}
+	}
+	l.p.log.Debug("sidecar program copied in", "pod", l.name, "baked", l.sidecar.Baked)
 	f, err := os.Open(l.sidecar.Binary)
 	if err != nil {
 		return outposterr.Wrap(outposterr.Configuration, err, "sidecar program")
@@ -174,10 +252,17 @@ func (l *lease) startSidecar(ctx context.Context) error {
 		return outposterr.Wrap(outposterr.Sandbox, err, "copy the sidecar program into pod %s: %s", l.name, out.Bytes())
 	}
 
+	l.sidecarConn = l.runSidecar(append([]string{sidecarBin}, l.sidecar.Args...))
+	return nil
+}
+
+// runSidecar runs argv in the sidecar container, its streams open until
+// Release, and returns them.
+func (l *lease) runSidecar(argv []string) *SidecarConn {
 	inR, inW := io.Pipe()
 	stdout := leasekit.NewPipe()
 	conn := &SidecarConn{Stdin: inW, Stdout: stdout, stderr: &leasekit.TailBuffer{Max: 4096}}
-	run := l.executorIn(sidecarContainer, append([]string{sidecarBin}, l.sidecar.Args...), true)
+	run := l.executorIn(sidecarContainer, argv, true)
 	go func() {
 		// The stream lives as long as the lease: Release cancels l.ctx.
 		err := run.StreamWithContext(l.ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: stdout, Stderr: conn.stderr})
@@ -185,6 +270,63 @@ func (l *lease) startSidecar(ctx context.Context) error {
 		_ = inR.CloseWithError(io.ErrClosedPipe)
 		l.p.log.Debug("sidecar ended", "pod", l.name, "err", err)
 	}()
+	return conn
+}
+
+// startBaked starts the image's copy of the sidecar program when it is
+// Binary's: started is false (and err nil) when the image holds no such
+// file, and the program is then to be copied.
+func (l *lease) startBaked(ctx context.Context) (started bool, err error) {
+	conn := l.runSidecar(append([]string{"sh", "-c", bakedScript, "outpost-sidecar", l.sidecar.Baked, l.sidecar.sum},
+		l.sidecar.Args...))
+	cctx, cancel := context.WithTimeout(ctx, l.p.opts.StartTimeout)
+	defer cancel()
+	marked := make(chan error, 1)
+	go func() { marked <- readMark(conn.Stdout, bakedMark) }()
+	select {
+	case err = <-marked:
+	case <-cctx.Done():
+		_ = conn.Stdin.Close()
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("start the sidecar program in pod %s: %w", l.name, ctx.Err())
+		}
+		return false, outposterr.New(outposterr.Sandbox, "start the sidecar program in pod %s: no answer within %s", l.name, l.p.opts.StartTimeout)
+	}
+	if err != nil {
+		// The check found no copy of Binary in the image (its stream
+		// ended unmarked).
+		_ = conn.Stdin.Close()
+		l.p.log.Debug("sidecar program not in the image", "pod", l.name, "path", l.sidecar.Baked, "check", err, "stderr", conn.Stderr())
+		return false, nil
+	}
+	l.p.log.Debug("sidecar program run from the image", "pod", l.name, "path", l.sidecar.Baked)
 	l.sidecarConn = conn
-	return nil
+	return true, nil
+}
+
+// errUnmarked: a stream ended or went on without the expected first line.
+var errUnmarked = errors.New("no mark")
+
+// readMark reads r up to its first newline, one byte at a time so nothing
+// after it is consumed, and succeeds when that line is mark.
+func readMark(r io.Reader, mark string) error {
+	line := make([]byte, 0, len(mark)+1)
+	b := make([]byte, 1)
+	for len(line) <= len(mark) {
+		n, err := r.Read(b)
+		if n == 1 {
+			if b[0] == '\n' {
+				if string(line) == mark {
+					return nil
+				}
+				return errUnmarked
+			}
+			line = append(line, b[0])
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUnmarked, err)
+		}
+	}
+	return errUnmarked
 }

@@ -1,8 +1,10 @@
 package kubernetes_test
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -145,4 +147,60 @@ func TestSidecarRefused(t *testing.T) {
 		assert.True(t, outposterr.Is(err, outposterr.Configuration), "%s: %v", name, err)
 	}
 	assert.Empty(t, podsOfRun(t, p, runID), "no pod was made")
+}
+
+// TestSidecarBaked: a sidecar whose program the image already holds at
+// Sidecar.Baked, byte for byte, runs from the image and nothing is copied;
+// a file there that differs, or none, gets the program copied in and run
+// from the sidecar's volume. Either way it talks over its streams. The
+// image's own cat stands in for a baked program here: the test fetches it
+// from a lease, so it is the same file.
+func TestSidecarBaked(t *testing.T) {
+	p := newProvider(t, kubernetes.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cat := filepath.Join(dir, "cat")
+	plain := acquire(t, p, sandbox.Spec{})
+	rc, err := plain.CopyOut(ctx, "/usr/bin/cat")
+	require.NoError(t, err)
+	tr := tar.NewReader(rc)
+	_, err = tr.Next()
+	require.NoError(t, err)
+	b, err := io.ReadAll(tr)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.NoError(t, os.WriteFile(cat, b, 0o755))
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.WriteFile(other, []byte("#!/bin/sh\ncat\n"), 0o755))
+
+	for _, c := range []struct {
+		name, binary, baked string
+		copied              bool
+	}{
+		{"same file", cat, "/usr/bin/cat", false},
+		{"another file", other, "/usr/bin/cat", true},
+		{"no file", cat, "/opt/outpost/none/cat", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sb := acquireWithSidecar(t, p, sandbox.Spec{}, kubernetes.Sidecar{Binary: c.binary, Baked: c.baked})
+			conn, ok := kubernetes.SidecarStreams(sb)
+			require.True(t, ok)
+			_, err := conn.Stdin.Write([]byte("ping " + c.name + "\n"))
+			require.NoError(t, err)
+			line, err := bufio.NewReader(conn.Stdout).ReadString('\n')
+			require.NoError(t, err, conn.Stderr())
+			assert.Equal(t, "ping "+c.name+"\n", line, "the program's output, unmarked")
+
+			// The lease sees the command lines of the pod's processes.
+			r := run(ctx, t, sb, sh(`for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f"; echo; done`))
+			require.NoError(t, r.err)
+			if c.copied {
+				assert.Contains(t, r.stdout, "/outpost-sidecar/program", "the program was copied in")
+			} else {
+				assert.NotContains(t, r.stdout, "/outpost-sidecar/program", "nothing was copied")
+				assert.Contains(t, r.stdout, "/usr/bin/cat", "the image's copy runs")
+			}
+		})
+	}
 }
