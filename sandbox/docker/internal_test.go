@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
@@ -206,6 +208,16 @@ func TestReapDecisions(t *testing.T) {
 	// Removal failures are joined and classified; not-found is success.
 	f.removed = nil
 	f.failRemove = errors.New("boom")
+	_, err = Reap(context.Background(), f, opts)
+	assert.True(t, outposterr.Is(err, outposterr.Sandbox), "%v", err)
+
+	// A container the engine is already removing (its auto-removal after
+	// the runner died) counts as removed; another conflict does not.
+	f.failRemove = fmt.Errorf("removal of container dead is already in progress: %w", cerrdefs.ErrConflict)
+	got, err = Reap(context.Background(), f, opts)
+	require.NoError(t, err)
+	assert.True(t, got[0].Removed)
+	f.failRemove = fmt.Errorf("container is paused: %w", cerrdefs.ErrConflict)
 	_, err = Reap(context.Background(), f, opts)
 	assert.True(t, outposterr.Is(err, outposterr.Sandbox), "%v", err)
 

@@ -118,7 +118,7 @@ func (l *lease) release(ctx context.Context) error {
 		switch {
 		case err == nil:
 			l.p.log.Debug("container removed", "id", shortID(l.id))
-		case cerrdefs.IsNotFound(err):
+		case goingAway(err):
 			l.p.log.Debug("container already gone", "id", shortID(l.id))
 		default:
 			errs = append(errs, engineError(err, "remove container %s", shortID(l.id)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -86,10 +87,11 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 	)
 
 	// keep adds a leftover (ref names it in errors), removed by rm unless
-	// this is a dry run; one already gone counts as removed.
+	// this is a dry run; one already gone, or already being removed (a
+	// lease's own auto-removal after its runner died), counts as removed.
 	keep := func(lo Leftover, ref string, rm func() error) {
 		if !opts.DryRun {
-			if err := rm(); err != nil && !cerrdefs.IsNotFound(err) {
+			if err := rm(); err != nil && !goingAway(err) {
 				errs = append(errs, engineError(err, "remove %s %s", lo.Kind, ref))
 			} else {
 				lo.Removed = true
@@ -160,4 +162,11 @@ func leftover(lo *Leftover, pol procowner.Policy) bool {
 	var left bool
 	lo.Reason, left = pol.Leftover(o, lo.Created, "it")
 	return left
+}
+
+// goingAway reports whether a removal failed only because the resource is
+// gone or the engine is already removing it (Docker answers 409 "removal of
+// container … is already in progress" while an auto-removal runs).
+func goingAway(err error) bool {
+	return cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"))
 }
