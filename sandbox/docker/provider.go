@@ -339,81 +339,123 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire docker sandbox: %w", err)
 	}
-	image := cmp.Or(spec.Image, p.opts.Image)
-	network := cmp.Or(spec.Network, p.opts.Network)
-	if err := checkNetwork(network); err != nil {
-		return nil, err
-	}
-	user := cmp.Or(spec.User, p.opts.User)
-	uid, gid, err := parseUser(user)
+	pl, err := p.plan(spec)
 	if err != nil {
 		return nil, err
 	}
-	for k := range spec.Env {
-		if !sandbox.ValidEnvName(k) {
-			return nil, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
-		}
-	}
-	if spec.CPUs < 0 || math.IsNaN(spec.CPUs) || math.IsInf(spec.CPUs, 0) || spec.MemoryBytes < 0 || spec.Pids < 0 {
-		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
-	}
-	if err := p.checkRemote(spec); err != nil {
-		return nil, err
-	}
-	mounts, err := bindMounts(spec.Mounts)
-	if err != nil {
-		return nil, err
-	}
-	fwdMounts, fwdArgs, err := forwardPlan(spec.Forwards, network)
-	if err != nil {
-		return nil, err
-	}
-	mounts = append(mounts, fwdMounts...)
-
 	leaseID := strings.ReplaceAll(uuid.NewString(), "-", "")
 	l := &lease{
 		p:       p,
 		leaseID: leaseID,
 		name:    "outpost-" + leaseID[:16],
-		user:    user,
+		user:    pl.user,
 		env:     copyEnv(spec.Env),
 	}
+	if err := l.prepareWorkspace(spec, &pl); err != nil {
+		return nil, err
+	}
+	cfg, hc := p.containerConfig(spec, pl, l)
+	if err := l.createContainer(ctx, cfg, hc, pl); err != nil {
+		return nil, err
+	}
+	if err := l.startContainer(ctx, len(pl.fwdArgs) > 0); err != nil {
+		return nil, errors.Join(err, l.Release(ctx))
+	}
+	return l, nil
+}
+
+// acquirePlan is what Acquire decides from a Spec and the Options before
+// it touches the engine or the disk.
+type acquirePlan struct {
+	image, network, user string
+	uid, gid             int
+	mounts               []mount.Mount
+	// fwdArgs are the forward entrypoint's arguments (none: no forwards).
+	fwdArgs []string
+}
+
+// plan validates spec against the Options and resolves what the lease
+// will be: image, network, user, the spec's mounts and the forwards'.
+func (p *Provider) plan(spec sandbox.Spec) (acquirePlan, error) {
+	pl := acquirePlan{
+		image:   cmp.Or(spec.Image, p.opts.Image),
+		network: cmp.Or(spec.Network, p.opts.Network),
+		user:    cmp.Or(spec.User, p.opts.User),
+	}
+	if err := checkNetwork(pl.network); err != nil {
+		return pl, err
+	}
+	var err error
+	if pl.uid, pl.gid, err = parseUser(pl.user); err != nil {
+		return pl, err
+	}
+	for k := range spec.Env {
+		if !sandbox.ValidEnvName(k) {
+			return pl, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
+		}
+	}
+	if spec.CPUs < 0 || math.IsNaN(spec.CPUs) || math.IsInf(spec.CPUs, 0) || spec.MemoryBytes < 0 || spec.Pids < 0 {
+		return pl, outposterr.New(outposterr.Configuration, "negative resource limit")
+	}
+	if err := p.checkRemote(spec); err != nil {
+		return pl, err
+	}
+	if pl.mounts, err = bindMounts(spec.Mounts); err != nil {
+		return pl, err
+	}
+	fwdMounts, fwdArgs, err := forwardPlan(spec.Forwards, pl.network)
+	if err != nil {
+		return pl, err
+	}
+	pl.mounts, pl.fwdArgs = append(pl.mounts, fwdMounts...), fwdArgs
+	return pl, nil
+}
+
+// prepareWorkspace sets l.workspace: none on a remote engine (a fresh
+// tmpfs, see checkRemote), a new temporary directory owned by the lease
+// user when spec names none, else spec's, checked and with its hidden
+// directories added to pl.mounts.
+func (l *lease) prepareWorkspace(spec sandbox.Spec, pl *acquirePlan) error {
+	p := l.p
 	switch {
 	case !p.local:
-		// The engine cannot see this machine: the workspace is a fresh
-		// tmpfs of the lease user (see checkRemote).
 	case spec.Workspace == "":
 		dir, err := os.MkdirTemp(p.opts.TempDir, "outpost-workspace-")
 		if err != nil {
-			return nil, outposterr.Wrap(outposterr.Sandbox, err, "create temporary workspace")
+			return outposterr.Wrap(outposterr.Sandbox, err, "create temporary workspace")
 		}
 		l.workspace, l.ownsWorkspace = dir, true
 		if os.Geteuid() == 0 {
 			// As root, hand the directory to the sandbox user. Otherwise it
 			// is already ours, which is the sandbox user by default.
-			if err := os.Lchown(dir, uid, gid); err != nil {
+			if err := os.Lchown(dir, pl.uid, pl.gid); err != nil {
 				rmErr := l.removeWorkspace()
-				return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err, "chown temporary workspace"), rmErr)
+				return errors.Join(outposterr.Wrap(outposterr.Sandbox, err, "chown temporary workspace"), rmErr)
 			}
 		}
 	default:
 		dir, fi, err := leasekit.StatWorkspace(spec.Workspace)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if real, err := filepath.EvalSymlinks(dir); err != nil || real == "/" {
-			return nil, outposterr.New(outposterr.Configuration, "workspace %s: the root directory is never mounted into a lease", dir)
+			return outposterr.New(outposterr.Configuration, "workspace %s: the root directory is never mounted into a lease", dir)
 		}
 		l.workspace = dir
-		if !usableBy(fi, uid, gid) {
+		if !usableBy(fi, pl.uid, pl.gid) {
 			p.log.Warn("workspace is not writable by the sandbox user; run the lease as its owner (--user UID:GID) or change its owner",
-				"workspace", dir, "user", user)
+				"workspace", dir, "user", pl.user)
 		}
-		if mounts, err = hideMounts(dir, fi, spec.Hide, mounts); err != nil {
-			return nil, err
+		if pl.mounts, err = hideMounts(dir, fi, spec.Hide, pl.mounts); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
+// labels are the lease container's labels: spec's, the runner's owner
+// record, and Outpost's own.
+func (p *Provider) labels(spec sandbox.Spec, leaseID string) map[string]string {
 	labels := map[string]string{}
 	for k, v := range spec.Labels {
 		labels[labelKey(k)] = v
@@ -427,21 +469,27 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	labels[LabelManaged] = "true"
 	labels[LabelVersion] = p.opts.Version
 	labels[LabelLease] = leaseID
+	return labels
+}
 
+// containerConfig is the lease container's configuration: a keeper (or
+// the forwards' entrypoint) as its process, a read-only image, no
+// capabilities, the workspace at Root and the limits.
+func (p *Provider) containerConfig(spec sandbox.Spec, pl acquirePlan, l *lease) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
-		Image:      image,
-		User:       user,
+		Image:      pl.image,
+		User:       pl.user,
 		Env:        []string{"HOME=" + Home, "TZ=UTC", "XDG_CACHE_HOME=/tmp/.cache"},
 		Entrypoint: []string{"sh", "-c", keeperScript, "outpost-keeper"},
 		WorkingDir: Root,
-		Labels:     labels,
+		Labels:     p.labels(spec, l.leaseID),
 		// The keeper's stdin is the lifeline (see lifeline.go): open, and
 		// closed by the engine when the one attached client goes away.
 		OpenStdin: true,
 		StdinOnce: true,
 	}
-	if len(fwdArgs) > 0 {
-		cfg.Entrypoint = append([]string{"sh", "-c", forwardScript, "outpost-forward"}, fwdArgs...)
+	if len(pl.fwdArgs) > 0 {
+		cfg.Entrypoint = append([]string{"sh", "-c", forwardScript, "outpost-forward"}, pl.fwdArgs...)
 	}
 	useInit := true
 	hc := &container.HostConfig{
@@ -450,20 +498,20 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		Init:        &useInit,
 		CapDrop:     []string{"ALL"},
 		SecurityOpt: []string{"no-new-privileges"},
-		NetworkMode: container.NetworkMode(network),
+		NetworkMode: container.NetworkMode(pl.network),
 		LogConfig:   container.LogConfig{Type: "none"},
 		// The image is read-only: the agent writes to the workspace, its
 		// home and /tmp, nowhere else.
 		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
-			Home: p.tmpfsOptions(uid, gid, 0o700) + tmpfsSize(p.opts.HomeBytes),
+			Home: p.tmpfsOptions(pl.uid, pl.gid, 0o700) + tmpfsSize(p.opts.HomeBytes),
 			Tmp:  "rw,exec,nosuid,nodev,mode=1777" + tmpfsSize(p.opts.TmpBytes),
 		},
 	}
 	if p.local {
-		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: l.workspace, Target: Root}}, mounts...)
+		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: l.workspace, Target: Root}}, pl.mounts...)
 	} else {
-		hc.Tmpfs[Root] = p.tmpfsOptions(uid, gid, 0o755)
+		hc.Tmpfs[Root] = p.tmpfsOptions(pl.uid, pl.gid, 0o755)
 	}
 	if cpus := limit(spec.CPUs, p.opts.CPUs); cpus > 0 {
 		hc.NanoCPUs = int64(cpus * 1e9)
@@ -475,42 +523,52 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 	if pids := limit(spec.Pids, p.opts.Pids); pids > 0 {
 		hc.PidsLimit = &pids
 	}
+	return cfg, hc
+}
 
-	// Create and start are short, bounded calls that are never abandoned
-	// half-way: a create request cut off by cancellation can still complete
-	// in the engine after a remove-by-name ran, leaking a container. They
-	// run to completion; cancellation is checked right after, with the id
-	// in hand.
+// createContainer creates the lease's container and tracks it. Create is a short,
+// bounded call that is never abandoned half-way: a create request cut off
+// by cancellation can still complete in the engine after a remove-by-name
+// ran, leaking a container. It runs to completion; cancellation is checked
+// right after, with the id in hand. On error nothing is left.
+func (l *lease) createContainer(ctx context.Context, cfg *container.Config, hc *container.HostConfig, pl acquirePlan) error {
+	p := l.p
 	cctx, cancel := p.opCtx(context.WithoutCancel(ctx))
 	created, err := p.cli.ContainerCreate(cctx, cfg, hc, nil, nil, l.name)
 	cancel()
 	if err != nil {
 		rmErr := l.removeWorkspace()
 		if cerrdefs.IsNotFound(err) {
-			return nil, errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
-				"create container: image %s not found (%s)", image, p.imageHint(image)), rmErr)
+			return errors.Join(outposterr.Wrap(outposterr.Sandbox, err,
+				"create container: image %s not found (%s)", pl.image, p.imageHint(pl.image)), rmErr)
 		}
-		return nil, errors.Join(p.engineError(err, "create container"), rmErr)
+		return errors.Join(p.engineError(err, "create container"), rmErr)
 	}
 	l.id = created.ID
 	p.leases.Track(l)
-	p.log.Debug("container created", "id", shortID(l.id), "image", image, "network", network, "user", user)
+	p.log.Debug("container created", "id", shortID(l.id), "image", pl.image, "network", pl.network, "user", pl.user)
 	if ctx.Err() != nil {
-		return nil, errors.Join(fmt.Errorf("create container: %w", ctx.Err()), l.Release(ctx))
+		return errors.Join(fmt.Errorf("create container: %w", ctx.Err()), l.Release(ctx))
 	}
+	return nil
+}
 
+// startContainer starts the created container with its lifeline attached and, with
+// forwards, waits until they listen. Start, like create, runs to
+// completion. The caller releases the lease on error.
+func (l *lease) startContainer(ctx context.Context, withFwd bool) error {
+	p := l.p
 	// The lifeline is attached while the container starts, so it costs
 	// the lease no time of its own. With forwards it is attached first:
 	// the entrypoint reports on its stdout when they listen.
-	withFwd := len(fwdArgs) > 0
 	attached := l.attachLifeline(ctx, withFwd)
 	if withFwd {
 		if err := <-attached; err != nil {
-			return nil, errors.Join(err, l.Release(ctx))
+			return err
 		}
 	}
 	sctx, cancel := p.opCtx(context.WithoutCancel(ctx))
-	err = p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
+	err := p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
 	cancel()
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("start container: %w", ctx.Err())
@@ -521,13 +579,9 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		if err == nil {
 			err = l.awaitForwards(ctx, l.lifeOut)
 		}
-	} else {
-		err = errors.Join(err, <-attached)
+		return err
 	}
-	if err != nil {
-		return nil, errors.Join(err, l.Release(ctx))
-	}
-	return l, nil
+	return errors.Join(err, <-attached)
 }
 
 // hideMounts adds an empty read-only tmpfs over each Spec.Hide directory of
