@@ -91,17 +91,18 @@ func (v vanishing) Gone(context.Context) string {
 	return ""
 }
 
-type vanishingProvider struct {
+// wrappingProvider hands out its Provider's leases wrapped by wrap.
+type wrappingProvider struct {
 	sandbox.Provider
-	gone *atomic.Bool
+	wrap func(sandbox.Sandbox) sandbox.Sandbox
 }
 
-func (p vanishingProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+func (p wrappingProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	sb, err := p.Provider.Acquire(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	return vanishing{sb, p.gone}, nil
+	return p.wrap(sb), nil
 }
 
 // TestVanishedLeaseIsSandbox: a CLI killed because its lease disappeared
@@ -112,7 +113,7 @@ func TestVanishedLeaseIsSandbox(t *testing.T) {
 	var gone atomic.Bool
 	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
 exit 137`)
-	turn.Provider = vanishingProvider{turn.Provider, &gone}
+	turn.Provider = wrappingProvider{turn.Provider, func(sb sandbox.Sandbox) sandbox.Sandbox { return vanishing{sb, &gone} }}
 	_, err := Run(context.Background(), turn)
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err), "%v", err)

@@ -244,26 +244,13 @@ func (c countingExecs) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.P
 	return c.Sandbox.Exec(ctx, cmd)
 }
 
-type countingProvider struct {
-	sandbox.Provider
-	n *atomic.Int64
-}
-
-func (p countingProvider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := p.Provider.Acquire(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	return countingExecs{sb, p.n}, nil
-}
-
 // A plain turn costs its lease one command, the CLI's: the workspace
 // probe runs in the same exec, before the CLI starts (an exec is several
 // engine or API calls on every container kind).
 func TestPlainTurnIsOneExec(t *testing.T) {
 	n := new(atomic.Int64)
 	turn := fakeTurn(t, `emit {"type":"finished","ok":true}`)
-	turn.Provider = countingProvider{turn.Provider, n}
+	turn.Provider = wrappingProvider{turn.Provider, func(sb sandbox.Sandbox) sandbox.Sandbox { return countingExecs{sb, n} }}
 	turn.Spec.Workspace = t.TempDir()
 	_, err := Run(context.Background(), turn)
 	require.NoError(t, err)
