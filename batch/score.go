@@ -79,7 +79,8 @@ type TaskScore struct {
 
 // RewardStats are the mean of a set of rewards and its standard error.
 type RewardStats struct {
-	// MeanReward is nil without a reward, RewardSE below two.
+	// MeanReward is nil when there is no reward, RewardSE when there are
+	// fewer than two.
 	MeanReward *float64 `json:"mean_reward,omitempty"`
 	RewardSE   *float64 `json:"reward_se,omitempty"`
 }
