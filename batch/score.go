@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -55,10 +56,8 @@ type Scores struct {
 	PassAt1 float64 `json:"pass_at_1"`
 	K       int     `json:"k,omitempty"`
 	PassAtK float64 `json:"pass_at_k,omitempty"`
-	// MeanReward and RewardSE are the mean of every reward and its
-	// standard error (nil: no reward, or fewer than two for the error).
-	MeanReward *float64 `json:"mean_reward,omitempty"`
-	RewardSE   *float64 `json:"reward_se,omitempty"`
+	// RewardStats are over every reward.
+	RewardStats
 	// Tasks are the graded tasks, by id.
 	Tasks []TaskScore `json:"tasks,omitempty"`
 }
@@ -72,10 +71,29 @@ type TaskScore struct {
 	C      int `json:"c"`
 	Errors int `json:"errors,omitempty"`
 	// PassAt1 and PassAtN are pass@1 and pass@n of the task.
-	PassAt1    float64  `json:"pass_at_1"`
-	PassAtN    float64  `json:"pass_at_n"`
+	PassAt1 float64 `json:"pass_at_1"`
+	PassAtN float64 `json:"pass_at_n"`
+	// RewardStats are over the task's rewards.
+	RewardStats
+}
+
+// RewardStats are the mean of a set of rewards and its standard error.
+type RewardStats struct {
+	// MeanReward is nil when there is no reward, RewardSE when there are
+	// fewer than two.
 	MeanReward *float64 `json:"mean_reward,omitempty"`
 	RewardSE   *float64 `json:"reward_se,omitempty"`
+}
+
+// String is "0.583 ± 0.201", "1.000" (one reward), or "—" (none).
+func (r RewardStats) String() string {
+	switch {
+	case r.MeanReward == nil:
+		return "—"
+	case r.RewardSE == nil:
+		return fmt.Sprintf("%.3f", *r.MeanReward)
+	}
+	return fmt.Sprintf("%.3f ± %.3f", *r.MeanReward, *r.RewardSE)
 }
 
 // Score summarizes grades: counts, per-task pass@1 and pass@n, the
@@ -118,7 +136,7 @@ func Score(grades []Graded) Scores {
 			all = append(all, *g.Reward)
 		}
 	}
-	s.MeanReward, s.RewardSE = meanSE(all)
+	s.RewardStats = rewardStats(all)
 	names := make([]string, 0, len(tasks))
 	for name := range tasks {
 		names = append(names, name)
@@ -129,8 +147,7 @@ func Score(grades []Graded) Scores {
 	for _, name := range names {
 		a := tasks[name]
 		ts := TaskScore{Task: name, N: a.n, C: a.c, Errors: a.errs,
-			PassAt1: PassAtK(a.n, a.c, 1), PassAtN: PassAtK(a.n, a.c, a.n)}
-		ts.MeanReward, ts.RewardSE = meanSE(a.rewards)
+			PassAt1: PassAtK(a.n, a.c, 1), PassAtN: PassAtK(a.n, a.c, a.n), RewardStats: rewardStats(a.rewards)}
 		s.Tasks = append(s.Tasks, ts)
 		if a.n == 0 {
 			continue
@@ -156,12 +173,12 @@ func Score(grades []Graded) Scores {
 	return s
 }
 
-// meanSE returns the mean of xs and its standard error (the sample
+// rewardStats returns the mean of xs and its standard error (the sample
 // standard deviation over √n); nil when xs is empty, the error nil below
 // two values.
-func meanSE(xs []float64) (*float64, *float64) {
+func rewardStats(xs []float64) RewardStats {
 	if len(xs) == 0 {
-		return nil, nil
+		return RewardStats{}
 	}
 	var sum float64
 	for _, x := range xs {
@@ -169,12 +186,12 @@ func meanSE(xs []float64) (*float64, *float64) {
 	}
 	mean := sum / float64(len(xs))
 	if len(xs) < 2 {
-		return &mean, nil
+		return RewardStats{MeanReward: &mean}
 	}
 	var ss float64
 	for _, x := range xs {
 		ss += (x - mean) * (x - mean)
 	}
 	se := math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
-	return &mean, &se
+	return RewardStats{MeanReward: &mean, RewardSE: &se}
 }

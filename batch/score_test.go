@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -209,4 +210,29 @@ func TestVerifyCancelledGivesNoRecord(t *testing.T) {
 		}})
 	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
 	assert.Empty(t, recs)
+}
+
+// TestScoresJSON pins the scores' JSON form: field names and order, and
+// what is left out when empty.
+func TestScoresJSON(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	pass, fail := harness.VerdictPass, harness.VerdictFail
+	s := Score([]Graded{
+		{Task: "a", Verdict: pass, Reward: f(1)}, {Task: "a", Verdict: fail, Reward: f(0)},
+		{Task: "b", Verdict: pass, Reward: f(0.5)}, {Task: "b", Verdict: pass},
+		{Task: "c", Verdict: fail}, {Task: "c", Verdict: fail},
+	})
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	assert.Equal(t, `{"jobs":6,"not_graded":0,"passed":3,"failed":3,"errors":0,"pass_at_1":0.5,"k":2,"pass_at_k":0.6666666666666666,`+
+		`"mean_reward":0.5,"reward_se":0.2886751345948129,"tasks":[`+
+		`{"task":"a","n":2,"c":1,"pass_at_1":0.5,"pass_at_n":1,"mean_reward":0.5,"reward_se":0.5},`+
+		`{"task":"b","n":2,"c":2,"pass_at_1":1,"pass_at_n":1,"mean_reward":0.5},`+
+		`{"task":"c","n":2,"c":0,"pass_at_1":0,"pass_at_n":0}]}`, string(b))
+}
+
+func TestRewardStatsString(t *testing.T) {
+	assert.Equal(t, "—", RewardStats{}.String())
+	assert.Equal(t, "1.000", rewardStats([]float64{1}).String())
+	assert.Equal(t, "0.500 ± 0.500", rewardStats([]float64{1, 0}).String())
 }

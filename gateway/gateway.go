@@ -10,11 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,10 +357,7 @@ func (g *Gateway) Close() error {
 		return nil
 	}
 	g.closed = true
-	grants := make([]*Grant, 0, len(g.grants))
-	for _, gr := range g.grants {
-		grants = append(grants, gr)
-	}
+	grants := slices.Collect(maps.Values(g.grants))
 	sockets := g.sockets
 	g.mu.Unlock()
 	err := g.srv.Close()

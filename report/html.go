@@ -221,7 +221,7 @@ func (r *Report) HTML(w io.Writer) error {
 			base64.StdEncoding.EncodeToString(sum[:]) + "'; base-uri 'none'; form-action 'none'",
 		Style: template.CSS(pageStyle), Script: template.JS(pageScript), //nolint:gosec // constants embedded in the binary
 	}
-	p.MeanReward = meanSE(r.Scores.MeanReward, r.Scores.RewardSE)
+	p.MeanReward = r.Scores.RewardStats.String()
 	p.TokensShort = formatTokens(r.Totals.Tokens)
 	p.CostShort = fmt.Sprintf("$%.4f", r.Totals.CostUSD)
 	switch {
@@ -314,7 +314,7 @@ func (r *Report) pageData() pageData {
 	}
 	for _, ts := range r.Scores.Tasks {
 		row := taskRow{Task: ts.Task, N: ts.N, C: ts.C, Errors: ts.Errors, Pass1: passText(ts.N, ts.PassAt1), PassN: passAtN(ts),
-			Reward: meanSE(ts.MeanReward, ts.RewardSE)}
+			Reward: ts.RewardStats.String()}
 		if k := r.Scores.K; k > 1 && ts.N >= k {
 			row.PassK = fmt.Sprintf("%.3f", batch.PassAtK(ts.N, ts.C, k))
 		}

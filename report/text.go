@@ -86,7 +86,7 @@ func (r *Report) Table(w io.Writer) error {
 				break
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", clean(ts.Task, 40), ts.N, ts.C, ts.Errors, passText(ts.N, ts.PassAt1),
-				passAtN(ts), meanSE(ts.MeanReward, ts.RewardSE))
+				passAtN(ts), ts.RewardStats)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -139,7 +139,7 @@ func (r *Report) Headline() string {
 		}
 		fmt.Fprintf(&b, " over %d tasks", len(s.Tasks))
 		if s.MeanReward != nil {
-			fmt.Fprintf(&b, "; mean reward %s", meanSE(s.MeanReward, s.RewardSE))
+			fmt.Fprintf(&b, "; mean reward %s", s.RewardStats)
 		}
 	}
 	fmt.Fprintf(&b, "; runs: %s", summary(t))
@@ -151,17 +151,6 @@ func rewardText(r *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.3g", *r)
-}
-
-// meanSE is "0.583 ± 0.201", "1.000" (one value), or "—".
-func meanSE(mean, se *float64) string {
-	switch {
-	case mean == nil:
-		return "—"
-	case se == nil:
-		return fmt.Sprintf("%.3f", *mean)
-	}
-	return fmt.Sprintf("%.3f ± %.3f", *mean, *se)
 }
 
 func passText(n int, p float64) string {
@@ -237,7 +226,7 @@ func (r *Report) Markdown(w io.Writer) error {
 				break
 			}
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %s | %s |\n", md(ts.Task, 80), ts.N, ts.C, ts.Errors, passText(ts.N, ts.PassAt1),
-				passAtN(ts), meanSE(ts.MeanReward, ts.RewardSE))
+				passAtN(ts), ts.RewardStats)
 		}
 	}
 	for _, n := range r.Notes {

@@ -39,9 +39,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -564,10 +566,7 @@ func (r *Recorder) Close() error {
 		return nil
 	}
 	r.closed = true
-	open := make([]*Attempt, 0, len(r.open))
-	for a := range r.open {
-		open = append(open, a)
-	}
+	open := slices.Collect(maps.Keys(r.open))
 	r.mu.Unlock()
 	for _, a := range open {
 		a.abandon()

@@ -63,7 +63,7 @@ func reportScores(w io.Writer, resultsPath string, jobs []batch.Job, all results
 	}
 	fmt.Fprintf(w, " over %d tasks", len(s.Tasks))
 	if s.MeanReward != nil {
-		fmt.Fprintf(w, "; mean reward %s", meanText(s.MeanReward, s.RewardSE))
+		fmt.Fprintf(w, "; mean reward %s", s.RewardStats)
 	}
 	fmt.Fprintf(w, "; scores in %s\n", scoresPath(resultsPath))
 	lines := 0
@@ -83,18 +83,11 @@ func reportScores(w io.Writer, resultsPath string, jobs []batch.Job, all results
 			fmt.Fprintf(w, ", pass@1 %.3f, pass@%d %.3f", t.PassAt1, t.N, t.PassAtN)
 		}
 		if t.MeanReward != nil {
-			fmt.Fprintf(w, ", reward %s", meanText(t.MeanReward, t.RewardSE))
+			fmt.Fprintf(w, ", reward %s", t.RewardStats)
 		}
 		fmt.Fprintln(w)
 	}
 	return nil
-}
-
-func meanText(mean, se *float64) string {
-	if se == nil {
-		return fmt.Sprintf("%.3f", *mean)
-	}
-	return fmt.Sprintf("%.3f ± %.3f", *mean, *se)
 }
 
 // maxPredictionPatch bounds a patch read back into a predictions file.
