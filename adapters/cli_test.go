@@ -18,8 +18,7 @@ type fake struct {
 	flag bool
 }
 
-func (f *fake) Capabilities() adapters.Capabilities { return adapters.Capabilities{} }
-func (f *fake) NewDecoder() adapters.Decoder        { return nil }
+func (f *fake) NewDecoder() adapters.Decoder { return nil }
 func (f *fake) Request(adapters.Input) (sandbox.Command, error) {
 	return sandbox.Command{}, nil
 }
@@ -32,13 +31,16 @@ func TestBuild(t *testing.T) {
 	r := adapters.NewRecognizer(adapters.Recognition{Wordings: []adapters.Wordings{{
 		Quota: []*regexp.Regexp{regexp.MustCompile(`out of quota`)}}}})
 	args := []string{"--a"}
-	a := adapters.Build("fake", r, adapters.WithArgs[fake](args...), withFlag(), adapters.WithArgs[fake]("--b"))
+	caps := adapters.Capabilities{Resumable: true, Usage: adapters.UsageEvents}
+	a := adapters.Build("fake", caps, r, adapters.WithArgs[fake](args...), withFlag(), adapters.WithArgs[fake]("--b"))
 	args[0] = "--changed"
-	b := adapters.Build("fake", r, adapters.WithBinary[fake]("/opt/fake"))
+	b := adapters.Build("fake", adapters.Capabilities{}, r, adapters.WithBinary[fake]("/opt/fake"))
 
 	assert.Equal(t, "fake", a.Name())
 	assert.Equal(t, "fake", a.Binary(), "the name is the default program")
 	assert.Equal(t, "/opt/fake", b.Binary())
+	assert.Equal(t, caps, a.Capabilities())
+	assert.Equal(t, adapters.Capabilities{}, b.Capabilities())
 	assert.True(t, a.flag)
 	assert.False(t, b.flag)
 	assert.Equal(t, []string{"x", "--a", "--b"}, a.AppendExtra([]string{"x"}), "options apply in order; the caller's slice is copied")

@@ -180,8 +180,14 @@ func WithPartialMessages() Option { return func(a *Adapter) { a.partial = true }
 // variadic flags such as --mcp-config.
 func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
+// capabilities: resumable, forkable, a result event is required,
+// structured output, usage from events. It also takes live input
+// ([Adapter.LiveRequest]).
+var capabilities = adapters.Capabilities{Resumable: true, Forkable: true, RequiresFinished: true,
+	StructuredOutput: true, Usage: adapters.UsageEvents}
+
 // New returns a Claude Code adapter.
-func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
+func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
 
 var (
 	_ adapters.Adapter     = (*Adapter)(nil)
@@ -191,18 +197,6 @@ var (
 // TurnsExhausted recognizes the result of a turn stopped by --max-turns.
 func (a *Adapter) TurnsExhausted(f adapters.FinishedDetail) bool {
 	return !f.OK && (f.Reason == "max_turns" || f.Reason == "error_max_turns")
-}
-
-// Capabilities: resumable, forkable, a result event is required, usage from
-// events. It also takes live input ([Adapter.LiveRequest]).
-func (a *Adapter) Capabilities() adapters.Capabilities {
-	return adapters.Capabilities{
-		Resumable:        true,
-		Forkable:         true,
-		RequiresFinished: true,
-		StructuredOutput: true,
-		Usage:            adapters.UsageEvents,
-	}
 }
 
 func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }

@@ -187,23 +187,17 @@ func WithBinary(name string) Option { return adapters.WithBinary[Adapter](name) 
 // WithArgs appends extra arguments to every command (after Outpost's own).
 func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
+// capabilities: resumable, not forkable, the final result is required,
+// usage from the session files (see the package doc).
+var capabilities = adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageSession}
+
 // New returns a Copilot adapter.
-func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
+func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
 
 var (
 	_ adapters.Adapter           = (*Adapter)(nil)
 	_ adapters.SessionRecognizer = (*Adapter)(nil)
 )
-
-// Capabilities: resumable, not forkable, the final result is required,
-// usage from the session files (see the package doc).
-func (a *Adapter) Capabilities() adapters.Capabilities {
-	return adapters.Capabilities{
-		Resumable:        true,
-		RequiresFinished: true,
-		Usage:            adapters.UsageSession,
-	}
-}
 
 func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
