@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -84,6 +85,24 @@ func TestV1BaseURL(t *testing.T) {
 			assert.NoError(t, err, in)
 		}
 	}
+}
+
+// TestClientEndpoint: the base URL is checked first, then an endpoint may
+// carry an API key or an OAuth token, not both.
+func TestClientEndpoint(t *testing.T) {
+	for _, ep := range []adapters.Endpoint{{BaseURL: "http://h"}, {BaseURL: "http://h", APIKey: "k"}, {BaseURL: "http://h", OAuthToken: "t"}} {
+		base, err := adapters.ClientEndpoint("fake", &ep)
+		require.NoError(t, err)
+		assert.Equal(t, "http://h/v1", base)
+	}
+	_, err := adapters.ClientEndpoint("fake", &adapters.Endpoint{BaseURL: "ftp://h", APIKey: "k", OAuthToken: "t"})
+	assert.ErrorContains(t, err, "invalid endpoint base URL")
+	_, err = adapters.ClientEndpoint("fake", &adapters.Endpoint{BaseURL: "http://h", APIKey: "k", OAuthToken: "t"})
+	var oe *outposterr.Error
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, outposterr.Configuration, oe.Class)
+	assert.Equal(t, "fake", oe.Details.Agent)
+	assert.Contains(t, oe.Error(), "both an API key and an OAuth token")
 }
 
 // TestModelNamesRefuseInvisibleCharacters: a model name with a

@@ -298,10 +298,11 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, nil, configErr("invalid endpoint base URL %q", ep.BaseURL)
 		}
+		if err := ep.CheckSecret(Name); err != nil {
+			return nil, nil, err
+		}
 		env["ANTHROPIC_BASE_URL"] = ep.BaseURL
 		switch {
-		case ep.APIKey != "" && ep.OAuthToken != "":
-			return nil, nil, configErr("endpoint has both an API key and an OAuth token; choose one")
 		case ep.APIKey != "":
 			env["ANTHROPIC_API_KEY"] = ep.APIKey
 		case ep.OAuthToken != "":

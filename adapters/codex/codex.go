@@ -348,12 +348,9 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 		return c, err
 	}
 	if ep := in.Endpoint; ep != nil {
-		base, err := BaseURL(ep.BaseURL)
+		base, err := adapters.ClientEndpoint(Name, ep)
 		if err != nil {
 			return c, err
-		}
-		if ep.APIKey != "" && ep.OAuthToken != "" {
-			return c, configErr("endpoint has both an API key and an OAuth token; choose one")
 		}
 		p := "model_providers." + Provider + "."
 		c.cfg = append(c.cfg,

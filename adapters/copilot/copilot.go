@@ -264,12 +264,9 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 		env["HOME"] = in.Home
 	}
 	if ep := in.Endpoint; ep != nil {
-		base, err := BaseURL(ep.BaseURL)
+		base, err := adapters.ClientEndpoint(Name, ep)
 		if err != nil {
 			return nil, err
-		}
-		if ep.APIKey != "" && ep.OAuthToken != "" {
-			return nil, configErr("endpoint has both an API key and a bearer token; choose one")
 		}
 		env[OfflineVar] = "true"
 		env[TypeVar] = "openai"
