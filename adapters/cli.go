@@ -32,9 +32,11 @@ func (c *CLI) AppendExtra(args []string) []string { return append(args, c.extra.
 
 func (c *CLI) cli() *CLI { return c }
 
-// embedsCLI is a pointer to an adapter type A that embeds [CLI].
+// embedsCLI is a pointer to an adapter type A that embeds [CLI] and
+// implements [Adapter]: [Build] builds nothing else.
 type embedsCLI[A any] interface {
 	*A
+	Adapter
 	cli() *CLI
 }
 
@@ -56,7 +58,7 @@ func WithArgs[A any, P embedsCLI[A]](args ...string) Option[A] {
 	}
 }
 
-// Build returns a new adapter of the CLI named name (also its default
+// Build returns a new [Adapter] of the CLI named name (also its default
 // program) that can do what caps says and reads failures with r, with opts
 // applied in order. Options
 // append to slices the new adapter owns, so no two adapters share one.

@@ -189,10 +189,7 @@ var capabilities = adapters.Capabilities{Resumable: true, Forkable: true, Requir
 // New returns a Claude Code adapter.
 func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
 
-var (
-	_ adapters.Adapter     = (*Adapter)(nil)
-	_ adapters.TurnLimiter = (*Adapter)(nil)
-)
+var _ adapters.TurnLimiter = (*Adapter)(nil)
 
 // TurnsExhausted recognizes the result of a turn stopped by --max-turns.
 func (a *Adapter) TurnsExhausted(f adapters.FinishedDetail) bool {

@@ -210,10 +210,7 @@ var capabilities = adapters.Capabilities{Resumable: true, Forkable: true, Requir
 // New returns a Codex adapter.
 func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
 
-var (
-	_ adapters.Adapter           = (*Adapter)(nil)
-	_ adapters.SessionRecognizer = (*Adapter)(nil)
-)
+var _ adapters.SessionRecognizer = (*Adapter)(nil)
 
 // OutputSchemaFile is the name, inside the turn's scratch directory, of the
 // JSON Schema file `codex exec --output-schema` reads.

@@ -194,10 +194,7 @@ var capabilities = adapters.Capabilities{Resumable: true, RequiresFinished: true
 // New returns a Copilot adapter.
 func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
 
-var (
-	_ adapters.Adapter           = (*Adapter)(nil)
-	_ adapters.SessionRecognizer = (*Adapter)(nil)
-)
+var _ adapters.SessionRecognizer = (*Adapter)(nil)
 
 func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
