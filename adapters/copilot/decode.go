@@ -64,8 +64,6 @@ type Decoder struct {
 // NewDecoder returns a decoder for one turn.
 func NewDecoder() *Decoder { return &Decoder{} }
 
-var _ adapters.Decoder = (*Decoder)(nil)
-
 type line struct {
 	Type string          `json:"type"`
 	Data json.RawMessage `json:"data"`
