@@ -32,12 +32,17 @@ func (c *CLI) AppendExtra(args []string) []string { return append(args, c.extra.
 
 func (c *CLI) cli() *CLI { return c }
 
-// embedsCLI is a pointer to an adapter type A that embeds [CLI] and
-// implements [Adapter]: [Build] builds nothing else.
+// embedsCLI is a pointer to an adapter type A that embeds [CLI].
 type embedsCLI[A any] interface {
 	*A
-	Adapter
 	cli() *CLI
+}
+
+// builtCLI is an embedsCLI that implements [Adapter]: [Build] builds
+// nothing else.
+type builtCLI[A any] interface {
+	embedsCLI[A]
+	Adapter
 }
 
 // Option configures an adapter of type A while [Build] builds it. An
@@ -62,7 +67,7 @@ func WithArgs[A any, P embedsCLI[A]](args ...string) Option[A] {
 // program) that can do what caps says and reads failures with r, with opts
 // applied in order. Options
 // append to slices the new adapter owns, so no two adapters share one.
-func Build[A any, P embedsCLI[A]](name string, caps Capabilities, r *Recognizer, opts ...Option[A]) *A {
+func Build[A any, P builtCLI[A]](name string, caps Capabilities, r *Recognizer, opts ...Option[A]) *A {
 	a := new(A)
 	*P(a).cli() = CLI{Recognizer: r, name: name, binary: name, caps: caps}
 	for _, o := range opts {
