@@ -29,8 +29,8 @@
 // Optional abilities are separate small interfaces found by type assertion.
 //
 // The built-in CLI adapters share their skeleton: each embeds a [CLI] (name,
-// program, extra arguments, built with [Build] and options such as
-// [WithBinary]) and reads failure texts with a [Recognizer] built from its
+// program, extra arguments, capabilities, built with [Build] and options
+// such as [WithBinary]) and reads failure texts with a [Recognizer] built from its
 // own [Wordings]; only the wordings and the way a CLI words resets differ.
 package adapters
 

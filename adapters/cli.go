@@ -3,17 +3,18 @@ package adapters
 import "github.com/outpost-dev/outpost/outposterr"
 
 // CLI is what every built-in CLI adapter shares: its name, the program
-// argv[0] runs, the extra arguments a caller appends to every command, and
-// the [Recognizer] of the CLI's failure texts. An adapter embeds it, which
-// gives it Name, Binary, Quota, Unavailable, Auth and RecognizeFailure, and
-// is built with [Build] and the options [WithBinary] and [WithArgs] (plus its
-// own). Once built it does not change, so the adapter stays immutable and
+// argv[0] runs, the extra arguments a caller appends to every command, its
+// [Capabilities], and the [Recognizer] of the CLI's failure texts. An
+// adapter embeds it, which gives it Name, Binary, Capabilities, Quota,
+// Unavailable, Auth and RecognizeFailure, and is built with [Build] and the
+// options [WithBinary] and [WithArgs] (plus its own). Once built it does not change, so the adapter stays immutable and
 // safe for concurrent use.
 type CLI struct {
 	*Recognizer
 	name   string
 	binary string
 	extra  []string
+	caps   Capabilities
 }
 
 // Name returns the adapter's short, stable name.
@@ -22,6 +23,9 @@ func (c *CLI) Name() string { return c.name }
 // Binary returns the program name or path argv[0] uses (the name unless
 // [WithBinary] changed it).
 func (c *CLI) Binary() string { return c.binary }
+
+// Capabilities says what the CLI can do.
+func (c *CLI) Capabilities() Capabilities { return c.caps }
 
 // AppendExtra appends the caller's extra arguments to args.
 func (c *CLI) AppendExtra(args []string) []string { return append(args, c.extra...) }
@@ -32,6 +36,13 @@ func (c *CLI) cli() *CLI { return c }
 type embedsCLI[A any] interface {
 	*A
 	cli() *CLI
+}
+
+// builtCLI is an embedsCLI that implements [Adapter]: [Build] builds
+// nothing else.
+type builtCLI[A any] interface {
+	embedsCLI[A]
+	Adapter
 }
 
 // Option configures an adapter of type A while [Build] builds it. An
@@ -52,12 +63,13 @@ func WithArgs[A any, P embedsCLI[A]](args ...string) Option[A] {
 	}
 }
 
-// Build returns a new adapter of the CLI named name (also its default
-// program) that reads failures with r, with opts applied in order. Options
+// Build returns a new [Adapter] of the CLI named name (also its default
+// program) that can do what caps says and reads failures with r, with opts
+// applied in order. Options
 // append to slices the new adapter owns, so no two adapters share one.
-func Build[A any, P embedsCLI[A]](name string, r *Recognizer, opts ...Option[A]) *A {
+func Build[A any, P builtCLI[A]](name string, caps Capabilities, r *Recognizer, opts ...Option[A]) *A {
 	a := new(A)
-	*P(a).cli() = CLI{Recognizer: r, name: name, binary: name}
+	*P(a).cli() = CLI{Recognizer: r, name: name, binary: name, caps: caps}
 	for _, o := range opts {
 		o(a)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/outposterr"
@@ -18,8 +19,7 @@ type fake struct {
 	flag bool
 }
 
-func (f *fake) Capabilities() adapters.Capabilities { return adapters.Capabilities{} }
-func (f *fake) NewDecoder() adapters.Decoder        { return nil }
+func (f *fake) NewDecoder() adapters.Decoder { return nil }
 func (f *fake) Request(adapters.Input) (sandbox.Command, error) {
 	return sandbox.Command{}, nil
 }
@@ -32,13 +32,16 @@ func TestBuild(t *testing.T) {
 	r := adapters.NewRecognizer(adapters.Recognition{Wordings: []adapters.Wordings{{
 		Quota: []*regexp.Regexp{regexp.MustCompile(`out of quota`)}}}})
 	args := []string{"--a"}
-	a := adapters.Build("fake", r, adapters.WithArgs[fake](args...), withFlag(), adapters.WithArgs[fake]("--b"))
+	caps := adapters.Capabilities{Resumable: true, Usage: adapters.UsageEvents}
+	a := adapters.Build("fake", caps, r, adapters.WithArgs[fake](args...), withFlag(), adapters.WithArgs[fake]("--b"))
 	args[0] = "--changed"
-	b := adapters.Build("fake", r, adapters.WithBinary[fake]("/opt/fake"))
+	b := adapters.Build("fake", adapters.Capabilities{}, r, adapters.WithBinary[fake]("/opt/fake"))
 
 	assert.Equal(t, "fake", a.Name())
 	assert.Equal(t, "fake", a.Binary(), "the name is the default program")
 	assert.Equal(t, "/opt/fake", b.Binary())
+	assert.Equal(t, caps, a.Capabilities())
+	assert.Equal(t, adapters.Capabilities{}, b.Capabilities())
 	assert.True(t, a.flag)
 	assert.False(t, b.flag)
 	assert.Equal(t, []string{"x", "--a", "--b"}, a.AppendExtra([]string{"x"}), "options apply in order; the caller's slice is copied")
@@ -82,6 +85,24 @@ func TestV1BaseURL(t *testing.T) {
 			assert.NoError(t, err, in)
 		}
 	}
+}
+
+// TestClientEndpoint: the base URL is checked first, then an endpoint may
+// carry an API key or an OAuth token, not both.
+func TestClientEndpoint(t *testing.T) {
+	for _, ep := range []adapters.Endpoint{{BaseURL: "http://h"}, {BaseURL: "http://h", APIKey: "k"}, {BaseURL: "http://h", OAuthToken: "t"}} {
+		base, err := adapters.ClientEndpoint("fake", &ep)
+		require.NoError(t, err)
+		assert.Equal(t, "http://h/v1", base)
+	}
+	_, err := adapters.ClientEndpoint("fake", &adapters.Endpoint{BaseURL: "ftp://h", APIKey: "k", OAuthToken: "t"})
+	assert.ErrorContains(t, err, "invalid endpoint base URL")
+	_, err = adapters.ClientEndpoint("fake", &adapters.Endpoint{BaseURL: "http://h", APIKey: "k", OAuthToken: "t"})
+	var oe *outposterr.Error
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, outposterr.Configuration, oe.Class)
+	assert.Equal(t, "fake", oe.Details.Agent)
+	assert.Contains(t, oe.Error(), "both an API key and an OAuth token")
 }
 
 // TestModelNamesRefuseInvisibleCharacters: a model name with a

@@ -26,7 +26,7 @@ func structuredFake(structured bool) *fake {
 			return adapters.Verdict{Class: adapters.Class(f.Code), Reason: "by fields"}
 		}
 	}
-	return adapters.Build[fake]("fake", adapters.NewRecognizer(rec))
+	return adapters.Build[fake]("fake", adapters.Capabilities{}, adapters.NewRecognizer(rec))
 }
 
 func failure(code, text string) adapters.Event {

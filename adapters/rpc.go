@@ -32,14 +32,20 @@ func (o *Outbox) Pending() []byte {
 	return p
 }
 
+// RPCError is a JSON-RPC error object.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
 // MethodNotFound is the JSON-RPC error code a live session answers a CLI's
 // request with when it does not serve the method.
 const MethodNotFound = -32601
 
-// Unsupported is the message of that answer: a headless turn has no one to
-// ask.
-func Unsupported(method string) string {
-	return "outpost: " + method + " is not supported in a headless turn"
+// Unsupported is the error a live session answers a CLI's request for
+// method with: [MethodNotFound], since a headless turn has no one to ask.
+func Unsupported(method string) *RPCError {
+	return &RPCError{Code: MethodNotFound, Message: "outpost: " + method + " is not supported in a headless turn"}
 }
 
 // IsRequestID reports whether a JSON-RPC id is present (not absent, not null).

@@ -28,7 +28,7 @@ func TestIsRequestID(t *testing.T) {
 	assert.True(t, adapters.IsRequestID(json.RawMessage(`"a"`)))
 	assert.False(t, adapters.IsRequestID(json.RawMessage(`null`)))
 	assert.False(t, adapters.IsRequestID(nil))
-	assert.Equal(t, "outpost: fs/read is not supported in a headless turn", adapters.Unsupported("fs/read"))
+	assert.Equal(t, &adapters.RPCError{Code: -32601, Message: "outpost: fs/read is not supported in a headless turn"}, adapters.Unsupported("fs/read"))
 }
 
 func TestRelocateJSON(t *testing.T) {

@@ -81,3 +81,23 @@ func ClientBaseURL(agent, base string) (string, error) {
 	}
 	return out, nil
 }
+
+// CheckSecret refuses, as agent's configuration error, an endpoint that
+// carries both an API key and an OAuth token: a CLI sends one or the other.
+func (e *Endpoint) CheckSecret(agent string) error {
+	if e.APIKey != "" && e.OAuthToken != "" {
+		return ConfigError(agent, "endpoint has both an API key and an OAuth token; choose one")
+	}
+	return nil
+}
+
+// ClientEndpoint checks ep for the OpenAI-style client of agent and returns
+// the base URL the client is given ([ClientBaseURL]); ep may carry one
+// secret at most ([Endpoint.CheckSecret]).
+func ClientEndpoint(agent string, ep *Endpoint) (string, error) {
+	base, err := ClientBaseURL(agent, ep.BaseURL)
+	if err != nil {
+		return "", err
+	}
+	return base, ep.CheckSecret(agent)
+}

@@ -90,13 +90,7 @@ func WithAnswers(texts ...string) Option {
 // WithRetryAfter sets the retry-after header of [ScenarioRateLimit], rounded
 // up to whole seconds (zero value: 1s; 0 sends "retry-after: 0").
 func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return errors.New("with retry after: negative duration")
-		}
-		c.retryAfter = d
-		return nil
-	}
+	return durationOption("with retry after", d, func(c *config) *time.Duration { return &c.retryAfter })
 }
 
 // WithQuotaReset sets the instant at which [ScenarioQuota] and
@@ -139,11 +133,17 @@ func WithQuotaWindow(claim string) Option {
 // WithChunkDelay sets the delay before every stream event of [ScenarioSlow]
 // (zero value: 200ms).
 func WithChunkDelay(d time.Duration) Option {
+	return durationOption("with chunk delay", d, func(c *config) *time.Duration { return &c.chunkDelay })
+}
+
+// durationOption is the option named name that sets the duration field
+// returns to d, which may not be negative.
+func durationOption(name string, d time.Duration, field func(*config) *time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return errors.New("with chunk delay: negative duration")
+			return errors.New(name + ": negative duration")
 		}
-		c.chunkDelay = d
+		*field(c) = d
 		return nil
 	}
 }

@@ -180,29 +180,20 @@ func WithPartialMessages() Option { return func(a *Adapter) { a.partial = true }
 // variadic flags such as --mcp-config.
 func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
-// New returns a Claude Code adapter.
-func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
+// capabilities: resumable, forkable, a result event is required,
+// structured output, usage from events. It also takes live input
+// ([Adapter.LiveRequest]).
+var capabilities = adapters.Capabilities{Resumable: true, Forkable: true, RequiresFinished: true,
+	StructuredOutput: true, Usage: adapters.UsageEvents}
 
-var (
-	_ adapters.Adapter     = (*Adapter)(nil)
-	_ adapters.TurnLimiter = (*Adapter)(nil)
-)
+// New returns a Claude Code adapter.
+func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
+
+var _ adapters.TurnLimiter = (*Adapter)(nil)
 
 // TurnsExhausted recognizes the result of a turn stopped by --max-turns.
 func (a *Adapter) TurnsExhausted(f adapters.FinishedDetail) bool {
 	return !f.OK && (f.Reason == "max_turns" || f.Reason == "error_max_turns")
-}
-
-// Capabilities: resumable, forkable, a result event is required, usage from
-// events. It also takes live input ([Adapter.LiveRequest]).
-func (a *Adapter) Capabilities() adapters.Capabilities {
-	return adapters.Capabilities{
-		Resumable:        true,
-		Forkable:         true,
-		RequiresFinished: true,
-		StructuredOutput: true,
-		Usage:            adapters.UsageEvents,
-	}
 }
 
 func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
@@ -304,10 +295,11 @@ func (a *Adapter) command(in adapters.Input, live bool) ([]string, map[string]st
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, nil, configErr("invalid endpoint base URL %q", ep.BaseURL)
 		}
+		if err := ep.CheckSecret(Name); err != nil {
+			return nil, nil, err
+		}
 		env["ANTHROPIC_BASE_URL"] = ep.BaseURL
 		switch {
-		case ep.APIKey != "" && ep.OAuthToken != "":
-			return nil, nil, configErr("endpoint has both an API key and an OAuth token; choose one")
 		case ep.APIKey != "":
 			env["ANTHROPIC_API_KEY"] = ep.APIKey
 		case ep.OAuthToken != "":

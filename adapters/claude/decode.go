@@ -51,8 +51,6 @@ type Decoder struct {
 // NewDecoder returns a decoder for one turn.
 func NewDecoder() *Decoder { return &Decoder{} }
 
-var _ adapters.Decoder = (*Decoder)(nil)
-
 // line is the union of every stream-json line shape the decoder reads.
 // Polymorphic fields stay raw so one Unmarshal serves every type.
 type line struct {

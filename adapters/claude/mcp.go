@@ -1,8 +1,6 @@
 package claude
 
 import (
-	"encoding/json"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,21 +9,13 @@ import (
 	"github.com/outpost-dev/outpost/credentials"
 )
 
-// MCPConfigFile is the turn file (in the turn's scratch directory, mode
-// 0600) that holds the MCP configuration --mcp-config points at.
-const MCPConfigFile = "mcp.json"
-
 var _ adapters.TurnFiles = (*Adapter)(nil)
 
-// TurnFiles implements [adapters.TurnFiles]: the MCP configuration, when
-// the turn declares servers. Its env and header values, literal or ${NAME}
-// references, stay in that 0600 file and out of every argv.
+// TurnFiles implements [adapters.TurnFiles]: the MCP configuration
+// ([adapters.MCPConfigFile]), when the turn declares servers.
 func (a *Adapter) TurnFiles(in adapters.Input) []adapters.TurnFile {
 	cfg, _, _, err := mcpConfig(in.MCP)
-	if err != nil || cfg == nil {
-		return nil // Request reports the error
-	}
-	return []adapters.TurnFile{{Name: MCPConfigFile, Data: cfg}}
+	return adapters.MCPTurnFiles(cfg, err)
 }
 
 // mcpArgs projects MCP servers into Claude Code's flags:
@@ -38,57 +28,46 @@ func mcpArgs(in adapters.Input) (args []string, env map[string]string, err error
 	if err != nil || cfg == nil {
 		return nil, nil, err
 	}
-	if !path.IsAbs(in.Scratch) {
-		return nil, nil, configErr("MCP servers need the turn's scratch directory for their configuration file")
+	file, err := adapters.MCPConfigPath(Name, in)
+	if err != nil {
+		return nil, nil, err
 	}
-	args = []string{"--mcp-config=" + path.Join(in.Scratch, MCPConfigFile), "--strict-mcp-config"}
+	args = []string{"--mcp-config=" + file, "--strict-mcp-config"}
 	if len(disallowed) > 0 {
 		args = append(args, "--disallowedTools="+strings.Join(disallowed, ","))
 	}
 	return args, env, nil
 }
 
-// mcpConfig builds Claude Code's MCP configuration: an explicit "type" on
-// every entry (an entry without one is read as stdio and silently skipped),
-// the sorted mcp__<server>__<tool> names of excluded tools, and the
-// environment. Secrets stay ${NAME} references, which Claude Code expands
-// from its own environment. A startup timeout becomes MCP_TIMEOUT (shared
-// by all servers: the largest wins). Tool allowlists cannot be expressed
-// (--allowedTools does not restrict a bypass-mode run) and are refused.
-// A nil configuration means no servers.
+// mcpConfig builds Claude Code's MCP configuration ([adapters.MCPConfig]):
+// an explicit "type" on every entry (an entry without one is read as stdio
+// and silently skipped), the sorted mcp__<server>__<tool> names of excluded
+// tools, and the environment. Secrets stay ${NAME} references, which Claude
+// Code expands from its own environment. A startup timeout becomes
+// MCP_TIMEOUT (shared by all servers: the largest wins). Tool allowlists
+// cannot be expressed (--allowedTools does not restrict a bypass-mode run)
+// and are refused. A nil configuration means no servers.
 func mcpConfig(servers []credentials.MCPServer) (cfgJSON []byte, disallowed []string, env map[string]string, err error) {
-	if len(servers) == 0 {
-		return nil, nil, nil, nil
-	}
-	cfg := map[string]map[string]any{}
 	timeout := 0
-	for _, s := range servers {
-		if err := s.Validate(); err != nil {
-			return nil, nil, nil, err
-		}
+	cfgJSON, err = adapters.MCPConfig(Name, servers, func(s credentials.MCPServer) (map[string]any, error) {
 		if len(s.IncludeTools) > 0 {
-			return nil, nil, nil, configErr("MCP server %s: Claude Code cannot restrict a server to some tools; use exclude_tools", s.Name)
+			return nil, configErr("MCP server %s: Claude Code cannot restrict a server to some tools; use exclude_tools", s.Name)
 		}
 		if s.Required {
-			return nil, nil, nil, configErr("MCP server %s: Claude Code cannot require a server (a failed one is reported as a warning)", s.Name)
+			return nil, configErr("MCP server %s: Claude Code cannot require a server (a failed one is reported as a warning)", s.Name)
 		}
-		if _, dup := cfg[s.Name]; dup {
-			return nil, nil, nil, configErr("MCP server %s declared twice", s.Name)
-		}
-		entry := s.ConfigEntry("stdio")
-		cfg[s.Name] = entry
 		for _, tool := range s.ExcludeTools {
 			disallowed = append(disallowed, "mcp__"+s.Name+"__"+tool)
 		}
 		timeout = max(timeout, s.StartupTimeoutMS)
-	}
-	b, err := json.Marshal(map[string]any{"mcpServers": cfg})
-	if err != nil {
-		return nil, nil, nil, configErr("encode MCP config: %v", err)
+		return s.ConfigEntry("stdio"), nil
+	})
+	if err != nil || cfgJSON == nil {
+		return nil, nil, nil, err
 	}
 	sort.Strings(disallowed)
 	if timeout > 0 {
 		env = map[string]string{"MCP_TIMEOUT": strconv.Itoa(timeout)}
 	}
-	return b, disallowed, env, nil
+	return cfgJSON, disallowed, env, nil
 }

@@ -30,7 +30,7 @@ func TestMCPProjection(t *testing.T) {
 
 	files := New().TurnFiles(in)
 	require.Len(t, files, 1)
-	assert.Equal(t, MCPConfigFile, files[0].Name)
+	assert.Equal(t, adapters.MCPConfigFile, files[0].Name)
 	assert.JSONEq(t, `{"mcpServers":{
 		"local":{"type":"stdio","command":"srv","args":["--flag"],"env":{"TOKEN":"${LOCAL_TOKEN}","LEVEL":"MARK-literal"}},
 		"docs":{"type":"http","url":"https://docs.example/mcp","headers":{"Authorization":"Bearer ${DOCS_TOKEN}"}}}}`, string(files[0].Data))

@@ -144,6 +144,7 @@ func TestRequestErrors(t *testing.T) {
 		{"negative timeout", adapters.Input{Prompt: "x", RequestTimeout: -time.Second}},
 		{"bad endpoint", adapters.Input{Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "127.0.0.1:8080"}}},
 		{"endpoint scheme", adapters.Input{Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "file:///etc"}}},
+		{"endpoint key and token", adapters.Input{Prompt: "x", Endpoint: &adapters.Endpoint{BaseURL: "http://h", APIKey: "k", OAuthToken: "t"}}},
 		{"bad env name", adapters.Input{Prompt: "x", Env: map[string]string{"A-B": "1"}}},
 	}
 	for _, c := range cases {

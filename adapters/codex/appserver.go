@@ -144,11 +144,8 @@ type appLine struct {
 			ID string `json:"id"`
 		} `json:"turn"`
 	} `json:"result"`
-	Error *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	Params *appParams `json:"params"`
+	Error  *adapters.RPCError `json:"error"`
+	Params *appParams         `json:"params"`
 }
 
 type appParams struct {
@@ -273,8 +270,7 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 	switch {
 	case hasID && l.Method != "":
 		// A server request: Outpost answers none of them.
-		s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": l.ID, "error": map[string]any{
-			"code": adapters.MethodNotFound, "message": adapters.Unsupported(l.Method)}}))
+		s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": l.ID, "error": adapters.Unsupported(l.Method)}))
 		return nil
 	case hasID && l.Error != nil:
 		s.done = true

@@ -201,25 +201,16 @@ func WithConfig(pairs ...string) Option {
 	return func(a *Adapter) { a.config = append(a.config, pairs...) }
 }
 
+// capabilities: resumable, forkable, a terminal turn event is required,
+// structured output, usage from events (thread-cumulative, see the package
+// doc).
+var capabilities = adapters.Capabilities{Resumable: true, Forkable: true, RequiresFinished: true,
+	StructuredOutput: true, Usage: adapters.UsageEvents}
+
 // New returns a Codex adapter.
-func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
+func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
 
-var (
-	_ adapters.Adapter           = (*Adapter)(nil)
-	_ adapters.SessionRecognizer = (*Adapter)(nil)
-)
-
-// Capabilities: resumable, forkable, a terminal turn event is required,
-// usage from events (thread-cumulative, see the package doc).
-func (a *Adapter) Capabilities() adapters.Capabilities {
-	return adapters.Capabilities{
-		Resumable:        true,
-		Forkable:         true,
-		RequiresFinished: true,
-		StructuredOutput: true,
-		Usage:            adapters.UsageEvents,
-	}
-}
+var _ adapters.SessionRecognizer = (*Adapter)(nil)
 
 // OutputSchemaFile is the name, inside the turn's scratch directory, of the
 // JSON Schema file `codex exec --output-schema` reads.
@@ -354,12 +345,9 @@ func (a *Adapter) common(in adapters.Input) (common, error) {
 		return c, err
 	}
 	if ep := in.Endpoint; ep != nil {
-		base, err := BaseURL(ep.BaseURL)
+		base, err := adapters.ClientEndpoint(Name, ep)
 		if err != nil {
 			return c, err
-		}
-		if ep.APIKey != "" && ep.OAuthToken != "" {
-			return c, configErr("endpoint has both an API key and an OAuth token; choose one")
 		}
 		p := "model_providers." + Provider + "."
 		c.cfg = append(c.cfg,

@@ -46,8 +46,6 @@ type Decoder struct {
 // NewDecoder returns a decoder for one turn.
 func NewDecoder() *Decoder { return &Decoder{} }
 
-var _ adapters.Decoder = (*Decoder)(nil)
-
 // line is the union of the top-level shapes.
 type line struct {
 	Type     string     `json:"type"`

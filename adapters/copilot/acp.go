@@ -55,17 +55,12 @@ func (a *Adapter) LiveRequest(in adapters.Input) (sandbox.Command, adapters.Live
 
 // rpc is an outgoing JSON-RPC 2.0 message.
 type rpc struct {
-	JSONRPC string    `json:"jsonrpc"`
-	ID      any       `json:"id,omitempty"`
-	Method  string    `json:"method,omitempty"`
-	Params  any       `json:"params,omitempty"`
-	Result  any       `json:"result,omitempty"`
-	Error   *rpcError `json:"error,omitempty"`
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	JSONRPC string             `json:"jsonrpc"`
+	ID      any                `json:"id,omitempty"`
+	Method  string             `json:"method,omitempty"`
+	Params  any                `json:"params,omitempty"`
+	Result  any                `json:"result,omitempty"`
+	Error   *adapters.RPCError `json:"error,omitempty"`
 }
 
 // line is m as a JSON-RPC 2.0 line.
@@ -179,7 +174,7 @@ type acpLine struct {
 		StopReason string    `json:"stopReason"`
 		Usage      *acpUsage `json:"usage"`
 	} `json:"result"`
-	Error  *rpcError `json:"error"`
+	Error  *adapters.RPCError `json:"error"`
 	Params *struct {
 		Update *acpUpdate `json:"update"`
 	} `json:"params"`
@@ -215,7 +210,7 @@ func (s *ACPSession) decode(l *acpLine) []adapters.Event {
 	case hasID && l.Method != "":
 		// A request of the agent: permission requests are cancelled (with
 		// --allow-all none should come), anything else is refused.
-		reply := rpc{ID: l.ID, Error: &rpcError{Code: adapters.MethodNotFound, Message: adapters.Unsupported(l.Method)}}
+		reply := rpc{ID: l.ID, Error: adapters.Unsupported(l.Method)}
 		if l.Method == "session/request_permission" {
 			reply = rpc{ID: l.ID, Result: map[string]any{"outcome": map[string]string{"outcome": "cancelled"}}}
 		}

@@ -187,23 +187,14 @@ func WithBinary(name string) Option { return adapters.WithBinary[Adapter](name) 
 // WithArgs appends extra arguments to every command (after Outpost's own).
 func WithArgs(args ...string) Option { return adapters.WithArgs[Adapter](args...) }
 
-// New returns a Copilot adapter.
-func New(opts ...Option) *Adapter { return adapters.Build(Name, recognizer, opts...) }
-
-var (
-	_ adapters.Adapter           = (*Adapter)(nil)
-	_ adapters.SessionRecognizer = (*Adapter)(nil)
-)
-
-// Capabilities: resumable, not forkable, the final result is required,
+// capabilities: resumable, not forkable, the final result is required,
 // usage from the session files (see the package doc).
-func (a *Adapter) Capabilities() adapters.Capabilities {
-	return adapters.Capabilities{
-		Resumable:        true,
-		RequiresFinished: true,
-		Usage:            adapters.UsageSession,
-	}
-}
+var capabilities = adapters.Capabilities{Resumable: true, RequiresFinished: true, Usage: adapters.UsageSession}
+
+// New returns a Copilot adapter.
+func New(opts ...Option) *Adapter { return adapters.Build(Name, capabilities, recognizer, opts...) }
+
+var _ adapters.SessionRecognizer = (*Adapter)(nil)
 
 func configErr(format string, args ...any) error { return adapters.ConfigError(Name, format, args...) }
 
@@ -270,12 +261,9 @@ func (a *Adapter) env(in adapters.Input) (map[string]string, error) {
 		env["HOME"] = in.Home
 	}
 	if ep := in.Endpoint; ep != nil {
-		base, err := BaseURL(ep.BaseURL)
+		base, err := adapters.ClientEndpoint(Name, ep)
 		if err != nil {
 			return nil, err
-		}
-		if ep.APIKey != "" && ep.OAuthToken != "" {
-			return nil, configErr("endpoint has both an API key and a bearer token; choose one")
 		}
 		env[OfflineVar] = "true"
 		env[TypeVar] = "openai"

@@ -64,8 +64,6 @@ type Decoder struct {
 // NewDecoder returns a decoder for one turn.
 func NewDecoder() *Decoder { return &Decoder{} }
 
-var _ adapters.Decoder = (*Decoder)(nil)
-
 type line struct {
 	Type string          `json:"type"`
 	Data json.RawMessage `json:"data"`
@@ -101,12 +99,8 @@ type data struct {
 	Reason       string          `json:"reason"`
 	Model        string          `json:"model"`
 	// assistant.usage
-	InputTokens      *int64   `json:"inputTokens"`
-	OutputTokens     *int64   `json:"outputTokens"`
-	CacheReadTokens  *int64   `json:"cacheReadTokens"`
-	CacheWriteTokens *int64   `json:"cacheWriteTokens"`
-	ReasoningTokens  *int64   `json:"reasoningTokens"`
-	Cost             *float64 `json:"cost"`
+	tokenCounts
+	Cost *float64 `json:"cost"`
 	// session.shutdown (also under accountingSnapshot)
 	ModelMetrics       map[string]modelMetric `json:"modelMetrics"`
 	AccountingSnapshot *struct {
@@ -118,6 +112,8 @@ type modelMetric struct {
 	Usage *tokenCounts `json:"usage"`
 }
 
+// tokenCounts are Copilot's token counters, as assistant.usage,
+// session.shutdown model metrics and session.usage_record carry them.
 type tokenCounts struct {
 	InputTokens      *int64 `json:"inputTokens"`
 	OutputTokens     *int64 `json:"outputTokens"`
@@ -169,9 +165,7 @@ func (d *Decoder) decode(l *line) []adapters.Event {
 			evs = []adapters.Event{{Kind: adapters.KindReasoning, Text: dt.Content}}
 		}
 	case "assistant.usage":
-		tc := tokenCounts{InputTokens: dt.InputTokens, OutputTokens: dt.OutputTokens,
-			CacheReadTokens: dt.CacheReadTokens, CacheWriteTokens: dt.CacheWriteTokens, ReasoningTokens: dt.ReasoningTokens}
-		if tc.InputTokens != nil || tc.OutputTokens != nil {
+		if tc := dt.tokenCounts; tc.InputTokens != nil || tc.OutputTokens != nil {
 			id := dt.APICallID
 			if id == "" {
 				id = dt.MessageID

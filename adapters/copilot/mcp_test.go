@@ -35,7 +35,7 @@ func TestMCPProjection(t *testing.T) {
 	}
 	files := a.TurnFiles(in)
 	require.Len(t, files, 1)
-	assert.Equal(t, MCPConfigFile, files[0].Name)
+	assert.Equal(t, adapters.MCPConfigFile, files[0].Name)
 	assert.JSONEq(t, `{"mcpServers":{
 		"local":{"type":"local","command":"srv","args":["--flag"],"env":{"TOKEN":"${LOCAL_TOKEN}","LEVEL":"MARK-literal"},"tools":["*"]},
 		"docs":{"type":"http","url":"https://docs.example/mcp","headers":{"X-Team":"MARK-header"},"tools":["search"]}}}`, string(files[0].Data))

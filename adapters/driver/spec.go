@@ -446,12 +446,12 @@ type File struct {
 // Driver files are read as [Load] reads them.
 func LoadDir(root string) ([]File, error) {
 	dir := filepath.Join(root, filepath.FromSlash(Dir))
-	d, err := safefs.OpenDir(root, filepath.FromSlash(Dir), false)
+	d, err := openDir(root, "read "+dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "read %s", dir)
+		return nil, err
 	}
 	defer d.Close()
 	fh, err := d.Open(".")
@@ -488,15 +488,23 @@ func Load(root, name string) (*Spec, error) {
 	if name == "" || filepath.Base(name) != name || strings.HasPrefix(name, ".") {
 		return nil, fmt.Errorf("driver name %q: %w", name, fs.ErrNotExist)
 	}
-	d, err := safefs.OpenDir(root, filepath.FromSlash(Dir), false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
+	d, err := openDir(root, "driver "+name)
 	if err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "driver %s", name)
+		return nil, err
 	}
 	defer d.Close()
 	return loadIn(d, name+".json", root)
+}
+
+// openDir opens root's drivers directory, no component of which may be a
+// link. A missing directory is an error wrapping fs.ErrNotExist; any other
+// failure is a configuration error about what.
+func openDir(root, what string) (*os.Root, error) {
+	d, err := safefs.OpenDir(root, filepath.FromSlash(Dir), false)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "%s", what)
+	}
+	return d, err
 }
 
 // loadIn loads the driver file name of the drivers directory d.
