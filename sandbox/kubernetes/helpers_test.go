@@ -122,8 +122,19 @@ func run(ctx context.Context, t testing.TB, sb sandbox.Sandbox, cmd sandbox.Comm
 	wg.Go(func() { _, _ = io.Copy(&stdout, p.Stdout()) })
 	wg.Go(func() { _, _ = io.Copy(&stderr, p.Stderr()) })
 	st, werr := waitGuard(t, p, time.Minute)
+	// Wait returns at the process's exit, which the wrapper reports on
+	// stderr; stdout is another stream and may still be arriving (a loaded
+	// API server or kubelet delivers it later). Read it to its end before
+	// Close stops the reading; the bound is for a command that left a
+	// child holding its output.
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+	}
 	require.NoError(t, p.Close())
-	wg.Wait()
+	<-drained
 	return result{stdout: stdout.String(), stderr: stderr.String(), status: st, err: werr}
 }
 
