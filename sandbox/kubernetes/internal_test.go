@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
@@ -208,8 +209,8 @@ func TestPodClassification(t *testing.T) {
 
 func TestLeftoverDecisions(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	opts := ReapOptions{Hostname: "here", Now: func() time.Time { return now }, Grace: 15 * time.Minute,
-		Alive: func(pid int, start string) bool { return pid == 42 && start == "7" }}
+	opts := ReapOptions{ReapOptions: sandbox.ReapOptions{Hostname: "here", Now: func() time.Time { return now }, Grace: 15 * time.Minute,
+		Alive: func(pid int, start string) bool { return pid == 42 && start == "7" }}}
 	lo := func(pid, host, start string, hb time.Time) *Leftover {
 		return &Leftover{Labels: map[string]string{LabelOwnerPID: pid, LabelOwnerHost: host, LabelOwnerStart: start},
 			Heartbeat: hb, Created: now.Add(-time.Hour)}
