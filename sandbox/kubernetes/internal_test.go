@@ -498,3 +498,25 @@ func mustStat(t *testing.T, path string) os.FileInfo {
 	require.NoError(t, err)
 	return fi
 }
+
+// TestCachedStoresOnlySuccess: a value is computed once and then read from
+// the map; a failure is returned and not stored.
+func TestCachedStoresOnlySuccess(t *testing.T) {
+	var mu sync.Mutex
+	var m map[string]int
+	calls := 0
+	fail := errors.New("boom")
+	compute := func(v int, err error) func() (int, error) {
+		return func() (int, error) { calls++; return v, err }
+	}
+	_, err := cached(&mu, &m, "a", compute(0, fail))
+	require.ErrorIs(t, err, fail)
+	assert.NotContains(t, m, "a", "a failure is not stored")
+	v, err := cached(&mu, &m, "a", compute(7, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 7, v)
+	v, err = cached(&mu, &m, "a", compute(8, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 7, v, "the stored value, not a new one")
+	assert.Equal(t, 2, calls)
+}
