@@ -15,6 +15,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/outpost-dev/outpost/internal/safetar"
 )
 
 // ErrUnsafeArchive is wrapped by every refusal of an archive's content: an
@@ -233,18 +235,14 @@ func extract(ctx context.Context, r io.Reader, dst string, members []Member, lim
 // cleaned relative name.
 func checkHeader(h *tar.Header, lim Limits) (string, error) {
 	raw := h.Name
-	if raw == "" || strings.ContainsAny(raw, "\x00\\") {
+	name, err := safetar.EntryName(raw)
+	if err != nil {
+		return "", unsafe("%v", err)
+	}
+	// Stricter than EntryName: no backslash anywhere, the tree is a CLI's.
+	if strings.ContainsRune(raw, '\\') {
 		return "", unsafe("entry name %q", raw)
 	}
-	if path.IsAbs(raw) {
-		return "", unsafe("entry %q has an absolute name", raw)
-	}
-	for part := range strings.SplitSeq(raw, "/") {
-		if part == ".." {
-			return "", unsafe("entry %q has a .. component", raw)
-		}
-	}
-	name := path.Clean(raw)
 	if h.Size < 0 || h.Size > lim.MaxEntry {
 		return "", unsafe("entry %q is %d bytes, over the %d byte limit", raw, h.Size, lim.MaxEntry)
 	}
@@ -252,13 +250,19 @@ func checkHeader(h *tar.Header, lim Limits) (string, error) {
 	case tar.TypeReg, tar.TypeRegA, tar.TypeDir: //nolint:staticcheck // old tars still write TypeRegA
 	case tar.TypeSymlink:
 		link := h.Linkname
-		if link == "" || strings.ContainsAny(link, "\x00\\") || path.IsAbs(link) {
-			return "", unsafe("symbolic link %q points to %q", raw, link)
-		}
+		// Stricter than CheckLink: links may only point down, so no chain
+		// of them can leave the tree (a lexical check cannot see that
+		// "a/.." goes up from where link a leads), and no backslash.
 		for part := range strings.SplitSeq(link, "/") {
 			if part == ".." {
 				return "", unsafe("symbolic link %q points up (%q)", raw, link)
 			}
+		}
+		if strings.ContainsRune(link, '\\') {
+			return "", unsafe("symbolic link %q points to %q", raw, link)
+		}
+		if err := safetar.CheckLink(name, link); err != nil {
+			return "", unsafe("%v", err)
 		}
 	case tar.TypeLink:
 		return "", unsafe("hard link %q", raw)

@@ -146,12 +146,15 @@ type Common struct {
 }
 
 // The default limits of isolated leases (Docker containers, Kubernetes
-// pods), and the default image.
+// pods), the default image and its user.
 const (
 	DefaultCPUs              = 2.0
 	DefaultMemoryBytes int64 = 4 << 30
 	DefaultPids        int64 = 1024
-	DefaultImage             = "outpost/base:dev"
+	// DefaultImage is the tag of the image built from .outpost/Dockerfile.
+	DefaultImage = "outpost/base:dev"
+	// DefaultUser is the base image's unprivileged "agent" account.
+	DefaultUser = "1000:1000"
 )
 
 // Limit is one resource limit, tri-state: the zero Limit is unset (the
@@ -337,6 +340,28 @@ type ReapConfig struct {
 	Grace time.Duration
 	// Version labels the client.
 	Version string
+}
+
+// ReapOptions tune a kind's reaper (docker.Reap, kubernetes.Provider.Reap,
+// host.Reap, which add their own fields). The zero value removes the
+// leftovers of dead owners on this host and those of owners that cannot be
+// checked here once they are older than the kind's DefaultReapGrace.
+type ReapOptions struct {
+	// DryRun lists leftovers without removing them.
+	DryRun bool
+	// Grace is the age of a resource's last sign of life (its creation,
+	// or its heartbeat where the kind keeps one) after which it counts as
+	// left over when its owner cannot be checked here (another host, no
+	// owner record). Zero: the kind's DefaultReapGrace; negative: never.
+	Grace time.Duration
+	// Hostname is this host's name as owners record it. Empty: os.Hostname().
+	Hostname string
+	// Now is the current time. Nil: time.Now.
+	Now func() time.Time
+	// Alive reports whether pid (with its recorded start time, possibly "")
+	// is still the owning process. Nil: a live process with that pid whose
+	// start time matches, when one was recorded.
+	Alive func(pid int, start string) bool
 }
 
 // Leftover is one thing a dead run left behind.

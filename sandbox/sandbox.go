@@ -175,14 +175,19 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // (letters, digits and '_', not starting with a digit).
 func ValidEnvName(name string) bool { return envName.MatchString(name) }
 
-// Validate checks the command before launch.
+// Validate checks the command before launch: a program, valid environment
+// variable names, and values without NUL bytes (no environment can hold
+// one).
 func (c Command) Validate() error {
 	if len(c.Args) == 0 || c.Args[0] == "" {
 		return fmt.Errorf("command has no program")
 	}
-	for k := range c.Env {
+	for k, v := range c.Env {
 		if !ValidEnvName(k) {
 			return fmt.Errorf("invalid environment variable name %q", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return fmt.Errorf("environment variable %s holds a NUL byte", k)
 		}
 	}
 	return nil

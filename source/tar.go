@@ -3,14 +3,9 @@ package source
 import (
 	"archive/tar"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"syscall"
 
+	"github.com/outpost-dev/outpost/internal/safetar"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -19,7 +14,7 @@ import (
 const ConfigDir = ".outpost"
 
 // ErrTooLarge is wrapped by Tar errors for a snapshot over its bounds.
-var ErrTooLarge = errors.New("source too large")
+var ErrTooLarge = safetar.ErrTooLarge
 
 // Tar streams the snapshot as a tar archive whose entry names are relative
 // to its directory (the lease's workspace root receives them). Closing the
@@ -38,79 +33,24 @@ func (s *Snapshot) Tar(ctx context.Context) io.ReadCloser {
 }
 
 func (s *Snapshot) write(ctx context.Context, w io.Writer) error {
-	root, err := os.OpenRoot(s.Dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	tw := tar.NewWriter(w)
-	var total int64
-	n := 0
-	err = filepath.WalkDir(s.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(s.Dir, p)
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		if rel == ConfigDir {
-			if d.IsDir() {
-				return filepath.SkipDir
+	err := safetar.Tree{
+		Dir: s.Dir,
+		Filter: func(name string, _ bool) (safetar.Pick, error) {
+			if name == ConfigDir {
+				return safetar.Prune, nil
 			}
-			return nil
-		}
-		if n++; n > s.maxN {
-			return fmt.Errorf("%w: more than %d entries", ErrTooLarge, s.maxN)
-		}
-		fi, err := d.Info() // Lstat: links are never followed
-		if err != nil {
-			return err
-		}
-		name := filepath.ToSlash(rel)
-		hdr := &tar.Header{Name: name, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}
-		switch {
-		case fi.Mode().IsDir():
-			hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
-			return tw.WriteHeader(hdr)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
-			return tw.WriteHeader(hdr)
-		case fi.Mode().IsRegular():
-			if total += fi.Size(); total > s.max {
-				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, s.max)
-			}
-			// Opened beneath the root without following a link: a file
-			// swapped for a link after the walk saw it is refused.
-			f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			// The size was fixed by the header: a file that grew is cut,
-			// one that shrank is an error.
-			if _, err := io.Copy(tw, io.LimitReader(f, fi.Size())); err != nil {
-				return err
-			}
-			return nil
-		default:
-			return fmt.Errorf("%s is not a regular file, directory or symbolic link", name)
-		}
-	})
+			return safetar.Keep, nil
+		},
+		// Names, types, permission bits, times and sizes only: no owners.
+		Edit: func(h *tar.Header) {
+			*h = tar.Header{Typeflag: h.Typeflag, Name: h.Name, Linkname: h.Linkname, Size: h.Size,
+				Mode: h.Mode & 0o777, ModTime: h.ModTime, Format: tar.FormatPAX}
+		},
+		MaxEntries:    s.maxN,
+		MaxBytes:      s.max,
+		RefuseSpecial: true,
+	}.Write(ctx, tw)
 	if err != nil {
 		return err
 	}

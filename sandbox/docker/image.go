@@ -18,8 +18,8 @@ import (
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
 
+	"github.com/outpost-dev/outpost/internal/safetar"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // ImageBuilder is the part of the engine API [BuildImage] uses.
@@ -181,36 +181,29 @@ func ignoreMatcher(contextDir string) (*patternmatcher.PatternMatcher, error) {
 // names, modes, link targets and contents: its hash names a recipe.
 func writeContext(w io.Writer, contextDir, dockerfile string, pm *patternmatcher.PatternMatcher, stable bool) error {
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(contextDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(contextDir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		name := filepath.ToSlash(rel)
-		if pm != nil && name != dockerfile && name != ".dockerignore" {
+	err := safetar.Tree{
+		Dir: contextDir,
+		Filter: func(name string, isDir bool) (safetar.Pick, error) {
+			if pm == nil || name == dockerfile || name == ".dockerignore" {
+				return safetar.Keep, nil
+			}
 			skip, err := pm.MatchesOrParentMatches(name)
-			if err != nil {
-				return err
+			switch {
+			case err != nil || !skip:
+				return safetar.Keep, err
+			case isDir && !pm.Exclusions():
+				return safetar.Prune, nil
 			}
-			if skip {
-				if d.IsDir() && !pm.Exclusions() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-		}
-		_, err = leasekit.TarEntry(tw, p, name, d, func(hdr *tar.Header) {
+			return safetar.Omit, nil
+		},
+		Edit: func(hdr *tar.Header) {
 			hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 			if stable {
 				hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = time.Time{}, time.Time{}, time.Time{}
 				hdr.PAXRecords = nil
 			}
-		})
-		return err
-	})
+		},
+	}.Write(context.Background(), tw)
 	if err != nil {
 		return fmt.Errorf("write build context: %w", err)
 	}

@@ -20,6 +20,9 @@ import (
 
 // lease is one container; it implements [sandbox.Sandbox].
 type lease struct {
+	// TarCopy is CopyIn and CopyOut: tar in the container.
+	leasekit.TarCopy[*process]
+
 	p             *Provider
 	id            string // container id
 	leaseID       string
@@ -77,23 +80,7 @@ func (l *lease) Home() string { return Home }
 // Root implements [sandbox.Sandbox].
 func (l *lease) Root() string { return Root }
 
-// CopyIn implements [sandbox.Sandbox] by running tar inside the container,
-// so the tmpfs home is reachable. The archive is checked entry by entry on
-// its way in; at the first unsafe entry the extraction is killed and CopyIn
-// fails with a configuration error. A tar that stops before the end of its
-// input (a full disk) fails CopyIn with a sandbox error holding its stderr.
-func (l *lease) CopyIn(ctx context.Context, dir string, r io.Reader) error {
-	return leasekit.CopyIn(ctx, l.startTar, dir, r)
-}
-
-// CopyOut implements [sandbox.Sandbox] by running tar inside the container.
-// A missing path is an error wrapping [fs.ErrNotExist]. A tar failure after
-// the stream started is returned by Read at the end of the stream.
-func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
-	return leasekit.CopyOut(ctx, l.startTar, p)
-}
-
-// startTar is the [leasekit.Start] of CopyIn and CopyOut.
+// startTar is the Start of the lease's TarCopy (CopyIn and CopyOut).
 func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (*process, error) {
 	return l.start(ctx, execSpec{args: argv, dir: "/", stdin: stdin})
 }

@@ -31,34 +31,36 @@ import (
 
 // Defaults of [Options].
 const (
-	// DefaultImage is the tag of the image built from .outpost/Dockerfile.
-	DefaultImage = "outpost/base:dev"
-	// DefaultUser is the sandbox user when the host process runs as root: the
-	// base image's unprivileged "agent" account.
-	DefaultUser = "1000:1000"
+	// DefaultImage is [sandbox.DefaultImage], the image built from
+	// .outpost/Dockerfile.
+	DefaultImage = sandbox.DefaultImage
+	// DefaultUser is the sandbox user when the host process runs as root:
+	// [sandbox.DefaultUser], the base image's "agent" account.
+	DefaultUser = sandbox.DefaultUser
 	// DefaultNetwork is the network mode when neither Spec nor Options name one.
 	DefaultNetwork = "bridge"
-	// DefaultPingTimeout bounds the engine probe in [New].
-	DefaultPingTimeout = 5 * time.Second
-	// DefaultOpTimeout bounds each short engine call (create, start, inspect,
-	// exec-create, the signalling exec).
-	DefaultOpTimeout = 30 * time.Second
-	// DefaultReleaseTimeout bounds container removal in Release.
-	DefaultReleaseTimeout = 30 * time.Second
+	// DefaultPingTimeout bounds the engine probe in [New],
+	// DefaultOpTimeout each short engine call (create, start, inspect,
+	// exec-create, the signalling exec), DefaultReleaseTimeout container
+	// removal in Release.
+	DefaultPingTimeout    = leasekit.DefaultPingTimeout
+	DefaultOpTimeout      = leasekit.DefaultOpTimeout
+	DefaultReleaseTimeout = leasekit.DefaultReleaseTimeout
 )
 
-// Default limits of every lease whose Spec and Options set none. They bound
-// what one agent can take from the machine (a runaway build, a fork bomb, a
-// memory leak) while leaving room for real work: a CLI with its tools, a
-// compiler, a test suite.
+// Default limits of every lease whose Spec and Options set none
+// ([sandbox.DefaultCPUs] and friends, the same on every isolated kind). They
+// bound what one agent can take from the machine (a runaway build, a fork
+// bomb, a memory leak) while leaving room for real work: a CLI with its
+// tools, a compiler, a test suite.
 const (
 	// DefaultCPUs is the CPU quota (cores' worth of time; --cpus).
-	DefaultCPUs = 2.0
+	DefaultCPUs = sandbox.DefaultCPUs
 	// DefaultMemoryBytes is the memory limit, swap disabled (--memory):
 	// the tmpfs home and /tmp count against it too.
-	DefaultMemoryBytes int64 = 4 << 30
+	DefaultMemoryBytes = sandbox.DefaultMemoryBytes
 	// DefaultPids bounds the lease's processes and threads (--pids-limit).
-	DefaultPids int64 = 1024
+	DefaultPids = sandbox.DefaultPids
 	// DefaultHomeBytes sizes the private tmpfs home ([Home]).
 	DefaultHomeBytes int64 = 2 << 30
 	// DefaultTmpBytes sizes the tmpfs /tmp ([Tmp]).
@@ -351,6 +353,7 @@ func (p *Provider) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sand
 		user:    pl.user,
 		env:     copyEnv(spec.Env),
 	}
+	l.Start = l.startTar
 	if err := l.prepareWorkspace(spec, &pl); err != nil {
 		return nil, err
 	}

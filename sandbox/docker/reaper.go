@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // The reaper exists because a lease is removed by its owner's Release, and an
@@ -40,24 +41,9 @@ type ReapClient interface {
 // cannot be checked here) must be before [Reap] removes it.
 const DefaultReapGrace = 24 * time.Hour
 
-// ReapOptions tune [Reap]. The zero value removes leftovers of dead owners on
-// this host and foreign ones older than [DefaultReapGrace].
-type ReapOptions struct {
-	// DryRun lists leftovers without removing them.
-	DryRun bool
-	// Grace is the age after which a resource whose owner cannot be checked
-	// (another host, no owner labels) counts as left over. Zero:
-	// [DefaultReapGrace]; negative: never.
-	Grace time.Duration
-	// Hostname is this host's name as owners record it. Empty: os.Hostname().
-	Hostname string
-	// Now is the current time. Nil: time.Now.
-	Now func() time.Time
-	// Alive reports whether pid (with its recorded start time, possibly "")
-	// is still the owning process. Nil: a live process with that pid whose
-	// start time matches, when one was recorded.
-	Alive func(pid int, start string) bool
-}
+// ReapOptions tune [Reap] and [ReapCopies]. The zero value removes leftovers
+// of dead owners on this host and foreign ones older than [DefaultReapGrace].
+type ReapOptions = sandbox.ReapOptions
 
 // Leftover is a labelled resource found by [Reap].
 type Leftover struct {
@@ -79,7 +65,7 @@ type Leftover struct {
 // It returns every leftover found; removal errors are joined, and a resource
 // already gone counts as removed.
 func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, error) {
-	pol := opts.policy()
+	pol := policy(opts)
 	managed := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
 	var (
 		out  []Leftover
@@ -149,7 +135,7 @@ func Reap(ctx context.Context, cli ReapClient, opts ReapOptions) ([]Leftover, er
 }
 
 // policy is how Reap judges owners: opts with the defaults filled in.
-func (o ReapOptions) policy() procowner.Policy {
+func policy(o ReapOptions) procowner.Policy {
 	pol := procowner.Policy{Grace: o.Grace, Hostname: o.Hostname, Now: o.Now, Alive: o.Alive}
 	pol.Defaults(DefaultReapGrace)
 	return pol

@@ -159,7 +159,7 @@ func ReapCopies(ctx context.Context, tempDir string, opts ReapOptions) ([]CopyLe
 	if tempDir == "" {
 		tempDir = os.TempDir()
 	}
-	found, err := procowner.Sweep{Dir: tempDir, Prefix: CopyPrefix, Policy: opts.policy(), DryRun: opts.DryRun}.Run(ctx)
+	found, err := procowner.Sweep{Dir: tempDir, Prefix: CopyPrefix, Policy: policy(opts), DryRun: opts.DryRun}.Run(ctx)
 	out := make([]CopyLeftover, 0, len(found))
 	for _, f := range found {
 		out = append(out, CopyLeftover{Path: f.Path, Reason: f.Reason, Kept: f.Kept, Removed: f.Removed})

@@ -8,12 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/outpost-dev/outpost/internal/safetar"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // ErrInvalidArchive is wrapped by CopyIn errors about the archive itself:
@@ -62,25 +61,10 @@ func (l *lease) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
 	return pr, nil
 }
 
-// archive writes the tree at p to w as tar.
+// archive writes the tree at p to w as tar, names relative to p's parent.
 func archive(ctx context.Context, p string, w io.Writer) error {
 	tw := tar.NewWriter(w)
-	parent := filepath.Dir(p)
-	err := filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(parent, file)
-		if err != nil {
-			return err
-		}
-		_, err = leasekit.TarEntry(tw, file, filepath.ToSlash(rel), d, nil)
-		return err
-	})
-	if err != nil {
+	if err := (safetar.Tree{Dir: filepath.Dir(p), Top: filepath.Base(p)}).Write(ctx, tw); err != nil {
 		return err
 	}
 	return tw.Close()
@@ -213,7 +197,7 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 			_ = os.Chtimes(target, hdr.ModTime, hdr.ModTime)
 		}
 	case tar.TypeSymlink:
-		if err := x.checkLink(target, hdr.Linkname); err != nil {
+		if err := x.checkLink(name, target, hdr.Linkname); err != nil {
 			return err
 		}
 		if err := x.replace(target); err != nil {
@@ -228,24 +212,14 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	return nil
 }
 
-// entryName validates a raw entry name and returns it cleaned, relative,
-// slash-separated ("." for the destination itself).
+// entryName validates a raw entry name ([safetar.EntryName]) and returns it
+// cleaned, relative, slash-separated ("." for the destination itself).
 func entryName(raw string) (string, error) {
-	if raw == "" {
-		return "", refuse("empty entry name")
+	name, err := safetar.EntryName(raw)
+	if err != nil {
+		return "", invalid(err, "entry %q", raw)
 	}
-	if strings.HasPrefix(raw, "/") {
-		return "", refuse("entry %q has an absolute name", raw)
-	}
-	for part := range strings.SplitSeq(raw, "/") {
-		if part == ".." {
-			return "", refuse("entry %q has a .. component", raw)
-		}
-	}
-	if strings.ContainsRune(raw, 0) {
-		return "", refuse("entry %q contains a NUL byte", raw)
-	}
-	return path.Clean(raw), nil
+	return name, nil
 }
 
 // parents makes sure every directory from x.dir down to parent exists,
@@ -288,18 +262,20 @@ func (x *extractor) parents(parent string) error {
 	return nil
 }
 
-// checkLink refuses a symbolic link at target whose destination lies
-// outside x.dir (judged lexically; absolute destinations must lie under
-// x.dir too).
-func (x *extractor) checkLink(target, link string) error {
-	if link == "" {
-		return refuse("symbolic link %s has no target", target)
+// checkLink refuses a symbolic link at target (the entry name) whose
+// destination lies outside x.dir: a relative one as [safetar.CheckLink]
+// judges it, an absolute one unless it names x.dir or a path under it
+// (judged lexically) — on this machine an absolute link into the
+// destination is as good as a relative one.
+func (x *extractor) checkLink(name, target, link string) error {
+	if !filepath.IsAbs(link) {
+		if err := safetar.CheckLink(name, link); err != nil {
+			return invalid(err, "entry %q", name)
+		}
+		return nil
 	}
-	dest := link
-	if !filepath.IsAbs(dest) {
-		dest = filepath.Join(filepath.Dir(target), dest)
-	}
-	if !within(x.dir, filepath.Clean(dest)) && !within(x.realDir, filepath.Clean(dest)) {
+	dest := filepath.Clean(link)
+	if !within(x.dir, dest) && !within(x.realDir, dest) {
 		return refuse("symbolic link %s points outside the destination (%q)", target, link)
 	}
 	return nil

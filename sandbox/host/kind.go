@@ -32,7 +32,7 @@ func open(ctx context.Context, c sandbox.Config) (sandbox.Engine, error) {
 	// now: the directories of dead owners of this host, not those of
 	// owners that cannot be judged here (outpost gc waits for their age).
 	// It costs a listing of the temporary directory.
-	if left, err := Reap(ctx, ReapOptions{Grace: -1}); err != nil || len(left) > 0 {
+	if left, err := Reap(ctx, ReapOptions{ReapOptions: sandbox.ReapOptions{Grace: -1}}); err != nil || len(left) > 0 {
 		if c.Logger != nil {
 			c.Logger.Debug("removed host leases of dead runs", "count", len(left), "err", err)
 		}
@@ -103,7 +103,7 @@ func (e *engine) Close() {
 
 // reap removes this user's host sandbox homes whose owner is gone.
 func reap(ctx context.Context, c sandbox.ReapConfig) ([]sandbox.Leftover, error) {
-	left, err := Reap(ctx, ReapOptions{DryRun: c.DryRun, Grace: c.Grace})
+	left, err := Reap(ctx, ReapOptions{ReapOptions: sandbox.ReapOptions{DryRun: c.DryRun, Grace: c.Grace}})
 	out := make([]sandbox.Leftover, 0, len(left))
 	for _, l := range left {
 		out = append(out, sandbox.Leftover{Removed: l.Removed, What: fmt.Sprintf("host sandbox %s (%s)", l.Path, l.Reason)})

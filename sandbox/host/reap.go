@@ -7,6 +7,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // The reaper exists because a lease directory (the private home with the
@@ -35,14 +36,9 @@ type ReapOptions struct {
 	// TempDir is where the provider created its leases (Options.TempDir).
 	// Empty: os.TempDir().
 	TempDir string
-	// DryRun lists leftovers without removing them.
-	DryRun bool
-	// Grace: see [DefaultReapGrace] (zero: that; negative: never by age).
-	Grace time.Duration
-	// Hostname is this host's name as owners record it. Empty: os.Hostname().
-	Hostname string
-	// Now is the current time. Nil: time.Now.
-	Now func() time.Time
+	// DryRun, Grace (the age of a lease directory), Hostname, Now, Alive:
+	// see [sandbox.ReapOptions].
+	sandbox.ReapOptions
 }
 
 // Leftover is a lease directory found by [Reap].
@@ -67,7 +63,7 @@ func Reap(ctx context.Context, opts ReapOptions) ([]Leftover, error) {
 	if opts.TempDir == "" {
 		opts.TempDir = os.TempDir()
 	}
-	pol := procowner.Policy{Grace: opts.Grace, Hostname: opts.Hostname, Now: opts.Now}
+	pol := procowner.Policy{Grace: opts.Grace, Hostname: opts.Hostname, Now: opts.Now, Alive: opts.Alive}
 	pol.Defaults(DefaultReapGrace)
 	found, err := procowner.Sweep{Dir: opts.TempDir, Prefix: LeasePrefix, Policy: pol, Unrecorded: true,
 		DryRun: opts.DryRun}.Run(ctx)

@@ -54,7 +54,7 @@ func TestReap(t *testing.T) {
 	require.NoError(t, os.Symlink(outside, filepath.Join(tmp, "outpost-host-link")))
 	other := mk("unrelated-dir", map[string]any{"pid": deadPID(t), "host": host_})
 
-	got, err := host.Reap(context.Background(), host.ReapOptions{TempDir: tmp, DryRun: true})
+	got, err := host.Reap(context.Background(), host.ReapOptions{TempDir: tmp, ReapOptions: sandbox.ReapOptions{DryRun: true}})
 	require.NoError(t, err)
 	paths := func(los []host.Leftover) []string {
 		var out []string

@@ -66,7 +66,7 @@ func ExampleProvider_Reap() {
 		return
 	}
 	defer p.Close()
-	left, err := p.Reap(ctx, kubernetes.ReapOptions{DryRun: true, Grace: 30 * time.Minute})
+	left, err := p.Reap(ctx, kubernetes.ReapOptions{ReapOptions: sandbox.ReapOptions{DryRun: true, Grace: 30 * time.Minute}})
 	for _, l := range left {
 		fmt.Println(l.Kind, l.Namespace+"/"+l.Name, l.Reason)
 	}

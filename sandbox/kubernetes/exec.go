@@ -126,11 +126,6 @@ func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process,
 	if err := cmd.Validate(); err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
 	}
-	for k, v := range cmd.Env {
-		if strings.ContainsRune(v, 0) {
-			return nil, outposterr.New(outposterr.Configuration, "exec: environment variable %s holds a NUL byte", k)
-		}
-	}
 	p, err := l.start(ctx, execSpec{
 		args: cmd.Args, env: cmd.Env, dir: cmd.Dir, stdin: cmd.Stdin, live: cmd.KeepStdinOpen,
 		syncAfter: l.workspace != "",

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
@@ -208,8 +209,8 @@ func TestPodClassification(t *testing.T) {
 
 func TestLeftoverDecisions(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	opts := ReapOptions{Hostname: "here", Now: func() time.Time { return now }, Grace: 15 * time.Minute,
-		Alive: func(pid int, start string) bool { return pid == 42 && start == "7" }}
+	opts := ReapOptions{ReapOptions: sandbox.ReapOptions{Hostname: "here", Now: func() time.Time { return now }, Grace: 15 * time.Minute,
+		Alive: func(pid int, start string) bool { return pid == 42 && start == "7" }}}
 	lo := func(pid, host, start string, hb time.Time) *Leftover {
 		return &Leftover{Labels: map[string]string{LabelOwnerPID: pid, LabelOwnerHost: host, LabelOwnerStart: start},
 			Heartbeat: hb, Created: now.Add(-time.Hour)}
@@ -496,4 +497,26 @@ func mustStat(t *testing.T, path string) os.FileInfo {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	return fi
+}
+
+// TestCachedStoresOnlySuccess: a value is computed once and then read from
+// the map; a failure is returned and not stored.
+func TestCachedStoresOnlySuccess(t *testing.T) {
+	var mu sync.Mutex
+	var m map[string]int
+	calls := 0
+	fail := errors.New("boom")
+	compute := func(v int, err error) func() (int, error) {
+		return func() (int, error) { calls++; return v, err }
+	}
+	_, err := cached(&mu, &m, "a", compute(0, fail))
+	require.ErrorIs(t, err, fail)
+	assert.NotContains(t, m, "a", "a failure is not stored")
+	v, err := cached(&mu, &m, "a", compute(7, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 7, v)
+	v, err = cached(&mu, &m, "a", compute(8, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 7, v, "the stored value, not a new one")
+	assert.Equal(t, 2, calls)
 }

@@ -243,7 +243,7 @@ func reap(ctx context.Context, c sandbox.ReapConfig) ([]sandbox.Leftover, error)
 		return nil, err
 	}
 	defer p.Close()
-	left, err := p.Reap(ctx, ReapOptions{DryRun: c.DryRun, Grace: c.Grace})
+	left, err := p.Reap(ctx, ReapOptions{ReapOptions: sandbox.ReapOptions{DryRun: c.DryRun, Grace: c.Grace}})
 	out := make([]sandbox.Leftover, 0, len(left))
 	for _, l := range left {
 		out = append(out, sandbox.Leftover{Removed: l.Removed, What: fmt.Sprintf("%s %s/%s (%s)", l.Kind, l.Namespace, l.Name, l.Reason)})

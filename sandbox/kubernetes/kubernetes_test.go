@@ -474,7 +474,7 @@ func TestReaperRemovesLeasesOfAKilledOwner(t *testing.T) {
 		return names
 	}
 	want := []string{"pod " + pod, "secret " + pod + "-env"}
-	ls, err := p.Reap(context.Background(), kubernetes.ReapOptions{DryRun: true})
+	ls, err := p.Reap(context.Background(), kubernetes.ReapOptions{ReapOptions: sandbox.ReapOptions{DryRun: true}})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, mine(ls))
 	require.NotNil(t, getPod(t, cs, p.Namespace(), pod), "a dry run removes nothing")

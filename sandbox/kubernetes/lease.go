@@ -26,6 +26,9 @@ const watchFailures = 5
 
 // lease is one pod; it implements [sandbox.Sandbox].
 type lease struct {
+	// TarCopy is CopyIn and CopyOut: tar in the pod.
+	leasekit.TarCopy[*process]
+
 	p         *Provider
 	leaseID   string
 	name      string // pod name
@@ -63,7 +66,7 @@ var _ sandbox.Sandbox = (*lease)(nil)
 
 func newLease(p *Provider, leaseID, user, workspace string) *lease {
 	ctx, cancel := context.WithCancel(p.withLogger(context.Background()))
-	return &lease{
+	l := &lease{
 		p:         p,
 		leaseID:   leaseID,
 		name:      "outpost-" + leaseID[:16],
@@ -74,6 +77,8 @@ func newLease(p *Provider, leaseID, user, workspace string) *lease {
 		changed:   make(chan struct{}),
 		gone:      make(chan struct{}),
 	}
+	l.Start = l.startTar
+	return l
 }
 
 // ID implements [sandbox.Sandbox]: the pod name.

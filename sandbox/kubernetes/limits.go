@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,39 +38,55 @@ const NoPidsLimit int64 = -1
 // when the node does not limit pods. A refusal is a configuration error;
 // an API server or kubelet that does not answer a sandbox error.
 func (p *Provider) NodePidsLimit(ctx context.Context, node string) (int64, error) {
-	p.mu.Lock()
-	n, ok := p.nodePids[node]
-	p.mu.Unlock()
-	if ok {
+	return cached(&p.mu, &p.nodePids, node, func() (int64, error) {
+		cctx, cancel := p.opCtx(ctx)
+		defer cancel()
+		body, err := p.cs.nodeConfigz(cctx, node)
+		if err != nil && apierrors.IsBadRequest(err) && strings.Contains(err.Error()+string(body), "address not allowed") {
+			var derr error
+			body, derr = p.localConfigz(cctx, node)
+			if derr != nil {
+				err = fmt.Errorf("%w; asking its kubelet directly: %w", err, derr)
+			} else {
+				err = nil
+			}
+		}
+		if err != nil {
+			what := fmt.Sprintf("read the kubelet configuration of node %s (nodes/%s/proxy/configz)", node, node)
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsBadRequest(err) || errors.As(err, new(*tlsError)) {
+				return 0, outposterr.Wrap(outposterr.Configuration, err, "%s", what)
+			}
+			return 0, apiError(err, "%s", what)
+		}
+		n, err := parsePodPidsLimit(body)
+		if err != nil {
+			return 0, outposterr.Wrap(outposterr.Sandbox, err, "kubelet configuration of node %s", node)
+		}
 		return n, nil
+	})
+}
+
+// cached returns (*m)[key], read under mu, else what compute returns, which
+// it stores unless compute fails. compute runs without mu held: two callers
+// may compute the same value at once, the last one stored stays.
+func cached[K comparable, V any](mu *sync.Mutex, m *map[K]V, key K, compute func() (V, error)) (V, error) {
+	mu.Lock()
+	v, ok := (*m)[key]
+	mu.Unlock()
+	if ok {
+		return v, nil
 	}
-	cctx, cancel := p.opCtx(ctx)
-	defer cancel()
-	body, err := p.cs.nodeConfigz(cctx, node)
-	if err != nil && apierrors.IsBadRequest(err) && strings.Contains(err.Error()+string(body), "address not allowed") {
-		var derr error
-		body, derr = p.localConfigz(cctx, node)
-		if derr != nil {
-			err = fmt.Errorf("%w; asking its kubelet directly: %w", err, derr)
-		} else {
-			err = nil
-		}
-	}
+	v, err := compute()
 	if err != nil {
-		what := fmt.Sprintf("read the kubelet configuration of node %s (nodes/%s/proxy/configz)", node, node)
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsBadRequest(err) || errors.As(err, new(*tlsError)) {
-			return 0, outposterr.Wrap(outposterr.Configuration, err, "%s", what)
-		}
-		return 0, apiError(err, "%s", what)
+		return v, err
 	}
-	n, err = parsePodPidsLimit(body)
-	if err != nil {
-		return 0, outposterr.Wrap(outposterr.Sandbox, err, "kubelet configuration of node %s", node)
+	mu.Lock()
+	if *m == nil {
+		*m = map[K]V{}
 	}
-	p.mu.Lock()
-	p.nodePids[node] = n
-	p.mu.Unlock()
-	return n, nil
+	(*m)[key] = v
+	mu.Unlock()
+	return v, nil
 }
 
 // NodeNames lists the cluster's nodes, sorted.

@@ -30,25 +30,24 @@ import (
 
 // Defaults of [Options].
 const (
-	// DefaultImage is the tag of the image built from .outpost/Dockerfile; it
-	// must be on the nodes or pullable by them.
-	DefaultImage = "outpost/base:dev"
-	// DefaultUser is the sandbox user: the base image's unprivileged "agent"
-	// account. Kubernetes leases never run as root.
-	DefaultUser = "1000:1000"
+	// DefaultImage is [sandbox.DefaultImage], the image built from
+	// .outpost/Dockerfile; it must be on the nodes or pullable by them.
+	DefaultImage = sandbox.DefaultImage
+	// DefaultUser is the sandbox user: [sandbox.DefaultUser], the base
+	// image's "agent" account. Kubernetes leases never run as root.
+	DefaultUser = sandbox.DefaultUser
 	// DefaultNamespace is used when neither Options nor the kubeconfig
 	// context name one.
 	DefaultNamespace = "default"
-	// DefaultPingTimeout bounds the API server probe in [New].
-	DefaultPingTimeout = 5 * time.Second
-	// DefaultOpTimeout bounds each short API call (create, get, patch,
-	// delete, the signalling exec).
-	DefaultOpTimeout = 30 * time.Second
+	// DefaultPingTimeout bounds the API server probe in [New],
+	// DefaultOpTimeout each short API call (create, get, patch, delete, the
+	// signalling exec), DefaultReleaseTimeout cleanup in Release.
+	DefaultPingTimeout    = leasekit.DefaultPingTimeout
+	DefaultOpTimeout      = leasekit.DefaultOpTimeout
+	DefaultReleaseTimeout = leasekit.DefaultReleaseTimeout
 	// DefaultStartTimeout bounds the wait for a new pod to run (scheduling,
 	// image pull, container start).
 	DefaultStartTimeout = 5 * time.Minute
-	// DefaultReleaseTimeout bounds cleanup in Release.
-	DefaultReleaseTimeout = 30 * time.Second
 	// DefaultLifetime is the pod's activeDeadlineSeconds: the backstop that
 	// ends a lease whose owner vanished without anyone running `outpost gc`.
 	DefaultLifetime = 24 * time.Hour
@@ -62,12 +61,12 @@ const (
 	// DefaultHomeBytes is the size limit of the memory-backed home.
 	DefaultHomeBytes = 1 << 30
 	// DefaultCPUs, DefaultMemoryBytes and DefaultPids are the limits of
-	// every lease unless Options or Spec set others: the Docker provider's
-	// (docker.DefaultCPUs and friends), so a turn gets the same bounds on
-	// either kind.
-	DefaultCPUs              = 2.0
-	DefaultMemoryBytes int64 = 4 << 30
-	DefaultPids        int64 = 1024
+	// every lease unless Options or Spec set others: [sandbox.DefaultCPUs]
+	// and friends, the Docker provider's too, so a turn gets the same
+	// bounds on either kind.
+	DefaultCPUs        = sandbox.DefaultCPUs
+	DefaultMemoryBytes = sandbox.DefaultMemoryBytes
+	DefaultPids        = sandbox.DefaultPids
 	// DefaultCPURequest and DefaultMemoryRequestBytes are what a lease
 	// asks the scheduler for (capped at its limits): small, so a 2-core
 	// node runs several leases at once; the limits above are what a lease

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 )
 
 // The reaper exists because a lease is removed by its owner's Release, and an
@@ -31,26 +32,15 @@ const DefaultReapGrace = 15 * time.Minute
 // this host and foreign ones whose heartbeat is older than
 // [DefaultReapGrace], in every namespace the client may list.
 type ReapOptions struct {
-	// DryRun lists leftovers without removing them.
-	DryRun bool
 	// Namespaces to search. Empty: all namespaces; if listing across
 	// namespaces is forbidden, FallbackNamespace alone.
 	Namespaces []string
 	// FallbackNamespace is searched when listing across namespaces is
 	// forbidden. Empty: [DefaultNamespace].
 	FallbackNamespace string
-	// Grace is the heartbeat age after which a lease whose owner cannot be
-	// checked here counts as left over. Zero: [DefaultReapGrace]; negative:
-	// never.
-	Grace time.Duration
-	// Hostname is this host's name as owners record it. Empty: os.Hostname().
-	Hostname string
-	// Now is the current time. Nil: time.Now.
-	Now func() time.Time
-	// Alive reports whether pid (with its recorded start time, possibly "")
-	// is still the owning process. Nil: a live process with that pid whose
-	// start time matches, when one was recorded.
-	Alive func(pid int, start string) bool
+	// DryRun, Grace (the age of a pod's heartbeat, of a Secret's
+	// creation), Hostname, Now, Alive: see [sandbox.ReapOptions].
+	sandbox.ReapOptions
 }
 
 // Leftover is a labelled resource found by [Provider.Reap].

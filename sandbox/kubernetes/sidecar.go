@@ -154,29 +154,18 @@ func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc
 // while its size and modification time stay the same.
 func (p *Provider) fileSum(path string, fi os.FileInfo) (string, error) {
 	key := fileKey{path: path, size: fi.Size(), mod: fi.ModTime()}
-	p.mu.Lock()
-	sum, ok := p.sums[key]
-	p.mu.Unlock()
-	if ok {
-		return sum, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	sum = hex.EncodeToString(h.Sum(nil))
-	p.mu.Lock()
-	if p.sums == nil {
-		p.sums = map[fileKey]string{}
-	}
-	p.sums[key] = sum
-	p.mu.Unlock()
-	return sum, nil
+	return cached(&p.mu, &p.sums, key, func() (string, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	})
 }
 
 // fileKey identifies a version of a file for fileSum's cache.

@@ -10,13 +10,13 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/outpost-dev/outpost/internal/safetar"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
@@ -86,32 +86,17 @@ func (l *lease) copyWorkspaceIn(ctx context.Context) error {
 // are left out.
 func writeWorkspaceTar(w io.Writer, dir string, known map[string]bool, hide []string) error {
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if hidden(rel, hide) {
-			if d.IsDir() {
-				return filepath.SkipDir
+	err := safetar.Tree{
+		Dir: dir,
+		Filter: func(name string, _ bool) (safetar.Pick, error) {
+			if hidden(name, hide) {
+				return safetar.Prune, nil
 			}
-			return nil
-		}
-		written, err := leasekit.TarEntry(tw, p, rel, d, func(h *tar.Header) {
-			h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
-		})
-		if written {
-			known[rel] = true
-		}
-		return err
-	})
+			return safetar.Keep, nil
+		},
+		Edit:    func(h *tar.Header) { h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", "" },
+		Written: func(name string) { known[name] = true },
+	}.Write(context.Background(), tw)
 	if err != nil {
 		return outposterr.Wrap(outposterr.Configuration, err, "read workspace %s", dir)
 	}
@@ -271,13 +256,13 @@ func syncErr(err error, name string) error {
 }
 
 // syncName turns an archive name ("./a/b/") into a workspace path ("a/b"),
-// refusing absolute names and ".." components.
+// refusing what [safetar.EntryName] refuses and the workspace itself.
 func syncName(n string) (string, bool) {
-	n = strings.TrimSuffix(strings.TrimPrefix(n, "./"), "/")
-	if n == "" || n == "." || leasekit.LocalName(n) != nil || strings.ContainsRune(n, 0) {
+	name, err := safetar.EntryName(n)
+	if err != nil || name == "." {
 		return "", false
 	}
-	return path.Clean(n), true
+	return name, true
 }
 
 // ensureParent creates the parent directories of name.

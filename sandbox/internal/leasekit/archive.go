@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
-	"strings"
 
+	"github.com/outpost-dev/outpost/internal/safetar"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -46,90 +43,25 @@ func SafeTar(w io.Writer, r io.Reader) error {
 	}
 }
 
-// CheckEntry refuses a header that could write outside the destination: an
-// absolute name, a ".." component, a symbolic link whose target is absolute
-// or leaves the destination, a hard link to such a name, or a special file.
+// CheckEntry refuses a header that could write outside the destination: a
+// name [safetar.EntryName] refuses, a symbolic link [safetar.CheckLink]
+// refuses, a hard link to a name EntryName refuses, or a special file.
 func CheckEntry(h *tar.Header) error {
-	if err := LocalName(h.Name); err != nil {
-		return err
+	if _, err := safetar.EntryName(h.Name); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsafeArchive, err)
 	}
 	switch h.Typeflag {
 	case tar.TypeReg, tar.TypeRegA, tar.TypeDir: //nolint:staticcheck // old-style regular files are still regular files
 	case tar.TypeSymlink:
-		if path.IsAbs(h.Linkname) {
-			return fmt.Errorf("%w: %s links to absolute %s", ErrUnsafeArchive, h.Name, h.Linkname)
-		}
-		target := path.Join(path.Dir(strings.TrimSuffix(h.Name, "/")), h.Linkname)
-		if target == ".." || strings.HasPrefix(target, "../") {
-			return fmt.Errorf("%w: %s links outside the destination (%s)", ErrUnsafeArchive, h.Name, h.Linkname)
+		if err := safetar.CheckLink(h.Name, h.Linkname); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnsafeArchive, err)
 		}
 	case tar.TypeLink:
-		if err := LocalName(h.Linkname); err != nil {
-			return fmt.Errorf("hard link %s: %w", h.Name, err)
+		if _, err := safetar.EntryName(h.Linkname); err != nil {
+			return fmt.Errorf("%w: hard link %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
 	default:
 		return fmt.Errorf("%w: %s has unsupported type %q", ErrUnsafeArchive, h.Name, h.Typeflag)
 	}
 	return nil
-}
-
-// LocalName accepts relative names without ".." components ("./" is fine).
-func LocalName(name string) error {
-	if name == "" || path.IsAbs(name) || strings.HasPrefix(name, `\`) {
-		return fmt.Errorf("%w: absolute or empty name %q", ErrUnsafeArchive, name)
-	}
-	for c := range strings.SplitSeq(name, "/") {
-		if c == ".." {
-			return fmt.Errorf("%w: %q has a .. component", ErrUnsafeArchive, name)
-		}
-	}
-	return nil
-}
-
-// TarEntry writes d, an entry at path p of a directory walk, to tw as name
-// (a directory's name gets its trailing "/"), with a regular file's
-// content; edit, when not nil, adjusts the header first. Symbolic links are
-// written as links, never followed. Sockets, devices and pipes are left
-// out: written is false for them.
-func TarEntry(tw *tar.Writer, p, name string, d fs.DirEntry, edit func(*tar.Header)) (written bool, err error) {
-	info, err := d.Info()
-	if err != nil {
-		return false, err
-	}
-	link := ""
-	switch {
-	case info.Mode()&fs.ModeSymlink != 0:
-		if link, err = os.Readlink(p); err != nil {
-			return false, err
-		}
-	case info.Mode().IsRegular(), info.IsDir():
-	default:
-		return false, nil
-	}
-	h, err := tar.FileInfoHeader(info, link)
-	if err != nil {
-		return false, err
-	}
-	h.Name = name
-	if info.IsDir() {
-		h.Name += "/"
-	}
-	if edit != nil {
-		edit(h)
-	}
-	if err := tw.WriteHeader(h); err != nil {
-		return false, err
-	}
-	if !info.Mode().IsRegular() {
-		return true, nil
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return true, err
-	}
-	defer f.Close()
-	if _, err := io.CopyN(tw, f, h.Size); err != nil {
-		return true, fmt.Errorf("read %s: %w", p, err)
-	}
-	return true, nil
 }

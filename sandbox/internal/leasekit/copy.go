@@ -28,6 +28,33 @@ type Process interface {
 // of the lease user working in "/", stdin its standard input (nil: none).
 type Start[P Process] func(ctx context.Context, argv []string, stdin io.Reader) (P, error)
 
+// TarCopy is a container kind's [sandbox.Sandbox.CopyIn] and
+// [sandbox.Sandbox.CopyOut] ([CopyIn], [CopyOut]); a lease embeds it with
+// the Start of its tar.
+type TarCopy[P Process] struct {
+	Start Start[P]
+}
+
+// CopyIn implements [sandbox.Sandbox] by running tar in the lease (so every
+// path of the lease is reachable, its tmpfs home included), fed through its
+// standard input. The archive is checked entry by entry on its way in ([CheckEntry]:
+// no absolute names, no ".." components, no symbolic links that are
+// absolute or lead outside the destination, no hard links to such names, no
+// special files); at the first unsafe entry the extraction is killed and
+// CopyIn fails with a configuration error. A tar that stops before the end
+// of its input (a full disk) fails CopyIn with a sandbox error holding its
+// stderr.
+func (c TarCopy[P]) CopyIn(ctx context.Context, dir string, r io.Reader) error {
+	return CopyIn(ctx, c.Start, dir, r)
+}
+
+// CopyOut implements [sandbox.Sandbox] by running tar in the lease. A
+// missing path is an error wrapping [fs.ErrNotExist]. A tar failure after
+// the stream started is returned by Read at the end of the stream.
+func (c TarCopy[P]) CopyOut(ctx context.Context, p string) (io.ReadCloser, error) {
+	return CopyOut(ctx, c.Start, p)
+}
+
 // copyInScript extracts stdin under $1 as the lease user: modes kept
 // (-p), owner always the user (--no-same-owner, also when the user is 0).
 // GNU tar strips leading "/" and refuses members containing "..".

@@ -5,9 +5,10 @@
 // decoding ([StatusOf]), a lease's release bookkeeping ([ReleaseState]),
 // CopyIn and CopyOut through tar in the lease (the archive checked on its
 // way in), a bounded in-memory pipe for process output, a tail buffer for
-// error messages, and Linux signal names. The kinds that archive a tree of
-// this machine (a build context, a workspace, the host provider's CopyOut)
-// write its entries with [TarEntry], and check a lease's workspace with
-// [WorkspaceDir]. The reapers' owner decisions are internal/procowner
+// error messages, and Linux signal names. The kinds check a lease's
+// workspace with [WorkspaceDir]; they archive a tree of this machine (a
+// build context, a workspace, the host provider's CopyOut) with
+// internal/safetar, which also decides which archive names and links are
+// safe to extract. The reapers' owner decisions are internal/procowner
 // (Policy).
 package leasekit

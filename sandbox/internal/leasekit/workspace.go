@@ -4,8 +4,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
+)
+
+// Timeouts the container kinds' Options default to.
+const (
+	// DefaultPingTimeout bounds the probe of the engine (the Docker daemon,
+	// the API server) in a kind's New.
+	DefaultPingTimeout = 5 * time.Second
+	// DefaultOpTimeout bounds each short engine call.
+	DefaultOpTimeout = 30 * time.Second
+	// DefaultReleaseTimeout bounds the removal of a lease in Release.
+	DefaultReleaseTimeout = 30 * time.Second
 )
 
 // WorkspaceDir is the absolute path of a lease spec's workspace, which must
