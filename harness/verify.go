@@ -131,45 +131,15 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 	start := time.Now()
 	v := &Verification{}
 	defer func() { v.DurationMS = time.Since(start).Milliseconds() }()
-	fail := func(verdict Verdict, format string, args ...any) *Verification {
-		v.Verdict, v.Error = verdict, fmt.Sprintf(format, args...)
-		if verdict == VerdictFail {
-			zero := 0.0
-			v.Reward = &zero
-		}
-		return v
+	pl, err := planVerification(in.Verifier)
+	if err != nil {
+		return v.fail(VerdictError, err)
 	}
-	vf := in.Verifier
-	if strings.TrimSpace(vf.Command) == "" {
-		return fail(VerdictError, "no verifier command")
-	}
-	if vf.Timeout <= 0 {
-		vf.Timeout = DefaultVerifyTimeout
-	}
-	if vf.MaxOutput <= 0 {
-		vf.MaxOutput = DefaultVerifyOutput
-	}
-	var grader *grading.Grader
-	if vf.Tests != nil {
-		g, err := grading.New(vf.Tests.Parser, vf.Tests.FailToPass, vf.Tests.PassToPass)
-		if err != nil {
-			return fail(VerdictError, "the verifier's tests: %v", err)
-		}
-		grader = g
-	}
-	var testPaths []string
-	if len(vf.TestPatch) > 0 {
-		p, err := grading.PatchPaths(string(vf.TestPatch))
-		if err != nil {
-			return fail(VerdictError, "the test patch: %v", err)
-		}
-		testPaths = p
-	}
-	actx, cancel := context.WithTimeout(ctx, vf.Timeout+workspaceTimeout)
+	actx, cancel := context.WithTimeout(ctx, pl.vf.Timeout+workspaceTimeout)
 	sb, err := in.Provider.Acquire(actx, in.Spec)
 	cancel()
 	if err != nil {
-		return fail(VerdictError, "acquire the verifier's sandbox: %v", err)
+		return v.fail(VerdictError, fmt.Errorf("acquire the verifier's sandbox: %w", err))
 	}
 	defer func() {
 		c, cancel := withCleanup(ctx)
@@ -177,34 +147,13 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 		cancel()
 	}()
 	if in.Source.Tar == nil {
-		return fail(VerdictError, "no source to verify")
+		return v.fail(VerdictError, errors.New("no source to verify"))
 	}
 	// Copies and the patch: bounded apart from the command's timeout.
-	wctx, wcancel := context.WithTimeout(ctx, vf.Timeout+workspaceTimeout)
+	wctx, wcancel := context.WithTimeout(ctx, pl.vf.Timeout+workspaceTimeout)
 	defer wcancel()
-	if err := copyArchive(wctx, sb, in.Source.Tar); err != nil {
-		return fail(VerdictError, "copy the source into the verifier's sandbox: %v", err)
-	}
-	if len(in.Source.Patch) > 0 {
-		if err := applyPatch(wctx, sb, in.Source.Patch); err != nil {
-			if ctx.Err() != nil || errors.Is(wctx.Err(), context.DeadlineExceeded) || errors.As(err, new(gitNotRunError)) {
-				return fail(VerdictError, "apply the attempt's patch: %v", err)
-			}
-			return fail(VerdictFail, "the attempt's patch does not apply to the source: %v", err)
-		}
-	}
-	if len(vf.TestPatch) > 0 {
-		if err := resetPaths(wctx, sb, in.Source.Tar, testPaths); err != nil {
-			return fail(VerdictError, "reset the test patch's files to the source's: %v", err)
-		}
-		if err := applyPatch(wctx, sb, vf.TestPatch); err != nil {
-			return fail(VerdictError, "the test patch does not apply to the source: %v", err)
-		}
-	}
-	if vf.Files != nil {
-		if err := copyTestFiles(wctx, sb, vf.Files); err != nil {
-			return fail(VerdictError, "copy the test files into the verifier's sandbox: %v", err)
-		}
+	if verdict, err := seedVerification(ctx, wctx, sb, in.Source, pl); err != nil {
+		return v.fail(verdict, err)
 	}
 	dir := newScratch(sb.Home())
 	td, err := materializeTurnFiles(wctx, sb, dir, nil)
@@ -214,40 +163,149 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 		cancel()
 	}()
 	if err != nil {
-		return fail(VerdictError, "make the reward directory: %v", err)
+		return v.fail(VerdictError, fmt.Errorf("make the reward directory: %w", err))
 	}
 	rewardFile := path.Join(dir, "reward")
-	cctx, ccancel := context.WithTimeout(ctx, vf.Timeout)
+	if err := v.runVerifier(ctx, sb, pl, rewardFile); err != nil {
+		return v.fail(VerdictError, err)
+	}
+	if err := v.judge(ctx, sb, rewardFile); err != nil {
+		return v.fail(VerdictError, err)
+	}
+	return v
+}
+
+// fail ends v with verdict, and err as its Error; a fail's reward is 0,
+// an error has none.
+func (v *Verification) fail(verdict Verdict, err error) *Verification {
+	v.Verdict, v.Error = verdict, err.Error()
+	if verdict == VerdictFail {
+		zero := 0.0
+		v.Reward = &zero
+	}
+	return v
+}
+
+// verifyPlan is what Verify decides from the Verifier before it acquires
+// a lease.
+type verifyPlan struct {
+	// vf is the Verifier with its defaults filled in.
+	vf Verifier
+	// grader grades the output against vf.Tests (nil: no test lists).
+	grader *grading.Grader
+	// testPaths are the paths vf.TestPatch touches.
+	testPaths []string
+}
+
+// planVerification checks vf and resolves its defaults, the grader of its
+// test lists and the paths its test patch touches; an error is the
+// verifier's own, never the attempt's.
+func planVerification(vf Verifier) (verifyPlan, error) {
+	pl := verifyPlan{vf: vf}
+	if strings.TrimSpace(vf.Command) == "" {
+		return pl, errors.New("no verifier command")
+	}
+	if pl.vf.Timeout <= 0 {
+		pl.vf.Timeout = DefaultVerifyTimeout
+	}
+	if pl.vf.MaxOutput <= 0 {
+		pl.vf.MaxOutput = DefaultVerifyOutput
+	}
+	if vf.Tests != nil {
+		g, err := grading.New(vf.Tests.Parser, vf.Tests.FailToPass, vf.Tests.PassToPass)
+		if err != nil {
+			return pl, fmt.Errorf("the verifier's tests: %w", err)
+		}
+		pl.grader = g
+	}
+	if len(vf.TestPatch) > 0 {
+		p, err := grading.PatchPaths(string(vf.TestPatch))
+		if err != nil {
+			return pl, fmt.Errorf("the test patch: %w", err)
+		}
+		pl.testPaths = p
+	}
+	return pl, nil
+}
+
+// seedVerification lays out the workspace the command grades, bounded by
+// wctx: the source, the attempt's patch, the test patch over the source's
+// version of its paths, then the test files. The verdict that comes with
+// an error is fail only when the attempt's patch does not apply; anything
+// else (ctx ended, wctx ran out, no git, the grader's own files) is error.
+func seedVerification(ctx, wctx context.Context, sb sandbox.Sandbox, src Seed, pl verifyPlan) (Verdict, error) {
+	if err := copyArchive(wctx, sb, src.Tar); err != nil {
+		return VerdictError, fmt.Errorf("copy the source into the verifier's sandbox: %w", err)
+	}
+	if len(src.Patch) > 0 {
+		if err := applyPatch(wctx, sb, src.Patch); err != nil {
+			if ctx.Err() != nil || errors.Is(wctx.Err(), context.DeadlineExceeded) || errors.As(err, new(gitNotRunError)) {
+				return VerdictError, fmt.Errorf("apply the attempt's patch: %w", err)
+			}
+			return VerdictFail, fmt.Errorf("the attempt's patch does not apply to the source: %w", err)
+		}
+	}
+	if len(pl.vf.TestPatch) > 0 {
+		if err := resetPaths(wctx, sb, src.Tar, pl.testPaths); err != nil {
+			return VerdictError, fmt.Errorf("reset the test patch's files to the source's: %w", err)
+		}
+		if err := applyPatch(wctx, sb, pl.vf.TestPatch); err != nil {
+			return VerdictError, fmt.Errorf("the test patch does not apply to the source: %w", err)
+		}
+	}
+	if pl.vf.Files != nil {
+		if err := copyTestFiles(wctx, sb, pl.vf.Files); err != nil {
+			return VerdictError, fmt.Errorf("copy the test files into the verifier's sandbox: %w", err)
+		}
+	}
+	return "", nil
+}
+
+// runVerifier runs the command within its timeout, with rewardFile named
+// by $OUTPOST_REWARD_FILE, and records its output tail, its grading and
+// its exit code in v. An error (the verdict is error) is a command that
+// did not run to an exit code of its own: interrupted, over its timeout,
+// killed, or not found or not executable (exit 126 or 127).
+func (v *Verification) runVerifier(ctx context.Context, sb sandbox.Sandbox, pl verifyPlan, rewardFile string) error {
+	cctx, ccancel := context.WithTimeout(ctx, pl.vf.Timeout)
 	defer ccancel()
-	cmd := sandbox.Command{Args: []string{"sh", "-c", vf.Command}, Dir: sb.Root(),
+	cmd := sandbox.Command{Args: []string{"sh", "-c", pl.vf.Command}, Dir: sb.Root(),
 		Env: map[string]string{RewardFileEnv: rewardFile}}
-	st, out, err := execTail(cctx, sb, cmd, vf.MaxOutput, grader)
+	st, out, err := execTail(cctx, sb, cmd, pl.vf.MaxOutput, pl.grader)
 	v.Output = out
-	if grader != nil {
-		v.Grading = grader.Report()
+	if pl.grader != nil {
+		v.Grading = pl.grader.Report()
 	}
 	switch {
 	case ctx.Err() != nil:
-		return fail(VerdictError, "the verification was interrupted: %v", ctx.Err())
+		return fmt.Errorf("the verification was interrupted: %w", ctx.Err())
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
-		return fail(VerdictError, "the verifier ran over its timeout of %s", vf.Timeout)
+		return fmt.Errorf("the verifier ran over its timeout of %s", pl.vf.Timeout)
 	case err != nil:
-		return fail(VerdictError, "run the verifier: %v", err)
+		return fmt.Errorf("run the verifier: %w", err)
 	case st.OOMKilled || st.Signal != "":
-		return fail(VerdictError, "the verifier was %s", st)
+		return fmt.Errorf("the verifier was %s", st)
 	}
 	code := st.Code
 	v.ExitCode = &code
 	if code == 126 || code == 127 {
-		return fail(VerdictError, "the verifier's command could not run (exit %d: not found or not executable)", code)
+		return fmt.Errorf("the verifier's command could not run (exit %d: not found or not executable)", code)
 	}
+	return nil
+}
+
+// judge sets v's verdict and reward once the command exited: pass on exit
+// 0, or with test lists when the tests resolved; the reward is what the
+// command wrote to rewardFile, else 1 for pass and 0 for fail. An error is
+// a reward file that could not be read or holds no number.
+func (v *Verification) judge(ctx context.Context, sb sandbox.Sandbox, rewardFile string) error {
 	rctx, rcancel := withCleanup(ctx)
 	defer rcancel()
 	reward, found, rerr := readReward(rctx, sb, rewardFile)
 	if rerr != nil {
-		return fail(VerdictError, "%s: %v", RewardFileEnv, rerr)
+		return fmt.Errorf("%s: %w", RewardFileEnv, rerr)
 	}
-	pass := code == 0
+	pass := *v.ExitCode == 0
 	if v.Grading != nil {
 		// The tests decide, not the exit code (a test run that fails
 		// tests outside the lists exits non-zero).
@@ -264,7 +322,7 @@ func Verify(ctx context.Context, in VerifyInput) *Verification {
 		}
 	}
 	v.Reward = &reward
-	return v
+	return nil
 }
 
 // withCleanup is a bounded context for cleanup that outlives ctx's

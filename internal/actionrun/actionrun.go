@@ -220,16 +220,86 @@ func eval(s string, ctx map[string]map[string]string, steps map[string]map[strin
 
 // Run runs the action's steps in order until one fails.
 func (a *Action) Run(ctx context.Context, r Runner) (*Result, error) {
-	res := &Result{Outputs: map[string]string{}, Env: map[string]string{}}
-	contexts := map[string]map[string]string{
-		"github": {"action_path": r.ActionPath, "action_ref": r.ActionRef, "token": r.Token, "workspace": r.Workspace},
-		"runner": {"os": r.OS, "arch": r.Arch, "temp": r.Temp, "tool_cache": r.ToolCache},
-		"inputs": {},
+	ar, err := a.newRun(r)
+	if err != nil {
+		return nil, err
+	}
+	files, err := os.MkdirTemp(r.Temp, "actionrun-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(files)
+	if err := ar.createFiles(files); err != nil {
+		return nil, err
+	}
+	res := ar.res
+	stopped := false
+	for i, s := range a.Runs.Steps {
+		var sr StepResult
+		switch {
+		case stopped || (len(r.Only) > 0 && !slices.Contains(r.Only, s.ID)):
+			sr = StepResult{ID: s.ID, Outputs: map[string]string{}, Outcome: "skipped"}
+		case s.Uses != "":
+			sr, err = ar.uses(s)
+		default:
+			sr, err = ar.run(ctx, i, s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Steps = append(res.Steps, sr)
+		if sr.Outcome == "failure" {
+			stopped = true
+		}
+	}
+	if res.Failed == "" {
+		for name, o := range a.Outputs {
+			if res.Outputs[name], err = eval(o.Value, ar.contexts, ar.steps); err != nil {
+				return nil, fmt.Errorf("output %s: %w", name, err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// actionRun is one Run of an action: what its expressions see, what its
+// steps are given, and what they did so far.
+type actionRun struct {
+	r Runner
+	// contexts are the github, runner and inputs expression contexts;
+	// steps the outputs of the steps run so far, by id.
+	contexts, steps map[string]map[string]string
+	// base is the environment of every step, before GITHUB_ENV and the
+	// step's env:.
+	base map[string]string
+	// envFile and pathFile are the GITHUB_ENV and GITHUB_PATH all steps
+	// share; files is the directory of those and of each step's files.
+	files, envFile, pathFile string
+	// logw receives the steps' output (io.Discard: no Runner.Log).
+	logw io.Writer
+	res  *Result
+}
+
+// newRun resolves the expression contexts, the inputs (a given input the
+// action does not declare, or a required one not given, is an error; the
+// others take their evaluated default) and the base environment: the
+// Runner's, with the GITHUB_*, RUNNER_* and CI variables the runner sets.
+func (a *Action) newRun(r Runner) (*actionRun, error) {
+	ar := &actionRun{
+		r: r,
+		contexts: map[string]map[string]string{
+			"github": {"action_path": r.ActionPath, "action_ref": r.ActionRef, "token": r.Token, "workspace": r.Workspace},
+			"runner": {"os": r.OS, "arch": r.Arch, "temp": r.Temp, "tool_cache": r.ToolCache},
+			"inputs": {},
+		},
+		steps: map[string]map[string]string{},
+		base:  map[string]string{},
+		logw:  r.Log,
+		res:   &Result{Outputs: map[string]string{}, Env: map[string]string{}},
 	}
 	for k, v := range r.Github {
-		contexts["github"][k] = v
+		ar.contexts["github"][k] = v
 	}
-	steps := map[string]map[string]string{}
 	for name := range r.With {
 		if _, ok := a.Inputs[name]; !ok {
 			return nil, fmt.Errorf("input %q is not declared by the action", name)
@@ -242,159 +312,183 @@ func (a *Action) Run(ctx context.Context, r Runner) (*Result, error) {
 				return nil, fmt.Errorf("required input %q not given", name)
 			}
 			var err error
-			if v, err = eval(in.Default, contexts, steps); err != nil {
+			if v, err = eval(in.Default, ar.contexts, ar.steps); err != nil {
 				return nil, fmt.Errorf("input %s default: %w", name, err)
 			}
 		}
-		contexts["inputs"][name] = v
+		ar.contexts["inputs"][name] = v
 	}
-	base := map[string]string{}
 	for k, v := range r.Env {
-		base[k] = v
+		ar.base[k] = v
 	}
 	for k, v := range map[string]string{"GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_WORKSPACE": r.Workspace,
 		"GITHUB_ACTION_PATH": r.ActionPath, "RUNNER_TEMP": r.Temp, "RUNNER_TOOL_CACHE": r.ToolCache,
 		"RUNNER_OS": r.OS, "RUNNER_ARCH": r.Arch} {
-		base[k] = v
+		ar.base[k] = v
 	}
 	for k, v := range r.Github {
-		base["GITHUB_"+strings.ToUpper(k)] = v
+		ar.base["GITHUB_"+strings.ToUpper(k)] = v
 	}
-	files, err := os.MkdirTemp(r.Temp, "actionrun-")
-	if err != nil {
-		return nil, err
+	if ar.logw == nil {
+		ar.logw = io.Discard
 	}
-	defer os.RemoveAll(files)
-	envFile, pathFile := filepath.Join(files, "env"), filepath.Join(files, "path")
-	for _, f := range []string{envFile, pathFile} {
+	return ar, nil
+}
+
+// createFiles makes the empty GITHUB_ENV and GITHUB_PATH files in files,
+// the run's directory.
+func (ar *actionRun) createFiles(files string) error {
+	ar.files = files
+	ar.envFile, ar.pathFile = filepath.Join(files, "env"), filepath.Join(files, "path")
+	for _, f := range []string{ar.envFile, ar.pathFile} {
 		if err := os.WriteFile(f, nil, 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	logw := r.Log
-	if logw == nil {
-		logw = io.Discard
-	}
-	stopped := false
-	for i, s := range a.Runs.Steps {
-		sr := StepResult{ID: s.ID, Outputs: map[string]string{}}
-		if stopped || (len(r.Only) > 0 && !slices.Contains(r.Only, s.ID)) {
-			sr.Outcome = "skipped"
-			res.Steps = append(res.Steps, sr)
-			continue
-		}
-		if s.Uses != "" {
-			sr.Outcome, sr.With = "uses", map[string]string{}
-			for k, v := range s.With {
-				if sr.With[k], err = eval(v, contexts, steps); err != nil {
-					return nil, fmt.Errorf("step %s with.%s: %w", s.ID, k, err)
-				}
-			}
-			res.Steps = append(res.Steps, sr)
-			continue
-		}
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for k, v := range res.Env {
-			env[k] = v
-		}
-		for k, v := range s.Env {
-			if env[k], err = eval(v, contexts, steps); err != nil {
-				return nil, fmt.Errorf("step %s env.%s: %w", s.ID, k, err)
-			}
-		}
-		if len(res.Path) > 0 {
-			env["PATH"] = strings.Join(res.Path, string(os.PathListSeparator)) + string(os.PathListSeparator) + env["PATH"]
-		}
-		outFile, sumFile := filepath.Join(files, fmt.Sprintf("output-%d", i)), filepath.Join(files, fmt.Sprintf("summary-%d", i))
-		script := filepath.Join(files, fmt.Sprintf("step-%d.sh", i))
-		for _, f := range []string{outFile, sumFile} {
-			if err := os.WriteFile(f, nil, 0o644); err != nil {
-				return nil, err
-			}
-		}
-		// The runner writes run: into a file, with its expressions
-		// substituted, and runs the shell on it.
-		body, err := eval(s.Run, contexts, steps)
-		if err != nil {
-			return nil, fmt.Errorf("step %s run: %w", s.ID, err)
-		}
-		if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-			return nil, err
-		}
-		env["GITHUB_OUTPUT"], env["GITHUB_STEP_SUMMARY"], env["GITHUB_ENV"], env["GITHUB_PATH"] = outFile, sumFile, envFile, pathFile
-		cmd := exec.CommandContext(ctx, "bash", "--noprofile", "--norc", "-eo", "pipefail", script)
-		cmd.Dir = r.Workspace
-		if s.WorkingDirectory != "" {
-			wd, err := eval(s.WorkingDirectory, contexts, steps)
-			if err != nil {
-				return nil, err
-			}
-			cmd.Dir = wd
-		}
-		keys := make([]string, 0, len(env))
-		for k := range env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			cmd.Env = append(cmd.Env, k+"="+env[k])
-		}
-		var stdout bytes.Buffer
-		cmd.Stdout = io.MultiWriter(&stdout, logw)
-		cmd.Stderr = logw
-		fmt.Fprintf(logw, "##[group]step %s: %s\n", s.ID, s.Name)
-		runErr := cmd.Run()
-		fmt.Fprintf(logw, "##[endgroup] step %s: %v\n", s.ID, runErr)
-		sr.Stdout = stdout.String()
-		res.Commands = append(res.Commands, parseCommands(sr.Stdout)...)
-		if sr.Outputs, err = readKV(outFile); err != nil {
-			return nil, fmt.Errorf("step %s GITHUB_OUTPUT: %w", s.ID, err)
-		}
-		sum, err := os.ReadFile(sumFile)
-		if err != nil {
-			return nil, err
-		}
-		res.Summary += string(sum)
-		if s.ID != "" {
-			steps[s.ID] = sr.Outputs
-		}
-		sr.Outcome = "success"
-		if runErr != nil {
-			var ee *exec.ExitError
-			if !errors.As(runErr, &ee) {
-				return nil, fmt.Errorf("step %s: %w", s.ID, runErr)
-			}
-			sr.Outcome, res.Failed, stopped = "failure", s.ID, true
-		}
-		res.Steps = append(res.Steps, sr)
-		// GITHUB_ENV and GITHUB_PATH reach the later steps.
-		kv, err := readKV(envFile)
-		if err != nil {
-			return nil, fmt.Errorf("step %s GITHUB_ENV: %w", s.ID, err)
-		}
-		res.Env = kv
-		pb, err := os.ReadFile(pathFile)
-		if err != nil {
-			return nil, err
-		}
-		res.Path = nil
-		for _, l := range strings.Split(strings.TrimSpace(string(pb)), "\n") {
-			if l != "" {
-				res.Path = append([]string{l}, res.Path...)
-			}
+	return nil
+}
+
+// uses records a step of another action, which is not run: its with:
+// values, evaluated.
+func (ar *actionRun) uses(s Step) (StepResult, error) {
+	sr := StepResult{ID: s.ID, Outputs: map[string]string{}, Outcome: "uses", With: map[string]string{}}
+	for k, v := range s.With {
+		var err error
+		if sr.With[k], err = eval(v, ar.contexts, ar.steps); err != nil {
+			return sr, fmt.Errorf("step %s with.%s: %w", s.ID, k, err)
 		}
 	}
-	if res.Failed == "" {
-		for name, o := range a.Outputs {
-			if res.Outputs[name], err = eval(o.Value, contexts, steps); err != nil {
-				return nil, fmt.Errorf("output %s: %w", name, err)
-			}
+	return sr, nil
+}
+
+// run runs step i, a run: step, as the runner does (see bash), and reads back
+// what it left: its outputs, summary and workflow commands, its outcome
+// (failure when bash exits non-zero; res.Failed names it), and the
+// GITHUB_ENV and GITHUB_PATH the later steps get.
+func (ar *actionRun) run(ctx context.Context, i int, s Step) (StepResult, error) {
+	sr := StepResult{ID: s.ID, Outputs: map[string]string{}}
+	res := ar.res
+	outFile, sumFile := filepath.Join(ar.files, fmt.Sprintf("output-%d", i)), filepath.Join(ar.files, fmt.Sprintf("summary-%d", i))
+	stdout, runErr, err := ar.bash(ctx, i, s, outFile, sumFile)
+	if err != nil {
+		return sr, err
+	}
+	sr.Stdout = stdout
+	res.Commands = append(res.Commands, parseCommands(sr.Stdout)...)
+	if sr.Outputs, err = readKV(outFile); err != nil {
+		return sr, fmt.Errorf("step %s GITHUB_OUTPUT: %w", s.ID, err)
+	}
+	sum, err := os.ReadFile(sumFile)
+	if err != nil {
+		return sr, err
+	}
+	res.Summary += string(sum)
+	if s.ID != "" {
+		ar.steps[s.ID] = sr.Outputs
+	}
+	sr.Outcome = "success"
+	if runErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(runErr, &ee) {
+			return sr, fmt.Errorf("step %s: %w", s.ID, runErr)
+		}
+		sr.Outcome, res.Failed = "failure", s.ID
+	}
+	return sr, ar.carry(s)
+}
+
+// stepEnv is step s's environment: the base, what the earlier steps added
+// with GITHUB_ENV and GITHUB_PATH, and s's env:, evaluated.
+func (ar *actionRun) stepEnv(s Step) (map[string]string, error) {
+	env := map[string]string{}
+	for k, v := range ar.base {
+		env[k] = v
+	}
+	for k, v := range ar.res.Env {
+		env[k] = v
+	}
+	for k, v := range s.Env {
+		var err error
+		if env[k], err = eval(v, ar.contexts, ar.steps); err != nil {
+			return nil, fmt.Errorf("step %s env.%s: %w", s.ID, k, err)
 		}
 	}
-	return res, nil
+	if len(ar.res.Path) > 0 {
+		env["PATH"] = strings.Join(ar.res.Path, string(os.PathListSeparator)) + string(os.PathListSeparator) + env["PATH"]
+	}
+	return env, nil
+}
+
+// bash runs step i's run: with `bash --noprofile --norc -eo pipefail`
+// in its working directory, with fresh, empty outFile and sumFile as its
+// GITHUB_OUTPUT and GITHUB_STEP_SUMMARY, and returns its stdout and how
+// bash ended (runErr); err is a step that could not be run.
+func (ar *actionRun) bash(ctx context.Context, i int, s Step, outFile, sumFile string) (stdout string, runErr, err error) {
+	env, err := ar.stepEnv(s)
+	if err != nil {
+		return "", nil, err
+	}
+	script := filepath.Join(ar.files, fmt.Sprintf("step-%d.sh", i))
+	for _, f := range []string{outFile, sumFile} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			return "", nil, err
+		}
+	}
+	// The runner writes run: into a file, with its expressions
+	// substituted, and runs the shell on it.
+	body, err := eval(s.Run, ar.contexts, ar.steps)
+	if err != nil {
+		return "", nil, fmt.Errorf("step %s run: %w", s.ID, err)
+	}
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		return "", nil, err
+	}
+	env["GITHUB_OUTPUT"], env["GITHUB_STEP_SUMMARY"], env["GITHUB_ENV"], env["GITHUB_PATH"] = outFile, sumFile, ar.envFile, ar.pathFile
+	cmd := exec.CommandContext(ctx, "bash", "--noprofile", "--norc", "-eo", "pipefail", script)
+	cmd.Dir = ar.r.Workspace
+	if s.WorkingDirectory != "" {
+		wd, err := eval(s.WorkingDirectory, ar.contexts, ar.steps)
+		if err != nil {
+			return "", nil, err
+		}
+		cmd.Dir = wd
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+env[k])
+	}
+	var out bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&out, ar.logw)
+	cmd.Stderr = ar.logw
+	fmt.Fprintf(ar.logw, "##[group]step %s: %s\n", s.ID, s.Name)
+	runErr = cmd.Run()
+	fmt.Fprintf(ar.logw, "##[endgroup] step %s: %v\n", s.ID, runErr)
+	return out.String(), runErr, nil
+}
+
+// carry reads back GITHUB_ENV and GITHUB_PATH after step s: they reach
+// the later steps (the path last added first).
+func (ar *actionRun) carry(s Step) error {
+	kv, err := readKV(ar.envFile)
+	if err != nil {
+		return fmt.Errorf("step %s GITHUB_ENV: %w", s.ID, err)
+	}
+	ar.res.Env = kv
+	pb, err := os.ReadFile(ar.pathFile)
+	if err != nil {
+		return err
+	}
+	ar.res.Path = nil
+	for _, l := range strings.Split(strings.TrimSpace(string(pb)), "\n") {
+		if l != "" {
+			ar.res.Path = append([]string{l}, ar.res.Path...)
+		}
+	}
+	return nil
 }
 
 // readKV reads a GITHUB_OUTPUT or GITHUB_ENV file: NAME=VALUE lines and
