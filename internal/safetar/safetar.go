@@ -54,7 +54,11 @@ func EntryName(raw string) (string, error) {
 // [EntryName] returns it) whose target could lead outside the directory it
 // is extracted beneath: an empty target, a NUL byte, an absolute target, or
 // a relative one that leaves the directory when joined to name's parent
-// (judged lexically).
+// (judged lexically), and one that goes down and back up ("b/../x"): with b
+// itself a link, lexical judgement would be wrong, and a chain of such
+// links could point anywhere. Lexical judgement holds only when name's
+// parent, as extracted, is not reached through a link either: an
+// extractor writing to disk judges name from its parent's real place.
 func CheckLink(name, link string) error {
 	switch {
 	case link == "":
@@ -63,6 +67,9 @@ func CheckLink(name, link string) error {
 		return fmt.Errorf("%w: symbolic link %s: target contains a NUL byte", ErrUnsafe, name)
 	case path.IsAbs(link):
 		return fmt.Errorf("%w: symbolic link %s points to absolute %s", ErrUnsafe, name, link)
+	}
+	if downAndUp(link) {
+		return fmt.Errorf("%w: symbolic link %s: target %s goes down and back up (the way down could be another link)", ErrUnsafe, name, link)
 	}
 	target := path.Join(path.Dir(strings.TrimSuffix(name, "/")), link)
 	if target == ".." || strings.HasPrefix(target, "../") {
@@ -220,4 +227,22 @@ func (t Tree) entry(tw *tar.Writer, root *os.Root, name string, info fs.FileInfo
 		return true, fmt.Errorf("read %s: %w", filepath.Join(t.Dir, filepath.FromSlash(name)), err)
 	}
 	return true, nil
+}
+
+// downAndUp reports whether a link target has a ".." after a name: "a/../b"
+// or "a/.." (not "../a", nor "./a").
+func downAndUp(link string) bool {
+	down := false
+	for part := range strings.SplitSeq(link, "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			if down {
+				return true
+			}
+		default:
+			down = true
+		}
+	}
+	return false
 }

@@ -41,6 +41,9 @@ func TestCheckLinkRefusesEscapes(t *testing.T) {
 		{"a/b/l", "../../../victim"},
 		{"a/l", "b/../../../x"},
 		{"l", "x\x00y"},
+		{"a/l", "b/../x"},
+		{"p/L", "q/../.."},
+		{"l", "x/.."},
 	} {
 		assert.ErrorIs(t, CheckLink(c[0], c[1]), ErrUnsafe, "%s -> %q", c[0], c[1])
 	}
@@ -50,6 +53,7 @@ func TestCheckLinkRefusesEscapes(t *testing.T) {
 		{"a/b/l", "../../x"},
 		{"a/l", "../a/b"},
 		{"node_modules/.bin/x", "../x/bin/x.js"},
+		{"a/l", "./../b"},
 	} {
 		assert.NoError(t, CheckLink(c[0], c[1]), "%s -> %q", c[0], c[1])
 	}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/outpost-dev/outpost/internal/safetar"
@@ -263,19 +265,29 @@ func (x *extractor) parents(parent string) error {
 }
 
 // checkLink refuses a symbolic link at target (the entry name) whose
-// destination lies outside x.dir: a relative one as [safetar.CheckLink]
-// judges it, an absolute one unless it names x.dir or a path under it
-// (judged lexically) — on this machine an absolute link into the
-// destination is as good as a relative one.
+// destination lies outside x.dir. A relative one is judged as
+// [safetar.CheckLink] judges it, from where its parent really is: a parent
+// reached through a link in the destination ("p" -> "." then "p/l" -> "..")
+// puts the link elsewhere than its name says. An absolute one must name
+// x.dir or a path under it without a ".." (on this machine an absolute link
+// into the destination is as good as a relative one).
 func (x *extractor) checkLink(name, target, link string) error {
 	if !filepath.IsAbs(link) {
-		if err := safetar.CheckLink(name, link); err != nil {
+		parent, err := filepath.EvalSymlinks(filepath.Dir(target))
+		if err != nil {
+			return outposterr.Wrap(outposterr.Sandbox, err, "copy in %s", name)
+		}
+		rel, err := filepath.Rel(x.realDir, parent)
+		if err != nil || !within(x.realDir, parent) {
+			return refuse("symbolic link %s lies outside the destination", target)
+		}
+		if err := safetar.CheckLink(path.Join(filepath.ToSlash(rel), path.Base(name)), link); err != nil {
 			return invalid(err, "entry %q", name)
 		}
 		return nil
 	}
 	dest := filepath.Clean(link)
-	if !within(x.dir, dest) && !within(x.realDir, dest) {
+	if slices.Contains(strings.Split(filepath.ToSlash(link), "/"), "..") || !within(x.dir, dest) && !within(x.realDir, dest) {
 		return refuse("symbolic link %s points outside the destination (%q)", target, link)
 	}
 	return nil

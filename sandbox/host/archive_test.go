@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,33 +80,40 @@ func sandboxDirs(t *testing.T) (outer, dest string) {
 
 func TestExtractRefusesBreakouts(t *testing.T) {
 	cases := map[string][]hdr{
-		"absolute name":     {{name: "/etc/outpost-pwned", typ: tar.TypeReg, mode: 0o644, body: "x"}},
-		"dotdot":            {{name: "../victim", typ: tar.TypeReg, mode: 0o644, body: "pwned"}},
-		"dotdot deep":       {{name: "a/b/../../../victim", typ: tar.TypeReg, mode: 0o644, body: "pwned"}},
-		"dotdot dir":        {{name: "../escaped/", typ: tar.TypeDir, mode: 0o755}},
-		"dotdot trailing":   {{name: "a/..", typ: tar.TypeDir, mode: 0o755}},
-		"symlink relative":  {{name: "l", typ: tar.TypeSymlink, linkname: "../"}, {name: "l/victim", typ: tar.TypeReg, mode: 0o644, body: "pwned"}},
-		"symlink absolute":  {{name: "l", typ: tar.TypeSymlink, linkname: "/"}, {name: "l/tmp/x", typ: tar.TypeReg, body: "pwned"}},
-		"symlink to file":   {{name: "l", typ: tar.TypeSymlink, linkname: "../victim"}},
-		"symlink deep":      {{name: "a/b/l", typ: tar.TypeSymlink, linkname: "../../../victim"}},
-		"symlink empty":     {{name: "l", typ: tar.TypeSymlink, linkname: ""}},
-		"symlink chain":     {{name: "a", typ: tar.TypeSymlink, linkname: "."}, {name: "b", typ: tar.TypeSymlink, linkname: "a/../../victim"}},
-		"hard link":         {{name: "h", typ: tar.TypeLink, linkname: "../victim"}},
-		"hard link inside":  {{name: "f", typ: tar.TypeReg, body: "x"}, {name: "h", typ: tar.TypeLink, linkname: "f"}},
-		"char device":       {{name: "null", typ: tar.TypeChar, mode: 0o666}},
-		"block device":      {{name: "sda", typ: tar.TypeBlock, mode: 0o666}},
-		"fifo":              {{name: "fifo", typ: tar.TypeFifo, mode: 0o666}},
-		"dot with file":     {{name: ".", typ: tar.TypeReg, body: "x"}},
-		"empty name":        {{name: "", typ: tar.TypeReg, body: "x"}},
-		"dotdot after good": {{name: "ok", typ: tar.TypeReg, body: "fine"}, {name: "../victim", typ: tar.TypeReg, body: "pwned"}},
+		"absolute name":           {{name: "/etc/outpost-pwned", typ: tar.TypeReg, mode: 0o644, body: "x"}},
+		"dotdot":                  {{name: "../victim", typ: tar.TypeReg, mode: 0o644, body: "pwned"}},
+		"dotdot deep":             {{name: "a/b/../../../victim", typ: tar.TypeReg, mode: 0o644, body: "pwned"}},
+		"dotdot dir":              {{name: "../escaped/", typ: tar.TypeDir, mode: 0o755}},
+		"dotdot trailing":         {{name: "a/..", typ: tar.TypeDir, mode: 0o755}},
+		"symlink relative":        {{name: "l", typ: tar.TypeSymlink, linkname: "../"}, {name: "l/victim", typ: tar.TypeReg, mode: 0o644, body: "pwned"}},
+		"symlink absolute":        {{name: "l", typ: tar.TypeSymlink, linkname: "/"}, {name: "l/tmp/x", typ: tar.TypeReg, body: "pwned"}},
+		"symlink to file":         {{name: "l", typ: tar.TypeSymlink, linkname: "../victim"}},
+		"symlink deep":            {{name: "a/b/l", typ: tar.TypeSymlink, linkname: "../../../victim"}},
+		"symlink empty":           {{name: "l", typ: tar.TypeSymlink, linkname: ""}},
+		"symlink chain":           {{name: "a", typ: tar.TypeSymlink, linkname: "."}, {name: "b", typ: tar.TypeSymlink, linkname: "a/../../victim"}},
+		"symlink via parent link": {{name: "p", typ: tar.TypeSymlink, linkname: "."}, {name: "p/l", typ: tar.TypeSymlink, linkname: ".."}},
+		"symlink down and up":     {{name: "p/q", typ: tar.TypeSymlink, linkname: ".."}, {name: "p/l", typ: tar.TypeSymlink, linkname: "q/../.."}},
+		"symlink absolute dotdot": {{name: "a", typ: tar.TypeSymlink, linkname: "."}, {name: "l", typ: tar.TypeSymlink, linkname: "DEST/a/../victim"}},
+		"hard link":               {{name: "h", typ: tar.TypeLink, linkname: "../victim"}},
+		"hard link inside":        {{name: "f", typ: tar.TypeReg, body: "x"}, {name: "h", typ: tar.TypeLink, linkname: "f"}},
+		"char device":             {{name: "null", typ: tar.TypeChar, mode: 0o666}},
+		"block device":            {{name: "sda", typ: tar.TypeBlock, mode: 0o666}},
+		"fifo":                    {{name: "fifo", typ: tar.TypeFifo, mode: 0o666}},
+		"dot with file":           {{name: ".", typ: tar.TypeReg, body: "x"}},
+		"empty name":              {{name: "", typ: tar.TypeReg, body: "x"}},
+		"dotdot after good":       {{name: "ok", typ: tar.TypeReg, body: "fine"}, {name: "../victim", typ: tar.TypeReg, body: "pwned"}},
 	}
 	for name, entries := range cases {
 		t.Run(name, func(t *testing.T) {
 			outer, dest := sandboxDirs(t)
 			before := tree(t, outer)
+			for i := range entries {
+				entries[i].linkname = strings.ReplaceAll(entries[i].linkname, "DEST", dest)
+			}
 			err := extract(context.Background(), dest, bytes.NewReader(mkTar(t, entries...)))
 			require.Error(t, err)
 			assert.ErrorIs(t, err, ErrInvalidArchive)
+			assertLinksInside(t, dest)
 			assert.True(t, outposterr.Is(err, outposterr.Configuration), "class of %v", err)
 			b, rerr := os.ReadFile(filepath.Join(outer, "victim"))
 			require.NoError(t, rerr)
@@ -116,6 +125,23 @@ func TestExtractRefusesBreakouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// assertLinksInside fails for a symbolic link under dest that resolves
+// outside it: one left behind is a way out for whoever follows it later.
+func assertLinksInside(t *testing.T, dest string) {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(dest)
+	require.NoError(t, err)
+	require.NoError(t, filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink == 0 {
+			return err
+		}
+		if to, err := filepath.EvalSymlinks(p); err == nil {
+			assert.True(t, within(real, to), "link %s resolves to %s, outside %s", p, to, real)
+		}
+		return nil
+	}))
 }
 
 func hasPrefixPath(p, dir string) bool {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -322,6 +323,30 @@ func TestApplySync(t *testing.T) {
 	entries, err := os.ReadDir(outside)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "a file was written through a link out of the workspace")
+
+	// Chains of links whose names look inside: "p" -> "." puts "p/l" at
+	// the top, where ".." leaves; "q/../.." goes up through the link q.
+	err = l.applySync(syncArchive(t, []string{"./p", "./p/l"},
+		tar.Header{Name: "./p", Typeflag: tar.TypeSymlink, Linkname: "."},
+		tar.Header{Name: "./p/l", Typeflag: tar.TypeSymlink, Linkname: ".."}))
+	assert.Error(t, err)
+	require.NoError(t, l.applySync(syncArchive(t, []string{"./d", "./d/q", "./d/l"},
+		tar.Header{Name: "./d/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "./d/q", Typeflag: tar.TypeSymlink, Linkname: ".."},
+		tar.Header{Name: "./d/l", Typeflag: tar.TypeSymlink, Linkname: "q/../.."})))
+	_, err = os.Lstat(filepath.Join(ws, "d", "l"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a link going down and up is not recreated")
+	real, err := filepath.EvalSymlinks(ws)
+	require.NoError(t, err)
+	require.NoError(t, filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink == 0 {
+			return err
+		}
+		if to, err := filepath.EvalSymlinks(p); err == nil && p != filepath.Join(ws, "preexisting-escape") {
+			assert.True(t, to == real || strings.HasPrefix(to, real+string(filepath.Separator)), "link %s resolves to %s, outside the workspace", p, to)
+		}
+		return nil
+	}))
 }
 
 func TestApplySyncLimits(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -195,6 +196,12 @@ func (l *lease) applySync(r io.Reader) error {
 			l.p.log.Warn("workspace sync: entry refused", "name", h.Name)
 			continue
 		}
+		// A pod's tar never holds an entry beneath a link (tar does not
+		// follow links): one that does would land elsewhere than its name
+		// says, a link perhaps outside the workspace.
+		if link, ok := underLink(root, name); ok {
+			return syncErr(fmt.Errorf("%s is beneath the symbolic link %s", name, link), name)
+		}
 		mode := fs.FileMode(h.Mode) & fs.ModePerm
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -263,6 +270,25 @@ func syncName(n string) (string, bool) {
 		return "", false
 	}
 	return name, true
+}
+
+// underLink returns the first of name's parent directories that is a
+// symbolic link in root.
+func underLink(root *os.Root, name string) (string, bool) {
+	var dirs []string
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		dirs = append(dirs, dir)
+	}
+	for _, dir := range slices.Backward(dirs) {
+		fi, err := root.Lstat(dir)
+		if err != nil {
+			return "", false // missing: created as a directory
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return dir, true
+		}
+	}
+	return "", false
 }
 
 // ensureParent creates the parent directories of name.
