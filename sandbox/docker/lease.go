@@ -141,11 +141,11 @@ const removeGrace = 2 * time.Second
 // gone. On Docker, with the lifeline held, it cuts the lifeline and waits
 // for the engine's auto-removal (condition "removed", as docker run --rm
 // waits): the keeper ends at its input's end and the container with it,
-// without the kill a forced removal starts with (the runtime's kill
-// command, then waiting for the exit), which measured about 15 ms more per
-// lease. A container that has not gone after removeGrace, a wait that
-// fails and Podman (whose stdin semantics differ) get the forced removal;
-// one the engine is already removing is waited for, not reported.
+// without the kill a forced removal starts with, which measured 14–35 ms
+// more per lease (BENCHMARKS.md). A container that has not gone after
+// removeGrace, a wait that fails or reports a failed removal, and Podman
+// (this path was measured on Docker only) get the forced removal; one the
+// engine is already removing is waited for, not reported.
 func (l *lease) removeContainer(ctx context.Context) error {
 	if l.p.flavor == flavorPodman || !l.holdsLifeline() {
 		return l.forceRemove(ctx)
@@ -160,7 +160,12 @@ func (l *lease) removeContainer(ctx context.Context) error {
 	defer grace.Stop()
 	for {
 		select {
-		case <-removed:
+		case resp := <-removed:
+			if resp.Error != nil && resp.Error.Message != "" {
+				// The engine's own removal failed: the container is still there.
+				l.p.log.Debug("auto-removal failed", "id", shortID(l.id), "err", resp.Error.Message)
+				return l.forceRemove(ctx)
+			}
 			l.p.log.Debug("container ended and removed itself", "id", shortID(l.id))
 			return nil
 		case err := <-failed:
