@@ -193,7 +193,11 @@
 // closes the far side's), the engine closes the keeper's input, the keeper
 // exits, the container's other processes end with it and the engine
 // removes the container — within a second or so, on Docker and on Podman,
-// with nobody running `outpost gc`.
+// with nobody running `outpost gc`. Release ends a Docker lease the same
+// way (it cuts the lifeline and waits until the engine has removed the
+// container, as `docker run --rm` waits), which spares the turn the kill
+// of a forced removal; a container still there after two seconds, and
+// every Podman lease, is removed by force.
 //
 // Every resource carries [LabelManaged], [LabelRun], [LabelSession] (when
 // given), [LabelVersion], [LabelOwnerPID], [LabelOwnerHost] and

@@ -51,6 +51,13 @@ func (l *lease) attachLifeline(ctx context.Context, stdout bool) <-chan error {
 	return done
 }
 
+// holdsLifeline reports whether the lease holds its lifeline.
+func (l *lease) holdsLifeline() bool {
+	l.lifeMu.Lock()
+	defer l.lifeMu.Unlock()
+	return l.lifeline != nil
+}
+
 // cutLifeline closes the lifeline, if the lease holds one: the keeper's
 // input ends, and the container ends and removes itself.
 func (l *lease) cutLifeline() {
