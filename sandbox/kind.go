@@ -305,6 +305,11 @@ type SidecarStreams struct {
 	Stdout io.Reader
 	// Stderr returns the tail of its standard error.
 	Stderr func() string
+	// Started, when set, waits until the program runs (the lease may be
+	// returned while it is still being started; reads and writes wait
+	// for it too) and returns why it could not be started, or ctx's
+	// error.
+	Started func(ctx context.Context) error
 }
 
 // Check is one doctor verdict.

@@ -2,7 +2,9 @@ package kubernetes
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -496,4 +498,39 @@ func mustStat(t *testing.T, path string) os.FileInfo {
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	return fi
+}
+
+// TestSidecarConnWaitsForStart: a sidecar's streams are handed out before
+// its program runs; reads and writes wait for the start, an input closed
+// before it is closed once the program runs, and a start that failed is
+// the error of every read, write and Started, and what Stderr says.
+func TestSidecarConnWaitsForStart(t *testing.T) {
+	c := newSidecarConn()
+	require.NoError(t, c.Stdin.Close(), "closing the input does not wait for the start")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, c.Started(cancelled), context.Canceled, "not started yet")
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(c.Stdout).ReadString('\n')
+		got <- line
+	}()
+	inR, inW := io.Pipe()
+	c.finish(&sidecarRun{stdin: inW, stdout: strings.NewReader("hello\n"), stderr: &leasekit.TailBuffer{Max: 64}}, nil)
+	assert.Equal(t, "hello\n", <-got)
+	require.NoError(t, c.Started(context.Background()))
+	in, err := io.ReadAll(inR)
+	require.NoError(t, err, "the input closed before the start is closed")
+	assert.Empty(t, in)
+
+	failed := newSidecarConn()
+	why := errors.New("copy the sidecar program into pod p: MARK-no-room")
+	failed.finish(nil, why)
+	_, err = failed.Stdout.Read(make([]byte, 1))
+	require.ErrorIs(t, err, why)
+	_, err = failed.Stdin.Write([]byte("x"))
+	require.ErrorIs(t, err, why)
+	require.ErrorIs(t, failed.Started(context.Background()), why)
+	assert.Contains(t, failed.Stderr(), "MARK-no-room")
+	require.NoError(t, failed.Stdin.Close())
 }
