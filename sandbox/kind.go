@@ -66,6 +66,11 @@ const DefaultKind = "docker"
 // image instead of a copy per lease.
 const BakedGateway = "/opt/outpost/gateway/outpost"
 
+// BakedSumSuffix names the stamp next to a baked executable: the file
+// BakedGateway+BakedSumSuffix holds its SHA-256 (hex), written when the
+// image is built, so a sidecar need not hash the executable in the pod.
+const BakedSumSuffix = ".sha256"
+
 // Names lists the kinds, sorted.
 func (t Kinds) Names() []string {
 	names := make([]string, 0, len(t))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,9 +64,11 @@ type Sidecar struct {
 	Binary string
 	// Baked is where the lease's image may hold a copy of Binary (outpost
 	// image build --with-gateway puts the outpost executable at
-	// sandbox.BakedGateway). When the file there has Binary's SHA-256, the
-	// sidecar runs it from the image and nothing is copied; when it is
-	// missing or differs in any byte, Binary is copied as without Baked.
+	// sandbox.BakedGateway). When the file there is Binary's — its stamp
+	// next to it (Baked+sandbox.BakedSumSuffix) holds Binary's SHA-256
+	// and its size is Binary's, or, without a stamp, it has Binary's
+	// SHA-256 — the sidecar runs it from the image and nothing is copied;
+	// when it is missing or differs, Binary is copied as without Baked.
 	// Empty: always copy.
 	Baked string
 	// Args are the program's arguments.
@@ -77,7 +80,8 @@ type Sidecar struct {
 	// [DefaultSidecarMemoryBytes].
 	MemoryBytes int64
 
-	sum string // Binary's SHA-256 (hex), when Baked is set
+	sum  string // Binary's SHA-256 (hex), when Baked is set
+	size int64  // Binary's size
 }
 
 // SidecarConn is the sidecar program's standard streams. The lease is
@@ -245,6 +249,7 @@ func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc
 		return nil, outposterr.New(outposterr.Configuration, "sidecar program %s is not a regular file", sc.Binary)
 	}
 	if sc.Baked != "" {
+		sc.size = fi.Size()
 		if sc.sum, err = p.fileSum(sc.Binary, fi); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "sidecar program")
 		}
@@ -317,13 +322,23 @@ func sidecarContainerFor(sc *Sidecar, image string, pull corev1.PullPolicy, secc
 const bakedMark = "outpost-sidecar-baked"
 
 // bakedScript runs the sidecar program from the image when the file at $1
-// has the SHA-256 $2: it prints bakedMark on stdout first and execs it with
-// the rest of the arguments. Otherwise (no such file, another file) it
-// prints nothing and exits 97, and the program is copied in instead. The
-// file is hashed through a redirect, so the exec's standard input (the
+// is Binary's: its stamp ($1.sha256, written by outpost image build
+// --with-gateway) says the SHA-256 $2 and its size is $3 bytes, or, with
+// no stamp (an image baked before stamps), sha256sum of the file says $2.
+// It then prints bakedMark on stdout and execs the file with the rest of
+// the arguments. Otherwise (no such file, another file or stamp) it prints
+// nothing and exits 97, and the program is copied in instead. The stamp
+// is the image's word, as sha256sum in the image would be: the image is
+// trusted either way; both catch an image that holds another build. The
+// file is only read through redirects, so the exec's standard input (the
 // program's) is left untouched.
-const bakedScript = `[ -f "$1" ] && [ "$(sha256sum <"$1" 2>/dev/null)" = "$2  -" ] || exit 97
-p=$1; shift 2
+const bakedScript = `[ -f "$1" ] || exit 97
+if [ -f "$1` + sandbox.BakedSumSuffix + `" ]; then
+	[ "$(cat "$1` + sandbox.BakedSumSuffix + `" 2>/dev/null)" = "$2" ] && [ "$(wc -c <"$1" | tr -d ' ')" = "$3" ] || exit 97
+else
+	[ "$(sha256sum <"$1" 2>/dev/null)" = "$2  -" ] || exit 97
+fi
+p=$1; shift 3
 echo ` + bakedMark + `
 exec "$p" "$@"`
 
@@ -377,7 +392,7 @@ func (l *lease) runSidecar(argv []string) *sidecarRun {
 // Binary's: run is nil (and err nil) when the image holds no such file,
 // and the program is then to be copied.
 func (l *lease) startBaked(ctx context.Context) (run *sidecarRun, err error) {
-	run = l.runSidecar(append([]string{"sh", "-c", bakedScript, "outpost-sidecar", l.sidecar.Baked, l.sidecar.sum},
+	run = l.runSidecar(append([]string{"sh", "-c", bakedScript, "outpost-sidecar", l.sidecar.Baked, l.sidecar.sum, strconv.FormatInt(l.sidecar.size, 10)},
 		l.sidecar.Args...))
 	cctx, cancel := context.WithTimeout(ctx, l.p.opts.StartTimeout)
 	defer cancel()
