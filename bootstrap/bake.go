@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -72,7 +73,7 @@ func WriteBakeContextWithGateway(dir, base string, gw Gateway, entries ...*Entry
 		if err != nil {
 			return "", outposterr.Wrap(outposterr.Configuration, err, "bake the gateway executable")
 		}
-		df += fmt.Sprintf("COPY gateway/outpost %s\nLABEL %s=%q\n", sandbox.BakedGateway, LabelGateway,
+		df += fmt.Sprintf("COPY gateway/outpost gateway/outpost%s %s/\nLABEL %s=%q\n", sandbox.BakedSumSuffix, path.Dir(sandbox.BakedGateway), LabelGateway,
 			strings.TrimSpace(gw.Version+" sha256:"+sum))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
@@ -82,7 +83,8 @@ func WriteBakeContextWithGateway(dir, base string, gw Gateway, entries ...*Entry
 }
 
 // stageGateway copies the executable bin to dir/outpost with mode 0755,
-// hashing what it copies, and returns its SHA-256 (hex).
+// hashing what it copies, stamps its SHA-256 (hex) into
+// dir/outpost.sha256 (sandbox.BakedSumSuffix) and returns it.
 func stageGateway(dir, bin string) (string, error) {
 	src, err := os.Open(bin)
 	if err != nil {
@@ -112,7 +114,15 @@ func stageGateway(dir, bin string) (string, error) {
 	if err := dst.Close(); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)), os.Chmod(to, 0o755) // past the umask
+	sum := hex.EncodeToString(h.Sum(nil))
+	stamp := to + sandbox.BakedSumSuffix
+	if err := os.WriteFile(stamp, []byte(sum+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(stamp, 0o644); err != nil {
+		return "", err
+	}
+	return sum, os.Chmod(to, 0o755) // past the umask
 }
 
 // stageTree copies e's verified tree, file by file as its manifest lists

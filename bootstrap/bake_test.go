@@ -16,7 +16,8 @@ import (
 
 // TestBakeGateway: the build context of --with-gateway holds the outpost
 // executable, mode 0755, copied at the path a gateway sidecar looks for it,
-// and labels the image with its version and SHA-256; without CLIs there is
+// next to a stamp of its SHA-256, and labels the image with its version
+// and SHA-256; without CLIs there is
 // no CLI layer, and with nothing to bake the context is refused.
 func TestBakeGateway(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "outpost")
@@ -29,7 +30,7 @@ func TestBakeGateway(t *testing.T) {
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(dir, df))
 	require.NoError(t, err)
-	assert.Equal(t, "FROM outpost/base:dev\nCOPY gateway/outpost /opt/outpost/gateway/outpost\n"+
+	assert.Equal(t, "FROM outpost/base:dev\nCOPY gateway/outpost gateway/outpost.sha256 /opt/outpost/gateway/\n"+
 		`LABEL dev.outpost.gateway="v9.9.9 abc123 sha256:`+hex.EncodeToString(sum[:])+"\"\n", string(b))
 	staged := filepath.Join(dir, "gateway", "outpost")
 	fi, err := os.Stat(staged)
@@ -38,6 +39,13 @@ func TestBakeGateway(t *testing.T) {
 	got, err := os.ReadFile(staged)
 	require.NoError(t, err)
 	assert.Equal(t, content, got)
+	// The stamp a sidecar reads instead of hashing the executable.
+	stamp, err := os.ReadFile(staged + ".sha256")
+	require.NoError(t, err)
+	assert.Equal(t, hex.EncodeToString(sum[:])+"\n", string(stamp))
+	fi, err = os.Stat(staged + ".sha256")
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), "the sidecar's user reads it")
 
 	_, err = bootstrap.WriteBakeContextWithGateway(t.TempDir(), "outpost/base:dev", bootstrap.Gateway{})
 	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)

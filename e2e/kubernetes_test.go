@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -429,7 +430,9 @@ func TestKubernetesGatewaySidecarFails(t *testing.T) {
 // a second container and started there), and one through a sidecar that
 // runs the outpost baked into the pod's image (outpost image build
 // --with-gateway, imported into the cluster): what the sidecar costs per
-// pod.
+// pod. The cases are interleaved within each iteration, in rotating order,
+// so that a burst of other load on this shared machine hits them alike;
+// each case's median is reported, with the ratios of medians.
 func BenchmarkKubernetesGateway(b *testing.B) {
 	kc := testenv.Kubeconfig(b)
 	testenv.CLI(b, "claude")
@@ -442,22 +445,49 @@ func BenchmarkKubernetesGateway(b *testing.B) {
 	defer srv.Close()
 	vars := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-bench", "ANTHROPIC_BASE_URL": srv.URL(), "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
 	baked := bakedGatewayImage(b, self)
-	for _, c := range []struct{ name, binary, image string }{{"runner", "", ""}, {"sidecar", self, ""}, {"sidecar-baked", self, baked}} {
-		b.Run(c.name, func(b *testing.B) {
-			ws := b.TempDir()
-			require.NoError(b, os.Chmod(ws, 0o777))
-			r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
-				Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
-				Getenv:  func(k string) string { return vars[k] },
-				Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host", Image: c.image}, GatewayBinary: c.binary}})
-			require.NoError(b, err)
-			defer r.Close()
-			for b.Loop() {
-				res, err := r.Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgb"})
-				require.NoError(b, err, "%+v", res)
-			}
-		})
+	cases := []struct{ name, binary, image string }{{"runner", "", ""}, {"sidecar", self, ""}, {"sidecar-baked", self, baked}}
+	runners := make([]*outpost.Runner, len(cases))
+	for i, c := range cases {
+		ws := b.TempDir()
+		require.NoError(b, os.Chmod(ws, 0o777))
+		r, err := outpost.New(ctx, outpost.Options{Project: ws, NoStore: true, Auth: credentials.Auth{Form: credentials.Usage},
+			Forward: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+			Getenv:  func(k string) string { return vars[k] },
+			Sandbox: outpost.SandboxOptions{Kind: "kubernetes", Settings: map[string]string{"kubeconfig": kc}, Common: sandbox.Common{Network: "host", Image: c.image}, GatewayBinary: c.binary}})
+		require.NoError(b, err)
+		defer r.Close()
+		runners[i] = r
 	}
+	took := make([][]time.Duration, len(cases))
+	for i := 0; b.Loop(); i++ {
+		for k := range cases {
+			c := (i + k) % len(cases)
+			took[c] = append(took[c], timed(func() {
+				res, err := runners[c].Run(ctx, outpost.Turn{Agent: "claude", Prompt: "say MARK-kgb"})
+				require.NoError(b, err, "%+v", res)
+			}))
+		}
+	}
+	for c, k := range cases {
+		b.ReportMetric(median(took[c]), k.name+"-ms")
+	}
+	b.ReportMetric(median(took[1])/median(took[0]), "sidecar/runner")
+	b.ReportMetric(median(took[2])/median(took[0]), "sidecar-baked/runner")
+	// The median of each iteration's own ratio: the turns compared ran
+	// next to each other, so a drift of the load between iterations
+	// cancels out.
+	b.ReportMetric(pairedRatio(took[1], took[0]), "sidecar/runner-paired")
+	b.ReportMetric(pairedRatio(took[2], took[0]), "sidecar-baked/runner-paired")
+}
+
+// pairedRatio is the median over iterations of a[i]/b[i].
+func pairedRatio(a, b []time.Duration) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	sort.Float64s(r)
+	return r[len(r)/2]
 }
 
 // BenchmarkKubernetesDelivery times a cold offline Copilot turn in a pod

@@ -66,6 +66,11 @@ const DefaultKind = "docker"
 // image instead of a copy per lease.
 const BakedGateway = "/opt/outpost/gateway/outpost"
 
+// BakedSumSuffix names the stamp next to a baked executable: the file
+// BakedGateway+BakedSumSuffix holds its SHA-256 (hex), written when the
+// image is built, so a sidecar need not hash the executable in the pod.
+const BakedSumSuffix = ".sha256"
+
 // Names lists the kinds, sorted.
 func (t Kinds) Names() []string {
 	names := make([]string, 0, len(t))
@@ -308,6 +313,11 @@ type SidecarStreams struct {
 	Stdout io.Reader
 	// Stderr returns the tail of its standard error.
 	Stderr func() string
+	// Started, when set, waits until the program runs (the lease may be
+	// returned while it is still being started; reads and writes wait
+	// for it too) and returns why it could not be started, or ctx's
+	// error.
+	Started func(ctx context.Context) error
 }
 
 // Check is one doctor verdict.

@@ -77,7 +77,8 @@ func TestImageBuildWithBakesCLIs(t *testing.T) {
 // TestImageBuildWithGateway: `outpost image build --with-gateway` builds an
 // image FROM the sandbox image holding this outpost executable, byte for
 // byte, at the path a Kubernetes gateway sidecar runs it from, runnable by
-// the sidecar's user, and labelled with its version and SHA-256.
+// the sidecar's user, with its SHA-256 stamped next to it, and labelled
+// with its version and SHA-256.
 func TestImageBuildWithGateway(t *testing.T) {
 	testenv.Short(t)
 	requireDocker(t)
@@ -104,12 +105,13 @@ func TestImageBuildWithGateway(t *testing.T) {
 	sb, err := p.Acquire(ctx, sandbox.Spec{Image: tag, User: kubernetes.DefaultSidecarUser})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, sb.Release(context.Background())) }()
-	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `sha256sum <"$1"; "$1" sidecar`, "sh", sandbox.BakedGateway}})
+	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `sha256sum <"$1"; cat "$1.sha256"; "$1" sidecar`, "sh", sandbox.BakedGateway}})
 	require.NoError(t, err)
 	b, _ := io.ReadAll(proc.Stdout())
 	_, err = proc.Wait()
 	require.NoError(t, err)
-	assert.Equal(t, hex.EncodeToString(sum[:])+"  -\nMARK-baked-gateway sidecar\n", string(b))
+	assert.Equal(t, hex.EncodeToString(sum[:])+"  -\n"+hex.EncodeToString(sum[:])+"\nMARK-baked-gateway sidecar\n", string(b),
+		"the executable, its SHA-256 stamped next to it, readable by the sidecar's user")
 }
 
 // TestImageBuildWithGatewayRefused: --with-gateway with a recipe directory,

@@ -206,6 +206,20 @@ func (s *sidecarGateway) remote(ctx context.Context, sb sandbox.Sandbox) (*gatew
 	if !ok {
 		return nil, "", outposterr.New(outposterr.Sandbox, "lease %s has no gateway sidecar", sb.ID())
 	}
+	if conn.Started != nil {
+		// The program's start (checked in the image or copied in) is
+		// bounded by the provider; sidecarReady bounds the gateway's own
+		// start after it. No request reaches the gateway before Ready
+		// has seen it listen: the grant, and the CLI, come after.
+		if err := conn.Started(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, "", err
+			}
+			s.lease = sb.ID()
+			s.err = outposterr.Wrap(outposterr.Sandbox, err, "the gateway sidecar of pod %s did not start", sb.ID())
+			return nil, "", s.err
+		}
+	}
 	c := gateway.NewRemote(conn.Stdout, conn.Stdin)
 	rctx, cancel := context.WithTimeout(ctx, sidecarReady)
 	defer cancel()

@@ -1,6 +1,7 @@
 package gatewayroute
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -78,3 +79,47 @@ func TestBridgeByRoute(t *testing.T) {
 	r.Close()
 	r.Close() // idempotent
 }
+
+// idSandbox is a lease that only has an ID.
+type idSandbox struct {
+	sandbox.Sandbox
+	id string
+}
+
+func (s idSandbox) ID() string { return s.id }
+
+// fakeSidecars hands out fixed sidecar streams.
+type fakeSidecars struct{ streams sandbox.SidecarStreams }
+
+func (fakeSidecars) WithSidecar([]string) sandbox.Provider { return nil }
+
+func (f fakeSidecars) SidecarStreams(sandbox.Sandbox) (sandbox.SidecarStreams, bool) {
+	return f.streams, true
+}
+
+// TestSidecarStartFails: a gateway sidecar whose program could not be
+// started (the lease was returned while it was still being started) fails
+// the turn as a sandbox error that says why, and the same for a later
+// attempt on that lease, without waiting for an announcement.
+func TestSidecarStartFails(t *testing.T) {
+	started := 0
+	s := &sidecarGateway{sidecars: fakeSidecars{sandbox.SidecarStreams{
+		Stdin: nopWriteCloser{}, Stdout: strings.NewReader(""), Stderr: func() string { return "" },
+		Started: func(context.Context) error {
+			started++
+			return outposterr.New(outposterr.Sandbox, "copy the sidecar program into pod p: MARK-no-room")
+		}}}}
+	for range 2 {
+		_, _, err := s.remote(context.Background(), idSandbox{id: "p"})
+		require.Error(t, err)
+		assert.Equal(t, outposterr.Sandbox, outposterr.ClassOf(err))
+		assert.Contains(t, err.Error(), "the gateway sidecar of pod p did not start")
+		assert.Contains(t, err.Error(), "MARK-no-room")
+	}
+	assert.Equal(t, 1, started, "a lease's sidecar is started once")
+}
+
+type nopWriteCloser struct{}
+
+func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriteCloser) Close() error                { return nil }

@@ -144,25 +144,22 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	if err := l.waitRunning(ctx); err != nil {
 		return nil, errors.Join(err, l.Release(ctx))
 	}
-	// The sidecar starts while the lease is checked and filled; a lease
-	// that fails stops its sidecar's start.
-	sidecarDone := make(chan error, 1)
-	sctx, stopSidecar := context.WithCancel(ctx)
-	defer stopSidecar()
+	// The sidecar starts while the lease is checked and filled, and goes
+	// on after the lease is returned (its streams wait for it): under the
+	// lease's context, so Release stops it.
 	if sc != nil {
-		go func() { sidecarDone <- l.startSidecar(sctx) }()
-	} else {
-		sidecarDone <- nil
+		l.sidecarConn = newSidecarConn()
+		go func() {
+			run, err := l.startSidecar(l.ctx)
+			if err != nil {
+				l.p.log.Debug("sidecar not started", "pod", l.name, "err", err)
+			}
+			l.sidecarConn.finish(run, err)
+		}()
 	}
 	err = p.checkPids(ctx, l.nodeName(), cmp.Or(spec.Pids, p.opts.Pids))
 	if err == nil && workspace != "" {
 		err = l.copyWorkspaceIn(ctx)
-	}
-	if err != nil {
-		stopSidecar()
-	}
-	if serr := <-sidecarDone; err == nil {
-		err = serr
 	}
 	if err != nil {
 		return nil, errors.Join(err, l.Release(ctx))

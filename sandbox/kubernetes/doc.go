@@ -86,8 +86,11 @@
 // the sidecar's /proc entries), a read-only root, no capabilities. The
 // program is copied in once the pod runs — unless the image holds the same
 // file, by SHA-256, at Sidecar.Baked: then that copy runs — and started
-// through exec while the lease's workspace is copied in; its standard
-// streams stay connected to the caller ([SidecarStreams]) until Release. Outpost runs its model gateway there, and hands it each turn's
+// through exec while the lease's workspace is copied in and, as the lease
+// is returned without waiting for it, while the caller goes on (copies a
+// CLI in); its standard streams wait for that start
+// ([SidecarConn.Started]) and stay connected to the caller
+// ([SidecarStreams]) until Release. Outpost runs its model gateway there, and hands it each turn's
 // credential over its standard input.
 //
 // # Processes

@@ -2,7 +2,11 @@ package kubernetes
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -10,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -454,19 +459,30 @@ func TestRunnerDeadline(t *testing.T) {
 
 // TestBakedScriptDecides: the sidecar's start script runs the image's copy
 // of the program (mark first, then the program with its arguments and the
-// exec's standard input) only when that file has the runner's SHA-256; a
-// file that differs, or none, prints nothing and exits 97, so the program
-// is copied instead. It runs here with the same sh and sha256sum a pod has.
+// exec's standard input) only when that file is the runner's: its stamp
+// (the SHA-256 outpost image build --with-gateway writes next to it) says
+// the runner's SHA-256 and its size is the runner's — the stamp is
+// believed, the file not hashed — or, without a stamp, sha256sum says so.
+// A stamp of another hash, a file of another size, another file without
+// a stamp, or none: nothing printed, exit 97, and the program is copied
+// instead. It runs here with the same sh, wc and sha256sum a pod has.
 func TestBakedScriptDecides(t *testing.T) {
-	dir := t.TempDir()
-	prog := filepath.Join(dir, "program")
-	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\necho \"args:$*\"\ncat\n"), 0o755))
-	other := filepath.Join(dir, "other")
-	require.NoError(t, os.WriteFile(other, []byte("#!/bin/sh\necho \"args:$*\"\ncat\n# another build\n"), 0o755))
-	sum, err := (&Provider{}).fileSum(prog, mustStat(t, prog))
-	require.NoError(t, err)
+	script := []byte("#!/bin/sh\necho \"args:$*\"\ncat\n")
+	sum := sha256.Sum256(script)
+	hexSum := hex.EncodeToString(sum[:])
+	other := sum
+	other[0] ^= 1
+	bake := func(content []byte, stamp string) string {
+		dir := t.TempDir()
+		prog := filepath.Join(dir, "program")
+		require.NoError(t, os.WriteFile(prog, content, 0o755))
+		if stamp != "" {
+			require.NoError(t, os.WriteFile(prog+sandbox.BakedSumSuffix, []byte(stamp+"\n"), 0o644))
+		}
+		return prog
+	}
 	run := func(baked string) (string, int) {
-		cmd := exec.Command("sh", "-c", bakedScript, "outpost-sidecar", baked, sum, "a b", "c")
+		cmd := exec.Command("sh", "-c", bakedScript, "outpost-sidecar", baked, hexSum, strconv.Itoa(len(script)), "a b", "c")
 		cmd.Stdin = strings.NewReader("from-stdin\n")
 		out, err := cmd.Output()
 		var ee *exec.ExitError
@@ -476,15 +492,36 @@ func TestBakedScriptDecides(t *testing.T) {
 		require.NoError(t, err)
 		return string(out), 0
 	}
-	out, code := run(prog)
-	assert.Equal(t, 0, code)
-	assert.Equal(t, bakedMark+"\nargs:a b c\nfrom-stdin\n", out, "the same file runs from the image")
-	require.NoError(t, readMark(strings.NewReader(out), bakedMark))
-
-	for _, baked := range []string{other, filepath.Join(dir, "missing"), dir} {
+	// Same size as script, one byte off: only a stamp can vouch for it.
+	sameSize := append([]byte(nil), script...)
+	sameSize[bytes.Index(sameSize, []byte("args"))+3] = 'z'
+	for name, baked := range map[string]string{
+		"same file, no stamp":             bake(script, ""),
+		"same file, stamped":              bake(script, hexSum),
+		"stamp believed, file not hashed": bake(sameSize, hexSum),
+	} {
 		out, code := run(baked)
-		assert.Equal(t, 97, code, baked)
-		assert.Empty(t, out, "%s: nothing runs, the program is copied", baked)
+		assert.Equal(t, 0, code, name)
+		require.NoError(t, readMark(strings.NewReader(out), bakedMark), name)
+		want := "args"
+		if name == "stamp believed, file not hashed" {
+			want = "argz"
+		}
+		assert.Equal(t, bakedMark+"\n"+want+":a b c\nfrom-stdin\n", out, "%s: runs from the image", name)
+	}
+
+	dir := t.TempDir()
+	for name, baked := range map[string]string{
+		"same file, another stamp": bake(script, hex.EncodeToString(other[:])),
+		"same file, empty stamp":   bake(script, "\n"),
+		"stamped, another size":    bake(append(append([]byte(nil), script...), '\n'), hexSum),
+		"another file, no stamp":   bake(sameSize, ""),
+		"no file":                  filepath.Join(dir, "missing"),
+		"a directory":              dir,
+	} {
+		out, code := run(baked)
+		assert.Equal(t, 97, code, name)
+		assert.Empty(t, out, "%s: nothing runs, the program is copied", name)
 		assert.ErrorIs(t, readMark(strings.NewReader(out), bakedMark), errUnmarked)
 	}
 }
@@ -544,4 +581,39 @@ func TestCachedStoresOnlySuccess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, v, "the stored value, not a new one")
 	assert.Equal(t, 2, calls)
+}
+
+// TestSidecarConnWaitsForStart: a sidecar's streams are handed out before
+// its program runs; reads and writes wait for the start, an input closed
+// before it is closed once the program runs, and a start that failed is
+// the error of every read, write and Started, and what Stderr says.
+func TestSidecarConnWaitsForStart(t *testing.T) {
+	c := newSidecarConn()
+	require.NoError(t, c.Stdin.Close(), "closing the input does not wait for the start")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, c.Started(cancelled), context.Canceled, "not started yet")
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(c.Stdout).ReadString('\n')
+		got <- line
+	}()
+	inR, inW := io.Pipe()
+	c.finish(&sidecarRun{stdin: inW, stdout: strings.NewReader("hello\n"), stderr: &leasekit.TailBuffer{Max: 64}}, nil)
+	assert.Equal(t, "hello\n", <-got)
+	require.NoError(t, c.Started(context.Background()))
+	in, err := io.ReadAll(inR)
+	require.NoError(t, err, "the input closed before the start is closed")
+	assert.Empty(t, in)
+
+	failed := newSidecarConn()
+	why := errors.New("copy the sidecar program into pod p: MARK-no-room")
+	failed.finish(nil, why)
+	_, err = failed.Stdout.Read(make([]byte, 1))
+	require.ErrorIs(t, err, why)
+	_, err = failed.Stdin.Write([]byte("x"))
+	require.ErrorIs(t, err, why)
+	require.ErrorIs(t, failed.Started(context.Background()), why)
+	assert.Contains(t, failed.Stderr(), "MARK-no-room")
+	require.NoError(t, failed.Stdin.Close())
 }

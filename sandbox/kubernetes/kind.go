@@ -139,7 +139,7 @@ func (s sidecars) SidecarStreams(sb sandbox.Sandbox) (sandbox.SidecarStreams, bo
 	if !ok {
 		return sandbox.SidecarStreams{}, false
 	}
-	return sandbox.SidecarStreams{Stdin: conn.Stdin, Stdout: conn.Stdout, Stderr: conn.Stderr}, true
+	return sandbox.SidecarStreams{Stdin: conn.Stdin, Stdout: conn.Stdout, Stderr: conn.Stderr, Started: conn.Started}, true
 }
 
 // sidecarProvider acquires pods with a sidecar.

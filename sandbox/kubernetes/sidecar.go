@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,9 +64,11 @@ type Sidecar struct {
 	Binary string
 	// Baked is where the lease's image may hold a copy of Binary (outpost
 	// image build --with-gateway puts the outpost executable at
-	// sandbox.BakedGateway). When the file there has Binary's SHA-256, the
-	// sidecar runs it from the image and nothing is copied; when it is
-	// missing or differs in any byte, Binary is copied as without Baked.
+	// sandbox.BakedGateway). When the file there is Binary's — its stamp
+	// next to it (Baked+sandbox.BakedSumSuffix) holds Binary's SHA-256
+	// and its size is Binary's, or, without a stamp, it has Binary's
+	// SHA-256 — the sidecar runs it from the image and nothing is copied;
+	// when it is missing or differs, Binary is copied as without Baked.
 	// Empty: always copy.
 	Baked string
 	// Args are the program's arguments.
@@ -76,22 +80,119 @@ type Sidecar struct {
 	// [DefaultSidecarMemoryBytes].
 	MemoryBytes int64
 
-	sum string // Binary's SHA-256 (hex), when Baked is set
+	sum  string // Binary's SHA-256 (hex), when Baked is set
+	size int64  // Binary's size
 }
 
-// SidecarConn is the running sidecar program's standard streams.
+// SidecarConn is the sidecar program's standard streams. The lease is
+// returned while the program is still being started (checked in the image
+// or copied in, see [Provider.AcquireWithSidecar]): writes and reads wait
+// for that start ([SidecarConn.Started]) and fail with its error.
 type SidecarConn struct {
 	// Stdin is the program's standard input; closing it closes the input.
 	Stdin io.WriteCloser
 	// Stdout is the program's standard output; it ends when the program
 	// does or the lease is released.
 	Stdout io.Reader
-	stderr *leasekit.TailBuffer
+
+	started chan struct{} // closed when the start is over
+	mu      sync.Mutex
+	run     *sidecarRun // the running program; nil until started, or when the start failed
+	err     error       // why the start failed
+	closed  bool        // Stdin was closed, maybe before the start was over
+}
+
+// newSidecarConn is the streams of a sidecar program whose start is under
+// way; finish ends the start.
+func newSidecarConn() *SidecarConn {
+	c := &SidecarConn{started: make(chan struct{})}
+	c.Stdin, c.Stdout = sidecarStdin{c}, sidecarStdout{c}
+	return c
+}
+
+// finish records the start's outcome: the running program, or err.
+func (c *SidecarConn) finish(run *sidecarRun, err error) {
+	c.mu.Lock()
+	c.run, c.err = run, err
+	closed := c.closed
+	c.mu.Unlock()
+	close(c.started)
+	if closed && run != nil {
+		_ = run.stdin.Close()
+	}
+}
+
+// Started waits until the program runs and returns nil, or returns why it
+// could not be started (a sandbox error), or ctx's error.
+func (c *SidecarConn) Started(ctx context.Context) error {
+	select {
+	case <-c.started:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// running waits for the start and returns the running program.
+func (c *SidecarConn) running() (*sidecarRun, error) {
+	<-c.started
+	return c.run, c.err
 }
 
 // Stderr returns the last 4 KiB the program wrote to its standard error,
-// for messages about a sidecar that failed.
-func (c *SidecarConn) Stderr() string { return string(c.stderr.Bytes()) }
+// or why it could not be started, for messages about a sidecar that failed.
+func (c *SidecarConn) Stderr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err.Error()
+	}
+	if c.run == nil {
+		return ""
+	}
+	return string(c.run.stderr.Bytes())
+}
+
+type sidecarStdin struct{ c *SidecarConn }
+
+func (w sidecarStdin) Write(p []byte) (int, error) {
+	run, err := w.c.running()
+	if err != nil {
+		return 0, err
+	}
+	return run.stdin.Write(p)
+}
+
+// Close closes the program's input; closed before the program runs, it
+// closes it as soon as it does, without waiting for the start.
+func (w sidecarStdin) Close() error {
+	w.c.mu.Lock()
+	w.c.closed = true
+	run := w.c.run
+	w.c.mu.Unlock()
+	if run != nil {
+		return run.stdin.Close()
+	}
+	return nil
+}
+
+type sidecarStdout struct{ c *SidecarConn }
+
+func (r sidecarStdout) Read(p []byte) (int, error) {
+	run, err := r.c.running()
+	if err != nil {
+		return 0, err
+	}
+	return run.stdout.Read(p)
+}
+
+// sidecarRun is one exec in the sidecar container, its streams open until
+// Release.
+type sidecarRun struct {
+	stdin  *io.PipeWriter
+	stdout io.Reader
+	stderr *leasekit.TailBuffer
+}
 
 // SidecarStreams returns the sidecar streams of a lease acquired with
 // [Provider.AcquireWithSidecar], also through wrappers that have an
@@ -112,7 +213,12 @@ func SidecarStreams(sb sandbox.Sandbox) (conn *SidecarConn, ok bool) {
 }
 
 // AcquireWithSidecar is [Provider.Acquire] for a pod that also runs sc
-// (see [Sidecar]). The lease is returned once the program runs.
+// (see [Sidecar]). The lease is returned once the pod runs and its
+// workspace is in, while the program is still being started (the image's
+// copy checked, or the program copied in): that start overlaps with what
+// the caller does next (a CLI copied in). The program's streams
+// ([SidecarStreams]) wait for it; [SidecarConn.Started] says when it runs
+// or why it could not be started.
 func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc Sidecar) (sandbox.Sandbox, error) {
 	if sc.User == "" {
 		sc.User = DefaultSidecarUser
@@ -143,6 +249,7 @@ func (p *Provider) AcquireWithSidecar(ctx context.Context, spec sandbox.Spec, sc
 		return nil, outposterr.New(outposterr.Configuration, "sidecar program %s is not a regular file", sc.Binary)
 	}
 	if sc.Baked != "" {
+		sc.size = fi.Size()
 		if sc.sum, err = p.fileSum(sc.Binary, fi); err != nil {
 			return nil, outposterr.Wrap(outposterr.Configuration, err, "sidecar program")
 		}
@@ -204,30 +311,40 @@ func sidecarContainerFor(sc *Sidecar, image string, pull corev1.PullPolicy, secc
 const bakedMark = "outpost-sidecar-baked"
 
 // bakedScript runs the sidecar program from the image when the file at $1
-// has the SHA-256 $2: it prints bakedMark on stdout first and execs it with
-// the rest of the arguments. Otherwise (no such file, another file) it
-// prints nothing and exits 97, and the program is copied in instead. The
-// file is hashed through a redirect, so the exec's standard input (the
+// is Binary's: its stamp ($1.sha256, written by outpost image build
+// --with-gateway) says the SHA-256 $2 and its size is $3 bytes, or, with
+// no stamp (an image baked before stamps), sha256sum of the file says $2.
+// It then prints bakedMark on stdout and execs the file with the rest of
+// the arguments. Otherwise (no such file, another file or stamp) it prints
+// nothing and exits 97, and the program is copied in instead. The stamp
+// is the image's word, as sha256sum in the image would be: the image is
+// trusted either way; both catch an image that holds another build. The
+// file is only read through redirects, so the exec's standard input (the
 // program's) is left untouched.
-const bakedScript = `[ -f "$1" ] && [ "$(sha256sum <"$1" 2>/dev/null)" = "$2  -" ] || exit 97
-p=$1; shift 2
+const bakedScript = `[ -f "$1" ] || exit 97
+if [ -f "$1` + sandbox.BakedSumSuffix + `" ]; then
+	[ "$(cat "$1` + sandbox.BakedSumSuffix + `" 2>/dev/null)" = "$2" ] && [ "$(wc -c <"$1" | tr -d ' ')" = "$3" ] || exit 97
+else
+	[ "$(sha256sum <"$1" 2>/dev/null)" = "$2  -" ] || exit 97
+fi
+p=$1; shift 3
 echo ` + bakedMark + `
 exec "$p" "$@"`
 
 // startSidecar starts the sidecar program, its streams open until Release:
 // the image's copy when it is Binary's (Sidecar.Baked), else Binary copied
 // into the sidecar's volume.
-func (l *lease) startSidecar(ctx context.Context) error {
+func (l *lease) startSidecar(ctx context.Context) (*sidecarRun, error) {
 	if l.sidecar.Baked != "" {
-		started, err := l.startBaked(ctx)
-		if started || err != nil {
-			return err
+		run, err := l.startBaked(ctx)
+		if run != nil || err != nil {
+			return run, err
 		}
 	}
 	l.p.log.Debug("sidecar program copied in", "pod", l.name, "baked", l.sidecar.Baked)
 	f, err := os.Open(l.sidecar.Binary)
 	if err != nil {
-		return outposterr.Wrap(outposterr.Configuration, err, "sidecar program")
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "sidecar program")
 	}
 	defer f.Close()
 	cctx, cancel := context.WithTimeout(ctx, l.p.opts.StartTimeout)
@@ -236,61 +353,58 @@ func (l *lease) startSidecar(ctx context.Context) error {
 	ex := l.executorIn(sidecarContainer, []string{"sh", "-c", `cat >"$1" && chmod 0755 "$1"`, "outpost-sidecar", sidecarBin}, true)
 	if err := ex.StreamWithContext(cctx, remotecommand.StreamOptions{Stdin: f, Stdout: out, Stderr: out}); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("copy the sidecar program into pod %s: %w", l.name, ctx.Err())
+			return nil, fmt.Errorf("copy the sidecar program into pod %s: %w", l.name, ctx.Err())
 		}
-		return outposterr.Wrap(outposterr.Sandbox, err, "copy the sidecar program into pod %s: %s", l.name, out.Bytes())
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "copy the sidecar program into pod %s: %s", l.name, out.Bytes())
 	}
-
-	l.sidecarConn = l.runSidecar(append([]string{sidecarBin}, l.sidecar.Args...))
-	return nil
+	return l.runSidecar(append([]string{sidecarBin}, l.sidecar.Args...)), nil
 }
 
 // runSidecar runs argv in the sidecar container, its streams open until
 // Release, and returns them.
-func (l *lease) runSidecar(argv []string) *SidecarConn {
+func (l *lease) runSidecar(argv []string) *sidecarRun {
 	inR, inW := io.Pipe()
 	stdout := leasekit.NewPipe()
-	conn := &SidecarConn{Stdin: inW, Stdout: stdout, stderr: &leasekit.TailBuffer{Max: 4096}}
-	run := l.executorIn(sidecarContainer, argv, true)
+	run := &sidecarRun{stdin: inW, stdout: stdout, stderr: &leasekit.TailBuffer{Max: 4096}}
+	ex := l.executorIn(sidecarContainer, argv, true)
 	go func() {
 		// The stream lives as long as the lease: Release cancels l.ctx.
-		err := run.StreamWithContext(l.ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: stdout, Stderr: conn.stderr})
+		err := ex.StreamWithContext(l.ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: stdout, Stderr: run.stderr})
 		stdout.CloseWrite()
 		_ = inR.CloseWithError(io.ErrClosedPipe)
 		l.p.log.Debug("sidecar ended", "pod", l.name, "err", err)
 	}()
-	return conn
+	return run
 }
 
 // startBaked starts the image's copy of the sidecar program when it is
-// Binary's: started is false (and err nil) when the image holds no such
-// file, and the program is then to be copied.
-func (l *lease) startBaked(ctx context.Context) (started bool, err error) {
-	conn := l.runSidecar(append([]string{"sh", "-c", bakedScript, "outpost-sidecar", l.sidecar.Baked, l.sidecar.sum},
+// Binary's: run is nil (and err nil) when the image holds no such file,
+// and the program is then to be copied.
+func (l *lease) startBaked(ctx context.Context) (run *sidecarRun, err error) {
+	run = l.runSidecar(append([]string{"sh", "-c", bakedScript, "outpost-sidecar", l.sidecar.Baked, l.sidecar.sum, strconv.FormatInt(l.sidecar.size, 10)},
 		l.sidecar.Args...))
 	cctx, cancel := context.WithTimeout(ctx, l.p.opts.StartTimeout)
 	defer cancel()
 	marked := make(chan error, 1)
-	go func() { marked <- readMark(conn.Stdout, bakedMark) }()
+	go func() { marked <- readMark(run.stdout, bakedMark) }()
 	select {
 	case err = <-marked:
 	case <-cctx.Done():
-		_ = conn.Stdin.Close()
+		_ = run.stdin.Close()
 		if ctx.Err() != nil {
-			return false, fmt.Errorf("start the sidecar program in pod %s: %w", l.name, ctx.Err())
+			return nil, fmt.Errorf("start the sidecar program in pod %s: %w", l.name, ctx.Err())
 		}
-		return false, outposterr.New(outposterr.Sandbox, "start the sidecar program in pod %s: no answer within %s", l.name, l.p.opts.StartTimeout)
+		return nil, outposterr.New(outposterr.Sandbox, "start the sidecar program in pod %s: no answer within %s", l.name, l.p.opts.StartTimeout)
 	}
 	if err != nil {
 		// The check found no copy of Binary in the image (its stream
 		// ended unmarked).
-		_ = conn.Stdin.Close()
-		l.p.log.Debug("sidecar program not in the image", "pod", l.name, "path", l.sidecar.Baked, "check", err, "stderr", conn.Stderr())
-		return false, nil
+		_ = run.stdin.Close()
+		l.p.log.Debug("sidecar program not in the image", "pod", l.name, "path", l.sidecar.Baked, "check", err, "stderr", string(run.stderr.Bytes()))
+		return nil, nil
 	}
 	l.p.log.Debug("sidecar program run from the image", "pod", l.name, "path", l.sidecar.Baked)
-	l.sidecarConn = conn
-	return true, nil
+	return run, nil
 }
 
 // errUnmarked: a stream ended or went on without the expected first line.

@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,4 +205,50 @@ func TestSidecarBaked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSidecarStartsBesideTheLease: the lease is returned while its
+// sidecar program is still being started, and the program's streams wait
+// for that start. The program here is a FIFO whose content is written only
+// once the lease is returned: a lease that waited for the sidecar would
+// never come.
+func TestSidecarStartsBesideTheLease(t *testing.T) {
+	p := newProvider(t, kubernetes.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fifo := filepath.Join(t.TempDir(), "program")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o755))
+	returned := make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			wrote <- err
+			return
+		}
+		select {
+		case <-returned:
+			_, err = f.Write([]byte("#!/bin/sh\ncat\n"))
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		wrote <- errors.Join(err, f.Close())
+	}()
+	sb := acquireWith(t, func(ctx context.Context) (sandbox.Sandbox, error) {
+		return p.AcquireWithSidecarUnchecked(ctx, sandbox.Spec{}, kubernetes.Sidecar{Binary: fifo})
+	})
+	close(returned)
+	conn, ok := kubernetes.SidecarStreams(sb)
+	require.True(t, ok)
+	r := run(ctx, t, sb, sh(`echo lease-runs`))
+	require.NoError(t, r.err)
+	assert.Equal(t, "lease-runs\n", r.stdout)
+
+	require.NoError(t, <-wrote)
+	require.NoError(t, conn.Started(ctx), conn.Stderr())
+	_, err := conn.Stdin.Write([]byte("ping\n"))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(conn.Stdout).ReadString('\n')
+	require.NoError(t, err, conn.Stderr())
+	assert.Equal(t, "ping\n", line)
 }
