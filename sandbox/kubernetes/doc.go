@@ -91,7 +91,9 @@
 // CLI in); its standard streams wait for that start
 // ([SidecarConn.Started]) and stay connected to the caller
 // ([SidecarStreams]) until Release. Outpost runs its model gateway there, and hands it each turn's
-// credential over its standard input.
+// credential over its standard input. A lease whose sidecar program could
+// not start, or ended before Release, is gone ([sandbox.GoneReason]): a
+// pool hands out another, and a turn that failed in it is the sandbox's.
 //
 // # Processes
 //

@@ -617,3 +617,22 @@ func TestSidecarConnWaitsForStart(t *testing.T) {
 	assert.Contains(t, failed.Stderr(), "MARK-no-room")
 	require.NoError(t, failed.Stdin.Close())
 }
+
+// TestSidecarConnFailure: a sidecar whose start failed, or whose program
+// ended, says why (what [lease.Gone] reports, so that a pool drops the
+// lease); one that starts or runs says nothing.
+func TestSidecarConnFailure(t *testing.T) {
+	c := newSidecarConn()
+	assert.Empty(t, c.failure(), "still starting")
+	_, inW := io.Pipe()
+	run := &sidecarRun{stdin: inW, stdout: strings.NewReader(""), stderr: &leasekit.TailBuffer{Max: 64}, ended: make(chan struct{})}
+	c.finish(run, nil)
+	assert.Empty(t, c.failure(), "running")
+	_, _ = run.stderr.Write([]byte("MARK-listen failed\n"))
+	close(run.ended)
+	assert.Equal(t, "its sidecar program ended: MARK-listen failed", c.failure())
+
+	failed := newSidecarConn()
+	failed.finish(nil, errors.New("copy the sidecar program into pod p: MARK-no-room"))
+	assert.Equal(t, "its sidecar program did not start: copy the sidecar program into pod p: MARK-no-room", failed.failure())
+}

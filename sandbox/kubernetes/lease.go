@@ -233,7 +233,8 @@ func goneReason(name string, pod *corev1.Pod) string {
 }
 
 // Gone implements [sandbox.Vanishing]: the pod was deleted, evicted or
-// ended while the lease was held. "" while it runs, once Release started,
+// ended while the lease was held, or its sidecar program failed to start or
+// ended. "" while it runs, once Release started,
 // or when the API server does not answer.
 func (l *lease) Gone(ctx context.Context) string {
 	if l.rel.Releasing() || l.rel.Released() {
@@ -241,6 +242,13 @@ func (l *lease) Gone(ctx context.Context) string {
 	}
 	if err := l.goneError(); err != nil {
 		return err.Error()
+	}
+	if l.sidecarConn != nil {
+		// A pod whose sidecar (the model gateway) failed or ended serves
+		// no turn: a pool drops it, a failed turn is the sandbox's.
+		if why := l.sidecarConn.failure(); why != "" {
+			return "pod " + l.name + ": " + why
+		}
 	}
 	// The watch may not have seen it yet: ask.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,6 +134,35 @@ func (c *SidecarConn) Started(ctx context.Context) error {
 	}
 }
 
+// failure says why the program no longer serves the lease: its start
+// failed, or it ended before the lease was released. "" while it starts or
+// runs. It does not wait.
+func (c *SidecarConn) failure() string {
+	select {
+	case <-c.started:
+	default:
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return "its sidecar program did not start: " + c.err.Error()
+	}
+	if c.run == nil || c.run.ended == nil {
+		return ""
+	}
+	select {
+	case <-c.run.ended:
+		why := "its sidecar program ended"
+		if tail := strings.TrimSpace(string(c.run.stderr.Bytes())); tail != "" {
+			why += ": " + tail
+		}
+		return why
+	default:
+		return ""
+	}
+}
+
 // running waits for the start and returns the running program.
 func (c *SidecarConn) running() (*sidecarRun, error) {
 	<-c.started
@@ -192,6 +222,7 @@ type sidecarRun struct {
 	stdin  *io.PipeWriter
 	stdout io.Reader
 	stderr *leasekit.TailBuffer
+	ended  chan struct{} // closed when the program's exec stream ended; nil in tests that never end
 }
 
 // SidecarStreams returns the sidecar streams of a lease acquired with
@@ -365,11 +396,12 @@ func (l *lease) startSidecar(ctx context.Context) (*sidecarRun, error) {
 func (l *lease) runSidecar(argv []string) *sidecarRun {
 	inR, inW := io.Pipe()
 	stdout := leasekit.NewPipe()
-	run := &sidecarRun{stdin: inW, stdout: stdout, stderr: &leasekit.TailBuffer{Max: 4096}}
+	run := &sidecarRun{stdin: inW, stdout: stdout, stderr: &leasekit.TailBuffer{Max: 4096}, ended: make(chan struct{})}
 	ex := l.executorIn(sidecarContainer, argv, true)
 	go func() {
 		// The stream lives as long as the lease: Release cancels l.ctx.
 		err := ex.StreamWithContext(l.ctx, remotecommand.StreamOptions{Stdin: inR, Stdout: stdout, Stderr: run.stderr})
+		close(run.ended) // before the output's end, which readers see
 		stdout.CloseWrite()
 		_ = inR.CloseWithError(io.ErrClosedPipe)
 		l.p.log.Debug("sidecar ended", "pod", l.name, "err", err)

@@ -252,3 +252,28 @@ func TestSidecarStartsBesideTheLease(t *testing.T) {
 	require.NoError(t, err, conn.Stderr())
 	assert.Equal(t, "ping\n", line)
 }
+
+// TestSidecarEndedIsGone: a pod whose sidecar program ended is gone for
+// its turns ([sandbox.GoneReason]), with the program's last words, so that
+// a pool hands out another lease instead of one whose model gateway died.
+func TestSidecarEndedIsGone(t *testing.T) {
+	p := newProvider(t, kubernetes.Options{})
+	bin := filepath.Join(t.TempDir(), "sidecar")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\necho MARK-sidecar-down >&2\nexit 3\n"), 0o755))
+	sb := acquireWithSidecar(t, p, sandbox.Spec{}, kubernetes.Sidecar{Binary: bin})
+	conn, ok := kubernetes.SidecarStreams(sb)
+	require.True(t, ok)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, conn.Started(ctx), conn.Stderr())
+	// The program's output ends when it does.
+	_, err := io.Copy(io.Discard, conn.Stdout)
+	require.NoError(t, err)
+	why := sandbox.GoneReason(ctx, sb)
+	assert.Contains(t, why, "sidecar program ended")
+	assert.Contains(t, why, "MARK-sidecar-down")
+	assert.Contains(t, why, sb.ID())
+
+	require.NoError(t, sb.Release(ctx))
+	assert.Empty(t, sandbox.GoneReason(ctx, sb), "a released lease is not gone")
+}
