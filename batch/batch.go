@@ -248,30 +248,14 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Concurrency <= 0 {
-		o.Concurrency = 4
-	}
-	if o.MaxParks == 0 {
-		o.MaxParks = 3
-	}
-	if o.MaxPark <= 0 {
-		o.MaxPark = 6 * time.Hour
-	}
-	if o.DefaultPark <= 0 {
-		o.DefaultPark = 15 * time.Minute
-	}
-	if o.ContinuePrompt == "" {
-		o.ContinuePrompt = DefaultContinuePrompt
-	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 3
-	}
-	if o.BaseBackoff <= 0 {
-		o.BaseBackoff = 2 * time.Second
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 2 * time.Minute
-	}
+	o.Concurrency = positiveOr(o.Concurrency, 4)
+	o.MaxParks = cmp.Or(o.MaxParks, 3)
+	o.MaxPark = positiveOr(o.MaxPark, 6*time.Hour)
+	o.DefaultPark = positiveOr(o.DefaultPark, 15*time.Minute)
+	o.ContinuePrompt = cmp.Or(o.ContinuePrompt, DefaultContinuePrompt)
+	o.MaxRetries = cmp.Or(o.MaxRetries, 3)
+	o.BaseBackoff = positiveOr(o.BaseBackoff, 2*time.Second)
+	o.MaxBackoff = positiveOr(o.MaxBackoff, 2*time.Minute)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -281,6 +265,14 @@ func (o *Options) defaults() {
 	if o.Jitter == nil {
 		o.Jitter = rand.Float64
 	}
+}
+
+// positiveOr is v, or def when v is zero or negative.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

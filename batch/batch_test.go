@@ -444,3 +444,40 @@ func TestLoadOnlyRunningJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsDefaults pins the documented zero values: counts and durations
+// that are zero (or, where negative means nothing, negative) take their
+// defaults; negative MaxParks and MaxRetries and set values stay.
+func TestOptionsDefaults(t *testing.T) {
+	var zero Options
+	zero.defaults()
+	assert.Equal(t, 4, zero.Concurrency)
+	assert.Equal(t, 3, zero.MaxParks)
+	assert.Equal(t, 6*time.Hour, zero.MaxPark)
+	assert.Equal(t, 15*time.Minute, zero.DefaultPark)
+	assert.Equal(t, DefaultContinuePrompt, zero.ContinuePrompt)
+	assert.Equal(t, 3, zero.MaxRetries)
+	assert.Equal(t, 2*time.Second, zero.BaseBackoff)
+	assert.Equal(t, 2*time.Minute, zero.MaxBackoff)
+	assert.NotNil(t, zero.Now)
+	assert.NotNil(t, zero.Sleep)
+	assert.NotNil(t, zero.Jitter)
+
+	neg := Options{Concurrency: -1, MaxParks: -1, MaxPark: -time.Second, DefaultPark: -time.Second,
+		MaxRetries: -1, BaseBackoff: -time.Second, MaxBackoff: -time.Second}
+	neg.defaults()
+	assert.Equal(t, 4, neg.Concurrency)
+	assert.Equal(t, -1, neg.MaxParks, "negative: never park")
+	assert.Equal(t, 6*time.Hour, neg.MaxPark)
+	assert.Equal(t, 15*time.Minute, neg.DefaultPark)
+	assert.Equal(t, -1, neg.MaxRetries, "negative: no retries")
+	assert.Equal(t, 2*time.Second, neg.BaseBackoff)
+	assert.Equal(t, 2*time.Minute, neg.MaxBackoff)
+
+	set := Options{Concurrency: 7, MaxParks: 5, MaxPark: time.Hour, DefaultPark: time.Minute,
+		ContinuePrompt: "go on", MaxRetries: 9, BaseBackoff: time.Millisecond, MaxBackoff: time.Second}
+	want := set
+	set.defaults()
+	set.Now, set.Sleep, set.Jitter = nil, nil, nil
+	assert.Equal(t, want, set)
+}
