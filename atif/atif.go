@@ -32,6 +32,7 @@ package atif
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -155,14 +156,14 @@ func FromAttempt(j runrec.JobDir, agent string, a runrec.AttemptDir) *Trajectory
 	res := a.Result
 	name, version, model := agent, b.version, b.model
 	if res != nil {
-		name = cmpOr(res.Agent, name)
-		version = cmpOr(version, res.Outcome.CLIVersion)
-		model = cmpOr(res.Model, model)
+		name = cmp.Or(res.Agent, name)
+		version = cmp.Or(version, res.Outcome.CLIVersion)
+		model = cmp.Or(res.Model, model)
 		if t.SessionID == "" {
 			t.SessionID = res.Outcome.Conversation
 		}
 	}
-	t.Agent = Agent{Name: cmpOr(name, "unknown"), Version: cmpOr(version, "unknown"), ModelName: model}
+	t.Agent = Agent{Name: cmp.Or(name, "unknown"), Version: cmp.Or(version, "unknown"), ModelName: model}
 	prompt, extra, kept := "", map[string]any{"outpost_kind": "prompt"}, true
 	switch {
 	case res != nil && res.Prompt != "":
@@ -276,8 +277,8 @@ func (b *builder) add(ev adapters.Event) {
 		if b.session == "" {
 			b.session = ev.Conversation
 		}
-		b.version = cmpOr(b.version, ev.Version)
-		b.model = cmpOr(b.model, ev.Model)
+		b.version = cmp.Or(b.version, ev.Version)
+		b.model = cmp.Or(b.model, ev.Model)
 	case adapters.KindInput:
 		b.other(SourceUser, ev.Text, ev, nil)
 	case adapters.KindTextDelta:
@@ -313,7 +314,7 @@ func (b *builder) add(ev adapters.Event) {
 		if id == "" {
 			id = "outpost-call-" + strconv.FormatInt(ev.Seq, 10)
 		}
-		s.ToolCalls = append(s.ToolCalls, ToolCall{ToolCallID: id, FunctionName: cmpOr(ev.Tool.Name, "unknown"), Arguments: arguments(ev.Tool.Input)})
+		s.ToolCalls = append(s.ToolCalls, ToolCall{ToolCallID: id, FunctionName: cmp.Or(ev.Tool.Name, "unknown"), Arguments: arguments(ev.Tool.Input)})
 	case adapters.KindToolResult:
 		if ev.ToolResult != nil {
 			b.result(ev)
@@ -463,11 +464,4 @@ func stamp(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

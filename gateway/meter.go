@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -172,7 +173,7 @@ func (p *sseParser) line(l []byte) {
 		if json.Unmarshal(data, &ev) != nil || ev.Response.Usage == nil {
 			return
 		}
-		p.m.model = cmpOr(ev.Response.Model, p.m.model)
+		p.m.model = cmp.Or(ev.Response.Model, p.m.model)
 		p.m.usage, p.m.hasUsage = ev.Response.Usage.normalize(), true
 		switch ev.Type {
 		case "response.completed", "response.incomplete", "response.failed", "response.done":
@@ -186,7 +187,7 @@ func (p *sseParser) line(l []byte) {
 		if json.Unmarshal(data, &ev) != nil || ev.Usage == nil {
 			return
 		}
-		p.m.model = cmpOr(ev.Model, p.m.model)
+		p.m.model = cmp.Or(ev.Model, p.m.model)
 		p.m.usage, p.m.hasUsage, p.m.final = ev.Usage.normalize(), true, true
 	}
 }
@@ -357,13 +358,6 @@ func (o oaiUsage) normalize() usage.Usage {
 	}
 	cached = min(cached, in)
 	return usage.Usage{Input: in - cached, Cached: cached, Output: out, Reasoning: min(reasoning, out)}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // decodeError reads a failed response's body head and headers. secret is

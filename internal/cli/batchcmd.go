@@ -770,13 +770,6 @@ func readResults(path string) (results, error) {
 	return r, err
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // readPatch reads a stored patch, bounded, without following a link.
 func readPatch(path string) ([]byte, error) {
 	fi, err := os.Lstat(path)

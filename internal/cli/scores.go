@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -150,7 +151,7 @@ func writePredictions(w io.Writer, path, pick, resultsPath string, jobs []batch.
 			p.ModelNameOrPath = name
 		} else {
 			p.ModelNameOrPath = "outpost-" + last.Agent
-			if m := cmpOr(last.Outcome.Model, j.Model); m != "" {
+			if m := cmp.Or(last.Outcome.Model, j.Model); m != "" {
 				p.ModelNameOrPath += "-" + m
 			}
 		}
