@@ -156,22 +156,21 @@ func (d *Decoder) Decode(b []byte) []adapters.Event { return adapters.DecodeJSON
 // is carried as a JSON string, so the event always marshals.
 func raw(b []byte) []adapters.Event { return []adapters.Event{adapters.RawEvent(b)} }
 
+// lineDecoders maps a line's type to its decoder; other types have none.
+var lineDecoders = map[string]func(*Decoder, *line) []adapters.Event{
+	"system":           (*Decoder).system,
+	"assistant":        (*Decoder).assistant,
+	"user":             (*Decoder).user,
+	"stream_event":     (*Decoder).stream,
+	"rate_limit_event": (*Decoder).rateLimit,
+	"result":           (*Decoder).result,
+}
+
 // decode maps one parsed line; no event makes the line a raw event.
 func (d *Decoder) decode(l *line) []adapters.Event {
 	var evs []adapters.Event
-	switch l.Type {
-	case "system":
-		evs = d.system(l)
-	case "assistant":
-		evs = d.assistant(l)
-	case "user":
-		evs = d.user(l)
-	case "stream_event":
-		evs = d.stream(l)
-	case "rate_limit_event":
-		evs = d.rateLimit(l)
-	case "result":
-		evs = d.result(l)
+	if f := lineDecoders[l.Type]; f != nil {
+		evs = f(d, l)
 	}
 	if p := l.ParentToolUseID; p != nil && *p != "" {
 		for i := range evs {

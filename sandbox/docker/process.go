@@ -102,22 +102,17 @@ var _ sandbox.Process = (*process)(nil)
 // relative to [Root]. Spec.Env and Command.Env (which wins) go into the
 // exec's environment only.
 func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	if err := cmd.Validate(); err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
-	}
-	env := copyEnv(l.env)
-	for k, v := range cmd.Env {
-		env[k] = v
-	}
-	es := execSpec{args: cmd.Args, env: env, dir: cmd.Dir, keepStdin: cmd.KeepStdinOpen}
-	if len(cmd.Stdin) > 0 || cmd.KeepStdinOpen {
-		es.stdin = bytes.NewReader(cmd.Stdin)
-	}
-	p, err := l.start(ctx, es)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return leasekit.Exec(cmd, func() (*process, error) {
+		env := copyEnv(l.env)
+		for k, v := range cmd.Env {
+			env[k] = v
+		}
+		es := execSpec{args: cmd.Args, env: env, dir: cmd.Dir, keepStdin: cmd.KeepStdinOpen}
+		if len(cmd.Stdin) > 0 || cmd.KeepStdinOpen {
+			es.stdin = bytes.NewReader(cmd.Stdin)
+		}
+		return l.start(ctx, es)
+	})
 }
 
 // start creates, attaches and starts an exec of es.

@@ -123,17 +123,12 @@ var _ sandbox.Process = (*process)(nil)
 // relative to [Root]. Spec.Env reaches the process through the lease's
 // Secret, Command.Env (which wins) through the process's standard input.
 func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	if err := cmd.Validate(); err != nil {
-		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
-	}
-	p, err := l.start(ctx, execSpec{
-		args: cmd.Args, env: cmd.Env, dir: cmd.Dir, stdin: cmd.Stdin, live: cmd.KeepStdinOpen,
-		syncAfter: l.workspace != "",
+	return leasekit.Exec(cmd, func() (*process, error) {
+		return l.start(ctx, execSpec{
+			args: cmd.Args, env: cmd.Env, dir: cmd.Dir, stdin: cmd.Stdin, live: cmd.KeepStdinOpen,
+			syncAfter: l.workspace != "",
+		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // header is the wrapper's input header for nonce and env.

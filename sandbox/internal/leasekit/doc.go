@@ -1,7 +1,8 @@
 // Package leasekit holds what the container providers (sandbox/docker,
 // sandbox/kubernetes) share, so both kinds behave alike: the process state
 // machine's common part ([Proc]: output pipes, live stdin, exit status,
-// group signals through the kind's signal script, Close), the exit-code
+// group signals through the kind's signal script, Close), Exec's command
+// check around the kind's start ([Exec]), the exit-code
 // decoding ([StatusOf]), a lease's release bookkeeping ([ReleaseState]),
 // CopyIn and CopyOut through tar in the lease (the archive checked on its
 // way in), a bounded in-memory pipe for process output, a tail buffer for

@@ -155,6 +155,21 @@ func (p *Proc) CloseWith(leftovers func() bool, release func()) error {
 	return p.closeErr
 }
 
+// Exec is a container kind's [sandbox.Sandbox.Exec] around the kind's
+// start: a command [sandbox.Command.Validate] refuses is a configuration
+// error and start is not called; a start that fails returns a nil Process,
+// never a nil P inside a non-nil interface.
+func Exec[P Process](cmd sandbox.Command, start func() (P, error)) (sandbox.Process, error) {
+	if err := cmd.Validate(); err != nil {
+		return nil, outposterr.Wrap(outposterr.Configuration, err, "exec")
+	}
+	p, err := start()
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // StatusOf decodes an exit code. Containers report a command killed by
 // signal n as 128+n, the encoding shells use, so codes 129..159 are
 // reported as death by that signal (Code -1, Signal set), also when a

@@ -110,3 +110,34 @@ func TestProcWait(t *testing.T) {
 	assert.Equal(t, 2, st.Code)
 	assert.Nil(t, p.Stdin(), "no live stdin unless set")
 }
+
+// TestExec: a command Validate refuses is a configuration error and is not
+// started; a failed start is a nil Process, not a nil *fakeTar in an
+// interface; a started one is returned as is.
+func TestExec(t *testing.T) {
+	var started *fakeTar
+	start := func() (*fakeTar, error) {
+		_, err := startFake(false, &started)(context.Background(), nil, nil)
+		return started, err
+	}
+	p, err := Exec(sandbox.Command{Args: []string{""}}, start)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+	assert.True(t, p == nil)
+	assert.Nil(t, started, "an invalid command is not started")
+
+	p, err = Exec(sandbox.Command{Args: []string{"true"}, Env: map[string]string{"A=B": "x"}}, start)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+	assert.True(t, p == nil)
+	assert.Nil(t, started, "an invalid command is not started")
+
+	boom := errors.New("boom")
+	p, err = Exec(sandbox.Command{Args: []string{"true"}}, func() (*fakeTar, error) { return nil, boom })
+	assert.ErrorIs(t, err, boom)
+	assert.True(t, p == nil, "a failed start is a nil Process, got %#v", p)
+
+	p, err = Exec(sandbox.Command{Args: []string{"true"}}, start)
+	require.NoError(t, err)
+	require.NotNil(t, started)
+	assert.Same(t, started, p)
+	require.NoError(t, p.Close())
+}
