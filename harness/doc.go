@@ -26,7 +26,7 @@
 //     a short drain window collects output in flight and the rest of the
 //     process group is killed. The deadline, the idle timeout and the
 //     settle window after the final event stop the CLI with SIGTERM, then
-//     SIGKILL after Turn.KillGrace; so does cancellation of ctx. With
+//     SIGKILL after Limits.KillGrace; so does cancellation of ctx. With
 //     Turn.Live the adapter's live-input command runs instead (its stdin
 //     stays open): protocol replies and the caller's messages are written by
 //     a pump that never blocks supervision, messages wait until a turn can
@@ -63,11 +63,32 @@
 // (package typed), and a failed check gets exactly one repair turn on the
 // same conversation and lease; a second failure is a protocol error.
 //
+// A turn is prepared before it runs: [Turn.Validate] checks it without a
+// sandbox (step 1) and keeps the credential plan it resolved on the turn,
+// so a caller can refuse a bad turn before it bootstraps a CLI or opens a
+// sandbox engine, and Run, each of its attempts and a gateway router
+// asking [Turn.CredentialPlan] use that plan instead of planning again.
+// The root package's Runner.Prepare returns such a validated turn
+// (outpost.Prepared) that Runner.Run then completes with its lease.
+//
+// A turn has one lifetime: Limits.Deadline, counted once from the start of
+// Run, bounds acquiring the lease, seeding it and every attempt — a
+// re-seeded conversation, the typed response's repair turn, each
+// continuation of a steered turn — so a later attempt gets what is left,
+// never a fresh deadline. Only the cleanup of step 7 runs past it, under
+// its own bound.
+//
 // Design choices: the repair turns of typed responses live here,
 // in Run, rather than in a layer above it, so every caller (the CLI, batch,
-// a library user) gets the same bounded repair. Bootstrapping the pinned CLI is not a step of
-// Run. A verified cache entry is mounted read-only into a Docker lease when
-// the container is created (a bind mount cannot be added afterwards, and a
-// mount copies nothing), so the caller — the outpost command, through
-// package bootstrap — puts it in Turn.Spec before Run acquires the lease.
+// a library user) gets the same bounded repair. Bootstrapping the pinned
+// CLI is not a step of Run either: the caller delivers it through
+// Turn.Provider and Turn.Spec before Run acquires the lease. The root
+// package's Runner bootstraps each agent's CLI once (package bootstrap)
+// and asks the opened sandbox kind's engine (sandbox.Engine.Lease) for the
+// provider and spec of the turn, which carry it the engine's way: a Docker
+// engine on this machine mounts the verified cache entry read-only through
+// Spec.Mounts (a bind mount is set when the container is created and
+// copies nothing), an engine elsewhere or a Kubernetes pod gets it copied
+// in by a provider wrapping the engine's, and the host sandbox runs it
+// from the cache through Spec.Env's PATH.
 package harness
