@@ -1,8 +1,14 @@
 // Package kinds is the registry of the built-in sandbox kinds: one row
-// per kind (docker, podman, host, kubernetes), each from its own package
-// (sandbox/<kind>). The root package and the outpost command loop over a
-// registry for help, flags, doctor and gc and import no kind package; a
-// caller (or a test) adds a kind with one row.
+// per kind, each from the package that implements it — docker and podman
+// from sandbox/docker, host from sandbox/host, kubernetes from
+// sandbox/kubernetes. The outpost command (internal/cli) loops over a
+// registry for --sandbox's help and the kinds' own flags, for doctor's
+// engine checks and for gc's sweeps; the root package's Runner looks the
+// chosen kind up by name in Options.Sandboxes (nil: [Builtin]) and drives
+// it through its [sandbox.Engine]. Neither imports a kind package, so a
+// caller (or a test) adds a kind with one row. The image helpers here
+// ([BuildImage], [EnsureTaskImage], [RemoveTaskImages]) build on the
+// Docker or Podman engine.
 package kinds
 
 import (
