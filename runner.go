@@ -125,18 +125,21 @@ type Options struct {
 	Pool PoolOptions
 }
 
-// PoolOptions configure the runner's warm lease pools: per agent (the
-// CLI its leases get) and per lease spec (workspace, image, limits,
-// network, user), up to Size leases are kept created and started, the
-// agent's CLI delivered, before a turn asks; a turn takes one — never a
-// lease another turn used — and the pool makes the next in the
-// background. Credentials, the turn's environment and its gateway grant
-// are applied after the turn took its lease, as for any lease. Pooled
-// leases are released when their spec was not asked for in IdleTimeout,
-// and all of them when the runner closes.
+// PoolOptions configure the runner's warm lease pools: one pool per agent
+// (the CLI its leases get, and whether a gateway sidecar runs beside
+// them) keeps up to Size leases created and started, the agent's CLI
+// delivered, before a turn asks. Size bounds the agent's pool across
+// lease specs (workspace, image, limits, network, user): leases are kept
+// per spec, and a turn whose spec finds the pool full of other specs'
+// leases makes its own. A turn takes one — never a lease another turn
+// used — and the pool makes the next in the background. Credentials, the
+// turn's environment and its gateway grant are applied after the turn
+// took its lease, as for any lease. Pooled leases are released when their
+// spec was not asked for in IdleTimeout, and all of them when the runner
+// closes.
 type PoolOptions struct {
-	// Size is how many leases each pool keeps ready (0: no pool; a batch
-	// passes its concurrency).
+	// Size is how many leases each agent's pool keeps ready, across specs
+	// (0: no pool; a batch passes its concurrency).
 	Size int
 	// IdleTimeout releases the ready leases of a spec no turn asked for
 	// in that long (0: pool.DefaultIdleTimeout, 5 minutes).

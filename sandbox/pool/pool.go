@@ -19,7 +19,10 @@
 // command, files copied in, credentials, gateway grants — which is how the
 // harness works. A Spec that differs per turn (a per-turn Env, Forwards or
 // Labels value) still works but gains nothing: every turn's spec finds its
-// own empty set of leases ([Key] is what is compared).
+// own empty set of leases ([Key] is what is compared). The one spec that
+// is not pooled is one Key cannot encode (a CPUs value that is NaN or
+// infinite, which JSON cannot hold): Acquire passes it to the wrapped
+// provider, and Stats does not count it.
 //
 // At rest a pool holds up to Size started leases of the specs asked for
 // recently (each costs what an idle lease costs: a container or pod running
@@ -87,7 +90,7 @@ type Stats struct {
 	// for them in the background.
 	Waited int
 	// Cold counts acquisitions the pool passed to the wrapped provider
-	// (a spec that is not poolable, or the pool full of other specs).
+	// because it was full of other specs' leases.
 	Cold int
 	// Created counts leases the pool created; Released those it released
 	// unused (idle, closed, vanished).
@@ -140,7 +143,8 @@ func (p *Pool) Name() string { return p.p.Name() }
 func (p *Pool) Unwrap() sandbox.Provider { return p.p }
 
 // Key identifies the leases of spec: two specs with the same key get
-// interchangeable leases. Every field counts.
+// interchangeable leases. Every field counts. It fails only for a spec
+// JSON cannot encode (a NaN or infinite CPUs).
 func Key(spec sandbox.Spec) (string, error) {
 	b, err := json.Marshal(spec) // maps are encoded sorted
 	if err != nil {
