@@ -13,13 +13,6 @@ import (
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
-// A sandbox kind is one way to get leases, chosen by name (the outpost
-// command's --sandbox NAME). A kind is one package (sandbox/<kind>) and one
-// row of the registry (package sandbox/kinds): its name, its own flags, how
-// it opens an [Engine], its doctor checks and how it reaps what dead runs
-// left. The outpost command and the root package loop over the registry;
-// they name no kind.
-
 // Kind is one row of the sandbox kind registry.
 type Kind struct {
 	// Name is the kind's name (--sandbox NAME).

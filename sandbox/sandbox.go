@@ -16,6 +16,20 @@
 // the group.
 //
 // Environment values travel in the exec environment, never in argv.
+//
+// Kinds: a sandbox kind is one way to get leases, chosen by name (the
+// outpost command's --sandbox NAME). It is one row of a registry ([Kinds];
+// package sandbox/kinds holds the built-in ones), made by the package that
+// implements it (sandbox/host; sandbox/docker, for docker and podman;
+// sandbox/kubernetes): its name, its own flags, how it opens an [Engine],
+// its doctor checks and how it reaps what dead runs left ([Kind]). An
+// opened kind's Engine says how a bootstrapped CLI reaches its leases
+// ([Delivery]), hands out each turn's provider and lease spec, and says
+// how its leases reach a model gateway ([Route]). The outpost command
+// loops over the registry for help, flags, doctor and gc, and the root
+// package's Runner looks the chosen kind up in it, so neither imports a
+// kind package and one row adds a kind (sandbox/sandboxtest/testkind is
+// one, for tests).
 package sandbox
 
 import (
