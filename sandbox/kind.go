@@ -34,6 +34,15 @@ type Kind struct {
 	// ReapDefault sweeps the kind on a plain `outpost gc`; other kinds are
 	// swept when gc names them (--sandbox NAME).
 	ReapDefault bool
+	// ReapHelp says what Reap removes, for gc's help: a phrase ("pods and
+	// Secrets in every namespace the kubeconfig may list").
+	ReapHelp string
+	// GatewayHelp says, for doctor, which of the kind's leases a model
+	// gateway keeps API keys and tokens out of (--credentials gateway),
+	// given whether a gateway binary is at hand (Config.GatewayBinary): a
+	// phrase naming them ("kubernetes pods (a gateway sidecar)"), "" for
+	// none. Nil: every lease of the kind.
+	GatewayHelp func(binary bool) string
 }
 
 // Flag is a kind's own string setting.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,31 +26,28 @@ func NewCmdGC(f *Factory) *cobra.Command {
 	var grace time.Duration
 	var kind string
 	var settings map[string]*string
-	var defaults, named []string
+	var defaults, named, swept []string
 	for _, k := range f.Sandboxes.Sorted() {
 		if k.Reap == nil {
 			continue
 		}
 		named = append(named, k.Name)
+		item := k.Name
 		if k.ReapDefault {
 			defaults = append(defaults, k.Name)
+		} else {
+			item += " (with --sandbox " + k.Name + ")"
 		}
+		swept = append(swept, wrapItem(item+": "+cmp.Or(k.ReapHelp, "what its leases left")+",", 88))
 	}
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run] [--sandbox KIND] [--images]",
-		Short: "Remove sandbox leftovers (containers, pods, host sandbox homes, workspace copies) that no live outpost process owns",
+		Short: "Remove sandbox leftovers that no live outpost process owns",
 		Long: `gc removes what runs that died without cleaning up left behind (kill -9, a crash, a
 lost machine) in the sandbox kinds ` + strings.Join(defaults, " and ") + ` (--sandbox KIND: in KIND instead;
-one of ` + strings.Join(named, ", ") + `):
+one of ` + strings.Join(named, ", ") + `), kind by kind:
 
-  - containers, volumes and networks labelled dev.outpost.managed on the Docker engine
-    (DOCKER_HOST),
-  - host sandbox lease directories (outpost-host-* in the temporary directory, holding
-    private homes with logins and transcripts) of this user,
-  - with the docker kind, the workspace copies (outpost-rootcopy-* in the temporary
-    directory) of Docker and Podman leases on root-owned workspaces (a copy whose
-    write-back had begun is listed, never removed), and
-  - with --sandbox kubernetes, pods and Secrets in every namespace the kubeconfig may list,
+` + strings.Join(swept, "\n") + `
 
 whose owning outpost process is gone (or, for resources of another host or without an
 owner record, older than --grace). Resources of runs still going on are left alone.
@@ -102,6 +100,22 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 	cmd.Flags().StringVar(&kind, "sandbox", "", "sweep this sandbox kind: "+strings.Join(named, ", ")+" (default: "+strings.Join(defaults, " and ")+")")
 	settings = addKindFlags(f, cmd.Flags(), true)
 	return cmd
+}
+
+// wrapItem formats text as a list item ("  - text") wrapped at width
+// columns, its continuation lines indented under the text.
+func wrapItem(text string, width int) string {
+	var b strings.Builder
+	line := "  -"
+	for _, w := range strings.Fields(text) {
+		if len(line)+1+len(w) > width && len(line) > len("    ") {
+			b.WriteString(line + "\n")
+			line = "   "
+		}
+		line += " " + w
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 // gcKinds are the kinds gc sweeps: those swept by default, or the one

@@ -84,7 +84,7 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 			out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
 		}
 	}
-	out = append(out, gatewayDoctor(f.Agents().Upstreams(nil), f.Self != nil && runtime.GOOS == "linux"))
+	out = append(out, gatewayDoctor(f.Agents().Upstreams(nil), f.Sandboxes.Sorted(), f.Self != nil && runtime.GOOS == "linux"))
 	// Agents: pinned CLIs in the cache, their flags, their fixtures.
 	table, terr := loadAgents(f)
 	if terr != nil {
@@ -133,10 +133,10 @@ func runDoctor(ctx context.Context, f *Factory, image string, download bool) []c
 }
 
 // gatewayDoctor starts the model gateway as a run would (a unix socket for
-// container leases, loopback TCP for the host sandbox) and says where
-// credentials go; upstreams are the agents' default model APIs, sidecar
-// says whether pods get a gateway sidecar.
-func gatewayDoctor(upstreams []string, sidecar bool) check {
+// container leases, loopback TCP for the host sandbox) and says, kind by
+// kind, where credentials go; upstreams are the agents' default model
+// APIs, binary says whether a gateway binary is at hand for sidecars.
+func gatewayDoctor(upstreams []string, kinds []sandbox.Kind, binary bool) check {
 	const name = "model gateway"
 	fail := func(err error) check { return check{name: name, detail: err.Error()} }
 	if len(upstreams) == 0 {
@@ -160,12 +160,30 @@ func gatewayDoctor(upstreams []string, sidecar bool) check {
 	if _, err := gw.ListenTCP("127.0.0.1:0"); err != nil {
 		return fail(err)
 	}
-	if sidecar {
-		return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
-			"and kubernetes pods (a gateway sidecar) with --credentials gateway; login files (--auth account) go inside"}
+	var every, outside []string
+	for _, k := range kinds {
+		if k.GatewayHelp == nil {
+			every = append(every, k.Name)
+		} else if h := k.GatewayHelp(binary); h != "" {
+			outside = append(outside, h)
+		}
 	}
-	return check{name: name, ok: true, detail: "API keys and tokens stay outside docker, podman and host leases " +
-		"(--credentials gateway), and pods on this machine's network; login files (--auth account) and other pods get theirs inside"}
+	if len(every) > 0 {
+		outside = append([]string{joinAnd(every) + " leases"}, outside...)
+	}
+	if len(outside) == 0 {
+		return check{name: name, ok: true, detail: "no sandbox kind keeps API keys and tokens out of its leases: they go inside"}
+	}
+	return check{name: name, ok: true, detail: "API keys and tokens stay outside " + joinAnd(outside) +
+		" with --credentials gateway; login files (--auth account) go inside"}
+}
+
+// joinAnd lists items as "a, b and c".
+func joinAnd(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
 // driverChecks reports every driver file of the project: one check each.

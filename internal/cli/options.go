@@ -140,7 +140,11 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 // image, network, user and limits (run, batch, grade).
 func addSandboxFlags(f *Factory, cmd *cobra.Command, o *SandboxOptions) {
 	fl := cmd.Flags()
-	fl.StringVar(&o.Kind, "sandbox", "", "sandbox: "+f.sandboxNames()+" (default "+outpost.DefaultSandbox+")")
+	usage := "sandbox: " + f.sandboxNames()
+	if _, ok := f.Sandboxes[outpost.DefaultSandbox]; ok {
+		usage += " (default " + outpost.DefaultSandbox + ")"
+	}
+	fl.StringVar(&o.Kind, "sandbox", "", usage)
 	fl.StringVar(&o.Image, "image", "", "container image (default: the Outpost base image)")
 	fl.StringVar(&o.Network, "network", "", "container network mode: none, bridge, host or a network name")
 	o.Settings = addKindFlags(f, fl, false)

@@ -66,8 +66,10 @@ emit {"type":"finished","ok":true}`)
 
 // TestOneRowRegistersASandboxKind: a sandbox kind added as one registry
 // row (package testkind) is listed by run's help with its own flag, runs
-// turns with that flag's value, is checked by doctor and swept by gc with
-// its gc flag — with no line of this package naming it.
+// turns with that flag's value, is checked by doctor and named in its
+// gateway line, and is swept by gc with its gc flag and described in gc's
+// help — with no line of this package naming it, and none naming a kind
+// the registry does not hold.
 func TestOneRowRegistersASandboxKind(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -90,7 +92,7 @@ func TestOneRowRegistersASandboxKind(t *testing.T) {
 
 	code, out, _ := run("run", "-h")
 	require.Equal(t, 0, code)
-	assert.Contains(t, out, "sandbox: host, testkind (default docker)")
+	assert.Contains(t, out, "sandbox: host, testkind\n", "no default claimed: docker is not in the registry")
 	assert.Regexp(t, `--testkind-label string +with --sandbox testkind: a label the test kind reports`, out)
 
 	code, out, errOut := run("run", "--agent", "fake", "--sandbox", "testkind", "--testkind-label", "L-1",
@@ -101,13 +103,43 @@ func TestOneRowRegistersASandboxKind(t *testing.T) {
 	_, out, _ = run("doctor", "--image", "img:1")
 	assert.Contains(t, out, "pass  testkind engine")
 	assert.Contains(t, out, "image img:1")
+	assert.Contains(t, out, "API keys and tokens stay outside host and testkind leases with --credentials gateway;")
+	assert.NotContains(t, out, "docker")
+	assert.NotContains(t, out, "kubernetes")
 
 	code, out, _ = run("gc", "-h")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "sweep this sandbox kind: host, testkind (default: host)")
 	assert.Contains(t, out, "--testkind-label")
+	assert.Contains(t, out, "\n  - testkind (with --sandbox testkind): nothing: one leftover named after\n    --testkind-label is reported,\n")
+	assert.Contains(t, out, "\n  - host: lease directories (outpost-host-*")
+	assert.NotContains(t, out, "Docker")
+	assert.NotContains(t, out, "kubernetes")
 
 	code, out, errOut = run("gc", "--sandbox", "testkind", "--testkind-label", "L-2", "--dry-run")
 	assert.Equal(t, 0, code, errOut)
 	assert.Equal(t, "left over testkind lease L-2 (dry run true)\n", out, "only the named kind is swept")
+}
+
+// TestBuiltinKindsDescribeThemselves: gc's help and doctor's gateway line
+// say what each built-in kind sweeps and where its credentials stay from
+// the kinds' own rows.
+func TestBuiltinKindsDescribeThemselves(t *testing.T) {
+	var out, errOut bytes.Buffer
+	f := testFactory(strings.NewReader(""), &out, &errOut, func(string) string { return "" }, time.Now)
+	f.Sandboxes = outpost.SandboxKinds()
+	require.Equal(t, 0, Execute(context.Background(), f, []string{"gc", "-h"}), errOut.String())
+	assert.Contains(t, out.String(), "\n  - docker: containers, volumes and networks labelled dev.outpost.managed on the Docker\n")
+	assert.Contains(t, out.String(), "\n  - host: lease directories (outpost-host-* in the temporary directory,")
+	assert.Contains(t, out.String(), "\n  - kubernetes (with --sandbox kubernetes): pods and Secrets in every namespace the\n")
+	assert.NotContains(t, out.String(), "\n  - podman", "podman has no reaper")
+
+	kinds := outpost.SandboxKinds().Sorted()
+	assert.Equal(t, "API keys and tokens stay outside docker, host and podman leases and kubernetes pods (a gateway sidecar) "+
+		"with --credentials gateway; login files (--auth account) go inside", gatewayDoctor(nil, kinds, true).detail)
+	assert.Equal(t, "API keys and tokens stay outside docker, host and podman leases and kubernetes pods on this machine's network "+
+		"(other pods get theirs inside) with --credentials gateway; login files (--auth account) go inside", gatewayDoctor(nil, kinds, false).detail)
+	none := sandbox.Kind{Name: "inside", GatewayHelp: func(bool) string { return "" }}
+	assert.Equal(t, "no sandbox kind keeps API keys and tokens out of its leases: they go inside",
+		gatewayDoctor(nil, []sandbox.Kind{none}, true).detail)
 }

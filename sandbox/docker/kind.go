@@ -23,7 +23,10 @@ import (
 // DOCKER_TLS_VERIFY for a tcp:// address), else the local default.
 func Kind() sandbox.Kind {
 	return sandbox.Kind{Name: "docker", Summary: "isolated containers on a Docker engine (default)",
-		Open: openDocker, Doctor: engineDoctor("docker engine", DockerEndpoint), Reap: reapDocker, ReapDefault: true}
+		Open: openDocker, Doctor: engineDoctor("docker engine", DockerEndpoint), Reap: reapDocker, ReapDefault: true,
+		ReapHelp: "containers, volumes and networks labelled " + LabelManaged + " on the Docker engine (DOCKER_HOST), " +
+			"and the workspace copies (" + CopyPrefix + "* in the temporary directory) of Docker and Podman leases on " +
+			"root-owned workspaces (a copy whose write-back had begun is listed, never removed)"}
 }
 
 // PodmanKind is the podman sandbox kind: isolated containers on Podman's

@@ -15,7 +15,9 @@ import (
 // Config.Getenv (PATH, LANG, LC_ALL, TMPDIR, TERM; TZ is UTC) and never the
 // whole environment, which holds secrets nobody chose to forward.
 func Kind() sandbox.Kind {
-	return sandbox.Kind{Name: "host", Summary: "this machine, unisolated", Open: open, Reap: reap, ReapDefault: true}
+	return sandbox.Kind{Name: "host", Summary: "this machine, unisolated", Open: open, Reap: reap, ReapDefault: true,
+		ReapHelp: "lease directories (" + LeasePrefix + "* in the temporary directory, holding private homes " +
+			"with logins and transcripts) of this user"}
 }
 
 // hostVars are the variables the host sandbox passes to CLIs.

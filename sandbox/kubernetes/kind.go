@@ -32,7 +32,14 @@ func Kind() sandbox.Kind {
 			{Name: SettingContext, Usage: "the kubeconfig context (default: the current one)", Reap: true},
 			{Name: SettingNamespace, Usage: "the namespace of the pods (default: the context's)"},
 		},
-		Open: open, Doctor: doctor, Reap: reap}
+		Open: open, Doctor: doctor, Reap: reap,
+		ReapHelp: "pods and Secrets in every namespace the kubeconfig may list",
+		GatewayHelp: func(binary bool) string {
+			if binary {
+				return "kubernetes pods (a gateway sidecar)"
+			}
+			return "kubernetes pods on this machine's network (other pods get theirs inside)"
+		}}
 }
 
 // Kubeconfig is the kubeconfig file: flag when set, else $KUBECONFIG (its

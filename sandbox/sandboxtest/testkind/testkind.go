@@ -1,8 +1,9 @@
 // Package testkind is a sandbox kind for tests: one package and one
 // registry row, as a new kind would be. Its leases are host sandbox leases
-// (unisolated) handed out under its own name; it has a flag of its own,
-// a doctor check that reports that flag's environment variable, and a
-// reaper that reports (and never removes) one leftover naming its gc flag.
+// (unisolated) handed out under its own name; it has a flag of its own
+// (its value reaches every command as TESTKIND_LABEL), a doctor check
+// that reports the image it was asked about, and a reaper that reports
+// (and never removes) one leftover naming its gc flag's value.
 package testkind
 
 import (
@@ -30,6 +31,7 @@ func Kind() sandbox.Kind {
 		Reap: func(_ context.Context, c sandbox.ReapConfig) ([]sandbox.Leftover, error) {
 			return []sandbox.Leftover{{What: fmt.Sprintf("testkind lease %s (dry run %t)", c.Settings[FlagName], c.DryRun)}}, nil
 		},
+		ReapHelp: "nothing: one leftover named after --" + FlagName + " is reported",
 	}
 }
 
