@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,7 +13,9 @@ import (
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/source"
 )
 
@@ -124,4 +127,33 @@ func TestVerifierResources(t *testing.T) {
 			assert.Contains(t, v.Error, c.want)
 		})
 	}
+}
+
+// TestVerifyOnRemoteEngine: an engine that cannot see this machine's files
+// (the local one, declared remote) grades a job: the verifier's lease has
+// no workspace to mount, the job's source is copied in.
+func TestVerifyOnRemoteEngine(t *testing.T) {
+	testenv.Short(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, perr := cli.Ping(pctx)
+	cancel()
+	_ = cli.Close()
+	if perr != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	repo, commit := oneCommitRepo(t, map[string]string{"a.txt": "base\n"})
+	kind := docker.EndpointKind("remote", docker.Endpoint{Remote: true})
+	r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),
+		Getenv: func(string) string { return "" }, Sandboxes: sandbox.Kinds{"remote": kind},
+		Sandbox: outpost.SandboxOptions{Kind: "remote"}})
+	require.NoError(t, err)
+	defer r.Close()
+	v := r.Verify(context.Background(), batch.Job{ID: "j", Agent: "fake", Prompt: "p",
+		Source: &source.Spec{Repo: repo, Commit: commit},
+		Verify: &batch.VerifySpec{Command: `test "$(cat a.txt)" = base && echo MARK-remote`}}, nil)
+	require.NotNil(t, v)
+	assert.Equal(t, harness.VerdictPass, v.Verdict, "%+v", v)
+	assert.Contains(t, v.Output, "MARK-remote")
 }
