@@ -768,36 +768,10 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	if ht.Provider, ht.Spec, cli, err = r.lease(ctx, row, workspace); err != nil {
 		return nil, err
 	}
-	if t.Image != "" || t.CPUs != 0 || t.MemoryBytes != 0 || t.Pids != 0 {
-		if r.engine.Delivery().Mode == sandbox.DeliverHostPath {
-			var what []string
-			for _, f := range []struct {
-				name string
-				set  bool
-			}{{"image", t.Image != ""}, {"cpus", t.CPUs != 0}, {"memory", t.MemoryBytes != 0}, {"pids", t.Pids != 0}} {
-				if f.set {
-					what = append(what, f.name)
-				}
-			}
-			return nil, outposterr.New(outposterr.Configuration,
-				"the %s sandbox cannot apply the turn's %s: run in an isolated sandbox (docker, podman or kubernetes)",
-				r.kind.Name, strings.Join(what, ", "))
-		}
-		if t.CPUs < 0 || t.MemoryBytes < 0 || t.Pids < 0 {
-			return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
-		}
-		if t.Image != "" {
-			ht.Spec.Image = t.Image
-		}
-		if t.CPUs > 0 {
-			ht.Spec.CPUs = t.CPUs
-		}
-		if t.MemoryBytes > 0 {
-			ht.Spec.MemoryBytes = t.MemoryBytes
-		}
-		if t.Pids > 0 {
-			ht.Spec.Pids = t.Pids
-		}
+	over := sandbox.Override{Image: t.Image, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Pids: t.Pids}
+	isolated := r.engine.Delivery().Mode != sandbox.DeliverHostPath
+	if ht.Spec, err = over.Apply(ht.Spec, r.kind.Name, isolated); err != nil {
+		return nil, err
 	}
 	if err := r.router.Bridge(&ht, r.engine.Gateway(), t.Budget); err != nil {
 		return nil, err

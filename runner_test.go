@@ -16,7 +16,9 @@ import (
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
+	"github.com/outpost-dev/outpost/source"
 )
 
 // TestRunnerDocker is the README's library example with the default
@@ -83,4 +85,33 @@ func TestRunnerRefusesBadTurnsBeforeAnySandbox(t *testing.T) {
 
 	_, err = outpost.New(ctx, outpost.Options{Sandbox: outpost.SandboxOptions{Kind: "vm"}, NoStore: true})
 	assert.ErrorContains(t, err, `sandbox must be one of docker, host, kubernetes, podman, not "vm"`)
+}
+
+// TestRunnerRemoteEngineBatch: an engine that cannot see this machine's
+// files (the local one, declared remote) runs a batch job from its
+// source: no workspace is mounted, the source and the verified CLI are
+// copied in.
+func TestRunnerRemoteEngineBatch(t *testing.T) {
+	testenv.Short(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, perr := cli.Ping(pctx)
+	cancel()
+	if perr != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	repo, commit := oneCommitRepo(t, map[string]string{"a.txt": "base\n"})
+	ctx := context.Background()
+	r, err := outpost.New(ctx, outpost.Options{Project: t.TempDir(), Offline: true, NoStore: true, Getenv: os.Getenv,
+		Sandboxes: sandbox.Kinds{"remote": docker.EndpointKind("remote", docker.Endpoint{Remote: true})},
+		Sandbox:   outpost.SandboxOptions{Kind: "remote"}})
+	require.NoError(t, err)
+	defer r.Close()
+	recs, err := r.Batch(ctx, []batch.Job{{ID: "a", Agent: "claude", Prompt: "MARK-remote",
+		Source: &source.Spec{Repo: repo, Commit: commit}}}, outpost.BatchOptions{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.True(t, recs[0].Outcome.OK, "%+v", recs[0])
 }

@@ -70,28 +70,16 @@ func (r *Runner) Verify(ctx context.Context, j batch.Job, patch []byte) *harness
 	if image == "" {
 		image = j.Image
 	}
-	if image != "" || j.CPUs != 0 || j.Memory != 0 || j.Pids != 0 {
-		if hostPath {
-			// The host sandbox runs the verifier as it is, like the
-			// agent's turns: it has no image or limits to apply.
-			if image != "" {
-				return &harness.Verification{Verdict: harness.VerdictError,
-					Error: "the " + r.kind.Name + " sandbox cannot run the verifier's image " + image + ": run in an isolated sandbox (docker, podman or kubernetes)"}
-			}
-		} else {
-			if image != "" {
-				spec.Image = image
-			}
-			if j.CPUs > 0 {
-				spec.CPUs = j.CPUs
-			}
-			if j.Memory > 0 {
-				spec.MemoryBytes = int64(j.Memory)
-			}
-			if j.Pids > 0 {
-				spec.Pids = j.Pids
-			}
-		}
+	over := sandbox.Override{Image: image, CPUs: j.CPUs, MemoryBytes: int64(j.Memory), Pids: j.Pids}
+	if hostPath {
+		// The host sandbox runs the verifier as it is: it refuses the
+		// verifier's image, as it does a turn's, but leaves out the
+		// job's limits, which its turns refuse there (outpost grade
+		// grades attempts that ran elsewhere).
+		over = sandbox.Override{Image: image}
+	}
+	if spec, err = over.Apply(spec, r.kind.Name, !hostPath); err != nil {
+		return errorf(err, "the verifier's lease")
 	}
 	return harness.Verify(ctx, harness.VerifyInput{Provider: prov, Spec: spec, Verifier: vf,
 		Source: harness.Seed{Tar: func(ctx context.Context) (io.ReadCloser, error) { return snap.Tar(ctx), nil }, Patch: patch}})

@@ -3,7 +3,9 @@ package outpost_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,7 +13,9 @@ import (
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
+	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/source"
 )
 
@@ -70,4 +74,86 @@ func TestVerifierNetwork(t *testing.T) {
 			assert.Contains(t, v.Error, c.want)
 		})
 	}
+}
+
+// resEngine hands out leases whose provider refuses every lease, naming
+// the image and limits it was asked for; its delivery says whether it is
+// the host sandbox's kind.
+type resEngine struct{ mode sandbox.DeliveryMode }
+
+func (e resEngine) Delivery() sandbox.Delivery { return sandbox.Delivery{Mode: e.mode} }
+func (resEngine) Lease(*sandbox.CLI, string) (sandbox.Provider, sandbox.Spec, error) {
+	return resProvider{}, sandbox.Spec{Image: "base"}, nil
+}
+func (resEngine) Gateway() sandbox.Route { return sandbox.Route{} }
+func (resEngine) Close()                 {}
+
+type resProvider struct{}
+
+func (resProvider) Name() string { return "res" }
+func (resProvider) Acquire(_ context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	return nil, fmt.Errorf("image=%s cpus=%g memory=%d pids=%d", spec.Image, spec.CPUs, spec.MemoryBytes, spec.Pids)
+}
+
+// A verifier's lease takes the verifier's image, else the job's, and the
+// job's limits; the host sandbox refuses an image and leaves the limits
+// out.
+func TestVerifierResources(t *testing.T) {
+	repo, commit := oneCommitRepo(t, map[string]string{"a.txt": "base\n"})
+	for _, c := range []struct {
+		name        string
+		mode        sandbox.DeliveryMode
+		job, verify string // images
+		want        string
+	}{
+		{"isolated", sandbox.DeliverCopy, "job", "", "image=job cpus=1.5 memory=1024 pids=64"},
+		{"verifier's image", sandbox.DeliverCopy, "job", "ver", "image=ver cpus=1.5 memory=1024 pids=64"},
+		{"host leaves limits out", sandbox.DeliverHostPath, "", "", "image=base cpus=0 memory=0 pids=0"},
+		{"host refuses an image", sandbox.DeliverHostPath, "job", "", "the res sandbox cannot apply image job: run in an isolated sandbox"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := resEngine{c.mode}
+			kind := sandbox.Kind{Name: "res", Open: func(context.Context, sandbox.Config) (sandbox.Engine, error) { return e, nil }}
+			r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),
+				Getenv: func(string) string { return "" }, Sandboxes: sandbox.Kinds{"res": kind},
+				Sandbox: outpost.SandboxOptions{Kind: "res"}})
+			require.NoError(t, err)
+			defer r.Close()
+			v := r.Verify(context.Background(), batch.Job{ID: "j", Agent: "fake", Prompt: "p",
+				Source: &source.Spec{Repo: repo, Commit: commit}, Image: c.job, CPUs: 1.5, Memory: 1024, Pids: 64,
+				Verify: &batch.VerifySpec{Command: "true", Image: c.verify}}, nil)
+			require.NotNil(t, v)
+			assert.Equal(t, harness.VerdictError, v.Verdict)
+			assert.Contains(t, v.Error, c.want)
+		})
+	}
+}
+
+// TestVerifyOnRemoteEngine: an engine that cannot see this machine's files
+// (the local one, declared remote) grades a job: the verifier's lease has
+// no workspace to mount, the job's source is copied in.
+func TestVerifyOnRemoteEngine(t *testing.T) {
+	testenv.Short(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, perr := cli.Ping(pctx)
+	cancel()
+	_ = cli.Close()
+	if perr != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	repo, commit := oneCommitRepo(t, map[string]string{"a.txt": "base\n"})
+	kind := docker.EndpointKind("remote", docker.Endpoint{Remote: true})
+	r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),
+		Getenv: func(string) string { return "" }, Sandboxes: sandbox.Kinds{"remote": kind},
+		Sandbox: outpost.SandboxOptions{Kind: "remote"}})
+	require.NoError(t, err)
+	defer r.Close()
+	v := r.Verify(context.Background(), batch.Job{ID: "j", Agent: "fake", Prompt: "p",
+		Source: &source.Spec{Repo: repo, Commit: commit},
+		Verify: &batch.VerifySpec{Command: `test "$(cat a.txt)" = base && echo MARK-remote`}}, nil)
+	require.NotNil(t, v)
+	assert.Equal(t, harness.VerdictPass, v.Verdict, "%+v", v)
+	assert.Contains(t, v.Output, "MARK-remote")
 }

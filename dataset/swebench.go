@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/outposterr"
 )
 
@@ -223,10 +224,20 @@ func ImportSWEBench(ctx context.Context, r io.Reader, opts SWEBenchOptions, emit
 		}
 		return n, nil
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 64<<10), maxRow)
-	for line := 1 + blank; sc.Scan(); line++ {
-		raw := bytes.TrimSpace(sc.Bytes())
+	lr := lines.NewReader(br, maxRow)
+	lr.OversizedAtOnce() // an oversized row ends the import: read no further
+	for line := 1 + blank; ; line++ {
+		b, over, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, outposterr.Wrap(outposterr.Configuration, err, "read the dataset")
+		}
+		if over {
+			return n, outposterr.New(outposterr.Configuration, "dataset line %d: longer than %d bytes", line, maxRow)
+		}
+		raw := bytes.TrimSpace(b)
 		if len(raw) == 0 {
 			continue
 		}
@@ -234,10 +245,6 @@ func ImportSWEBench(ctx context.Context, r io.Reader, opts SWEBenchOptions, emit
 			return n, err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return n, outposterr.Wrap(outposterr.Configuration, err, "read the dataset")
-	}
-	return n, nil
 }
 
 // firstByte peeks at the first byte that is not white space, and counts

@@ -3,6 +3,8 @@ package dataset
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -23,6 +25,27 @@ func TestTestList(t *testing.T) {
 	err := json.Unmarshal([]byte(`{"PASS_TO_PASS":"a::b"}`), &row)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "PASS_TO_PASS: want a list of test names")
+}
+
+// endless is an endless run of one byte.
+type endless byte
+
+func (e endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(e)
+	}
+	return len(p), nil
+}
+
+// TestImportRowBound: a row line over the bound ends the import with an
+// error naming it, without reading the rest of the line (here endless).
+func TestImportRowBound(t *testing.T) {
+	in := io.MultiReader(strings.NewReader("\n"+`{"instance_id":"`), endless('a'))
+	_, err := ImportSWEBench(context.Background(), in, SWEBenchOptions{Repos: t.TempDir(), Agent: "claude"},
+		func(Job) error { return nil })
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), fmt.Sprintf("dataset line 2: longer than %d bytes", maxRow))
 }
 
 // TestImportBadInput: rows that cannot become a job are configuration

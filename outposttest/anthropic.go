@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 )
 
 const apiAnthropic = "anthropic"
@@ -317,36 +316,14 @@ func usageJSON(u usage) map[string]any {
 	}
 }
 
-// sse writes Server-Sent Events the way the Anthropic API does:
-// "event: <type>\ndata: <json>\n\n", flushed per event.
-type sse struct {
-	w     http.ResponseWriter
-	s     *Server
-	r     *http.Request
-	delay time.Duration
-	ok    bool
-}
-
+// send sends one Anthropic event: "event: <type>\ndata: <json>\n\n".
 func (e *sse) send(typ string, data any) {
-	if !e.ok {
-		return
-	}
-	if !e.s.wait(e.r.Context(), e.delay) {
-		e.ok = false
-		return
-	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		e.ok = false
 		return
 	}
-	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", typ, b); err != nil {
-		e.ok = false
-		return
-	}
-	if f, ok := e.w.(http.Flusher); ok {
-		f.Flush()
-	}
+	e.event(typ, b)
 }
 
 func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model string, p plan, u usage) {

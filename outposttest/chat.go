@@ -269,28 +269,11 @@ func (e *sse) data(v any) {
 		e.ok = false
 		return
 	}
-	e.line(b)
+	e.event("", b)
 }
 
 // done sends the terminating "data: [DONE]".
-func (e *sse) done() { e.line([]byte("[DONE]")) }
-
-func (e *sse) line(b []byte) {
-	if !e.ok {
-		return
-	}
-	if !e.s.wait(e.r.Context(), e.delay) {
-		e.ok = false
-		return
-	}
-	if _, err := fmt.Fprintf(e.w, "data: %s\n\n", b); err != nil {
-		e.ok = false
-		return
-	}
-	if f, ok := e.w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
+func (e *sse) done() { e.event("", []byte("[DONE]")) }
 
 func writeChatError(w http.ResponseWriter, e responsesError) { writeResponsesError(w, e) }
 

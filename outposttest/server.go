@@ -489,6 +489,42 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, p plan, head
 	return &sse{w: w, s: s, r: r, delay: p.delay, ok: true}
 }
 
+// sse writes the Server-Sent Events of one answer, each after the plan's
+// delay and flushed. Once a write fails, or the client or the server
+// goes away, ok is false and nothing more is written.
+type sse struct {
+	w     http.ResponseWriter
+	s     *Server
+	r     *http.Request
+	delay time.Duration
+	ok    bool
+}
+
+// event writes "event: <typ>\n" (none when typ is empty) and
+// "data: <data>\n\n", then flushes.
+func (e *sse) event(typ string, data []byte) {
+	if !e.ok {
+		return
+	}
+	if !e.s.wait(e.r.Context(), e.delay) {
+		e.ok = false
+		return
+	}
+	var err error
+	if typ != "" {
+		_, err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", typ, data)
+	} else {
+		_, err = fmt.Fprintf(e.w, "data: %s\n\n", data)
+	}
+	if err != nil {
+		e.ok = false
+		return
+	}
+	if f, ok := e.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
 // writeJSON writes body as a JSON answer with status, after header and the
 // request id id under idHeader.
 func writeJSON(w http.ResponseWriter, status int, header map[string]string, idHeader, id string, body any) {

@@ -194,6 +194,57 @@ func (l Limit) Int() int64 {
 	return int64(math.Round(float64(l)))
 }
 
+// Override is a turn's or a job's own image and resource limits over its
+// lease's spec. A zero field keeps the spec's (and a zero spec field the
+// runner's [Common], else the kind's default: the provider decides that);
+// a set image and a positive limit replace it. A turn cannot lift a
+// limit: a negative one is refused, not read as [NoLimit].
+type Override struct {
+	Image       string
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+}
+
+// Apply returns spec with o over it, for a lease of the kind named kind.
+// A kind that applies neither images nor limits (isolated false: the host
+// sandbox) refuses whatever o sets, naming it.
+func (o Override) Apply(spec Spec, kind string, isolated bool) (Spec, error) {
+	if !isolated {
+		var what []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"image " + o.Image, o.Image != ""}, {"cpus", o.CPUs != 0}, {"memory", o.MemoryBytes != 0}, {"pids", o.Pids != 0}} {
+			if f.set {
+				what = append(what, f.name)
+			}
+		}
+		if len(what) > 0 {
+			return spec, outposterr.New(outposterr.Configuration,
+				"the %s sandbox cannot apply %s: run in an isolated sandbox (docker, podman or kubernetes)",
+				kind, strings.Join(what, ", "))
+		}
+		return spec, nil
+	}
+	if o.CPUs < 0 || o.MemoryBytes < 0 || o.Pids < 0 {
+		return spec, outposterr.New(outposterr.Configuration, "negative resource limit")
+	}
+	if o.Image != "" {
+		spec.Image = o.Image
+	}
+	if o.CPUs > 0 {
+		spec.CPUs = o.CPUs
+	}
+	if o.MemoryBytes > 0 {
+		spec.MemoryBytes = o.MemoryBytes
+	}
+	if o.Pids > 0 {
+		spec.Pids = o.Pids
+	}
+	return spec, nil
+}
+
 // CheckUser refuses a lease user that is root or in the root group.
 func (c Common) CheckUser() error {
 	if c.User == "" {

@@ -170,15 +170,19 @@ func (e *engine) Delivery() sandbox.Delivery {
 }
 
 func (e *engine) Lease(cli *sandbox.CLI, workspace string) (sandbox.Provider, sandbox.Spec, error) {
-	if !e.p.Local() {
-		// The workspace would have to travel in and out of every lease;
-		// a task workspace (a job's source) is copied in instead.
-		return nil, sandbox.Spec{}, outposterr.New(outposterr.Configuration,
-			"the %s engine is not on this machine and cannot mount the workspace %s: run against an engine on this machine (unset DOCKER_HOST, or --sandbox podman), or --sandbox host; a batch job's source is copied in and works anywhere",
-			e.p.Engine(), workspace)
-	}
 	spec := sandbox.Spec{Workspace: workspace, Network: e.c.Network, Image: e.c.Image,
 		Env: map[string]string{"PATH": sandbox.BasePath}, User: e.c.User}
+	if !e.p.Local() {
+		// The workspace would have to travel in and out of every lease.
+		// A lease with none (a batch job's source, a verifier's) starts
+		// empty and gets its files copied in, the CLI too (Delivery).
+		if workspace != "" {
+			return nil, sandbox.Spec{}, outposterr.New(outposterr.Configuration,
+				"the %s engine is not on this machine and cannot mount the workspace %s: run against an engine on this machine (unset DOCKER_HOST, or --sandbox podman), or --sandbox host; a batch job's source is copied in and works anywhere",
+				e.p.Engine(), workspace)
+		}
+		return e.p, spec, nil
+	}
 	if cli != nil {
 		spec.Mounts = append(spec.Mounts, cli.Mount)
 		spec.Env["PATH"] = cli.LeaseBinDir + ":" + sandbox.BasePath
@@ -203,8 +207,15 @@ func (e *engine) Lease(cli *sandbox.CLI, workspace string) (sandbox.Provider, sa
 }
 
 // Gateway: a container lease reaches the runner's gateway socket through a
-// forwarder on its own loopback, and needs no network for it.
-func (e *engine) Gateway() sandbox.Route { return sandbox.Route{Via: sandbox.ViaForward} }
+// forwarder on its own loopback, and needs no network for it. An engine
+// that is not on this machine cannot reach the socket: its leases reach no
+// gateway.
+func (e *engine) Gateway() sandbox.Route {
+	if !e.p.Local() {
+		return sandbox.Route{}
+	}
+	return sandbox.Route{Via: sandbox.ViaForward}
+}
 
 // Close removes what the run still holds. A signal cancels the outpost
 // command's root context: the harness stops the CLI and releases its

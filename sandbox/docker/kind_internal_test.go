@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"io/fs"
@@ -49,6 +51,60 @@ func TestRemoteEngineDelivery(t *testing.T) {
 	local := &engine{ctx: ctx, p: lp}
 	defer local.Close()
 	assert.Equal(t, sandbox.DeliverMount, local.Delivery().Mode)
+}
+
+// TestRemoteEngineTaskLease: an engine that cannot see this machine's
+// files (here the local one declared remote) leases with no workspace — a
+// batch job's source or a verifier's files are copied in — mounting no CLI
+// (it is copied in too) and routing to no gateway (it cannot reach this
+// machine's socket); a workspace to mount is still refused.
+func TestRemoteEngineTaskLease(t *testing.T) {
+	testenv.Short(t)
+	ctx := context.Background()
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if c, err := NewClient(""); err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	} else if _, err := c.Ping(dctx); err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	p, err := New(ctx, Options{Remote: true, Version: "test"})
+	require.NoError(t, err)
+	e := &engine{ctx: ctx, p: p, c: sandbox.Config{Common: sandbox.Common{Network: "none"}}}
+	defer e.Close()
+	require.False(t, p.Local())
+	assert.Equal(t, sandbox.DeliverCopy, e.Delivery().Mode)
+	assert.Equal(t, sandbox.ViaNone, e.Gateway().Via, "the runner's gateway socket is not reachable from there")
+
+	cli := &sandbox.CLI{Mount: sandbox.Mount{Source: t.TempDir(), Target: "/opt/cli", ReadOnly: true}, LeaseBinDir: "/opt/cli/bin"}
+	_, _, err = e.Lease(cli, t.TempDir())
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "cannot mount the workspace")
+
+	prov, spec, err := e.Lease(cli, "")
+	require.NoError(t, err)
+	assert.Empty(t, spec.Mounts, "the CLI is copied in, not mounted")
+	assert.Equal(t, sandbox.BasePath, spec.Env["PATH"])
+	sb, err := prov.Acquire(ctx, spec)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sb.Release(context.Background())) }()
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "task.txt", Mode: 0o644, Size: 5}))
+	_, err = tw.Write([]byte("task\n"))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, sb.CopyIn(ctx, Root, &tb))
+	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"cat", "task.txt"}})
+	require.NoError(t, err)
+	out, err := io.ReadAll(proc.Stdout())
+	require.NoError(t, err)
+	st, err := proc.Wait()
+	require.NoError(t, err)
+	_ = proc.Close()
+	require.True(t, st.Success(), "%s %s", st, out)
+	assert.Equal(t, "task\n", string(out), "the copied-in file is in the workspace")
 }
 
 // TestRootOwnedWorkspaceOnACopy: outpost as root on a workspace of root's
