@@ -119,7 +119,7 @@ func (r *Router) Bridge(ht *harness.Turn, route sandbox.Route, shared *gateway.B
 	case sandbox.ViaNone:
 		if r.Mode == Gateway {
 			return outposterr.New(outposterr.Configuration,
-				"the %s sandbox's leases cannot reach the model gateway here (a pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.Kind)
+				"the %s sandbox's leases cannot reach the model gateway here (an engine on another machine never can; a Kubernetes pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.Kind)
 		}
 		r.Logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.Kind)
 		return nil
