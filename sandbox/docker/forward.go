@@ -143,29 +143,40 @@ func (l *lease) awaitForwards(ctx context.Context, r io.Reader) error {
 // readStdoutLine reads the first line of stdout from an engine's
 // multiplexed attach stream (8-byte frame headers: stream, 3 zero bytes,
 // big-endian length), skipping other streams' frames. It reads no further
-// than the frame that ends the line.
+// than the frame that ends the line. A frame is never read into memory
+// beyond maxReportLine, whatever length its header claims: other streams'
+// frames are discarded as they stream past.
 func readStdoutLine(r io.Reader) (string, error) {
 	var line []byte
 	var hdr [8]byte
-	for len(line) < 4096 {
+	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("the container ended before its forwarders reported")
 			}
 			return "", err
 		}
-		n := binary.BigEndian.Uint32(hdr[4:])
+		n := int64(binary.BigEndian.Uint32(hdr[4:]))
+		if hdr[0] != 1 {
+			if _, err := io.CopyN(io.Discard, r, n); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if int64(len(line))+n > maxReportLine {
+			return "", errors.New("forwarder report too long")
+		}
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return "", err
-		}
-		if hdr[0] != 1 {
-			continue
 		}
 		line = append(line, buf...)
 		if i := bytes.IndexByte(line, '\n'); i >= 0 {
 			return string(line[:i]), nil
 		}
 	}
-	return "", errors.New("forwarder report too long")
 }
+
+// maxReportLine bounds the forwarders' report line, with what follows it in
+// the same frame.
+const maxReportLine = 4096

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -315,4 +316,23 @@ func TestReadStdoutLine(t *testing.T) {
 	_, err = readStdoutLine(bytes.NewReader(frame(1, "no newline")))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ended before")
+
+	// A header's length is not trusted: a stdout frame that claims 2 GiB
+	// is refused before anything is allocated for it, other streams'
+	// frames stream past, and a report that never ends is refused.
+	huge := []byte{1, 0, 0, 0, 0x80, 0, 0, 0}
+	_, err = readStdoutLine(bytes.NewReader(append(huge, "ready\n"...)))
+	require.ErrorContains(t, err, "too long")
+	b.Reset()
+	b.Write(frame(2, strings.Repeat("x", 1<<20)))
+	b.Write(frame(1, "outpost-forwards-ready\n"))
+	line, err = readStdoutLine(&b)
+	require.NoError(t, err)
+	assert.Equal(t, forwardReady, line)
+	b.Reset()
+	for range 5 {
+		b.Write(frame(1, strings.Repeat("y", 1000)))
+	}
+	_, err = readStdoutLine(&b)
+	require.ErrorContains(t, err, "too long")
 }
