@@ -43,6 +43,23 @@ type Kind struct {
 	// phrase naming them ("kubernetes pods (a gateway sidecar)"), "" for
 	// none. Nil: every lease of the kind.
 	GatewayHelp func(binary bool) string
+	// TaskImages builds the images of tasks' environments for the kind's
+	// leases and removes them (outpost batch, gc --images); nil when the
+	// kind runs no image.
+	TaskImages TaskImages
+}
+
+// TaskImages builds and removes task images: images built from a task's
+// Dockerfile (a batch job's environment) for a kind's leases, on the
+// engine that kind's leases take their images from.
+type TaskImages interface {
+	// Ensure returns the tag of the image built from contextDir's
+	// dockerfile, building it only when no image of that content exists
+	// (built: it was built now), printing the build's output to out.
+	// version is the outpost version that labels it.
+	Ensure(ctx context.Context, getenv func(string) string, contextDir, dockerfile, version string, out io.Writer) (tag string, built bool, err error)
+	// Remove removes the task images (dryRun: lists them).
+	Remove(ctx context.Context, getenv func(string) string, dryRun bool) ([]Leftover, error)
 }
 
 // Flag is a kind's own string setting.

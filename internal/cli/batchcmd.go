@@ -27,7 +27,6 @@ import (
 	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
-	"github.com/outpost-dev/outpost/sandbox/kinds"
 )
 
 // BatchOptions are the flags of `outpost batch`.
@@ -878,7 +877,7 @@ func buildEnvironments(ctx context.Context, f *Factory, o *BatchOptions, jobs []
 		tag, ok := tags[key]
 		if !ok {
 			var built bool
-			tag, built, err = kinds.EnsureTaskImage(ctx, o.Run.Sandbox.Kind, f.Getenv, dir, file, Version, out)
+			tag, built, err = f.ensureTaskImage(ctx, o.Run.Sandbox.Kind, dir, file, out)
 			if err != nil {
 				return outposterr.Wrap(outposterr.ClassOf(err), err, "job %s: environment %s", j.ID, filepath.Join(dir, file))
 			}

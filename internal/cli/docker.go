@@ -64,6 +64,10 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 			if err != nil {
 				return err
 			}
+			imaging := f.Sandboxes[kindOrDefault(kind)]
+			if images && imaging.TaskImages == nil {
+				return &flagError{fmt.Errorf("--images: the %s sandbox has no task images", kindOrDefault(kind))}
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
 			found := 0
@@ -85,7 +89,7 @@ An unreachable engine is reported (exit 7) after the other kinds are swept.`,
 					DryRun: dryRun, Grace: grace, Version: Version}))
 			}
 			if images {
-				list(kinds.RemoveTaskImages(ctx, kind, f.Getenv, dryRun))
+				list(imaging.TaskImages.Remove(ctx, f.Getenv, dryRun))
 			}
 			err = errors.Join(errs...)
 			if found == 0 && err == nil {

@@ -3,7 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
 	"github.com/outpost-dev/outpost/internal/fakecli"
+	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/sandboxtest/testkind"
 )
@@ -85,6 +89,7 @@ func TestOneRowRegistersASandboxKind(t *testing.T) {
 			return r
 		}
 		k := testkind.Kind()
+		k.TaskImages = fakeTaskImages{}
 		f.Sandboxes = sandbox.Kinds{"host": outpost.SandboxKinds()["host"], k.Name: k}
 		code := Execute(context.Background(), f, args)
 		return code, out.String(), errOut.String()
@@ -119,6 +124,42 @@ func TestOneRowRegistersASandboxKind(t *testing.T) {
 	code, out, errOut = run("gc", "--sandbox", "testkind", "--testkind-label", "L-2", "--dry-run")
 	assert.Equal(t, 0, code, errOut)
 	assert.Equal(t, "left over testkind lease L-2 (dry run true)\n", out, "only the named kind is swept")
+
+	// Task images are the kind's row's: its own engine's, or none.
+	code, out, errOut = run("gc", "--sandbox", "testkind", "--testkind-label", "L-3", "--dry-run", "--images")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "left over testkind lease L-3 (dry run true)\nleft over image outpost-task:fake (dry run true)\n", out)
+	code, _, errOut = run("gc", "--sandbox", "host", "--images")
+	assert.Equal(t, int(ExitConfiguration), code)
+	assert.Contains(t, errOut, "--images: the host sandbox has no task images")
+}
+
+// fakeTaskImages is a kind's task images that builds and removes nothing.
+type fakeTaskImages struct{}
+
+func (fakeTaskImages) Ensure(_ context.Context, _ func(string) string, dir, file, _ string, _ io.Writer) (string, bool, error) {
+	return "outpost-task:" + filepath.Base(dir) + "-" + file, true, nil
+}
+
+func (fakeTaskImages) Remove(_ context.Context, _ func(string) string, dryRun bool) ([]sandbox.Leftover, error) {
+	return []sandbox.Leftover{{What: fmt.Sprintf("image outpost-task:fake (dry run %t)", dryRun)}}, nil
+}
+
+// TestTaskImageOfTheKind: a job's environment is built by the chosen
+// kind's row; a kind that runs no image refuses it, naming those that do.
+func TestTaskImageOfTheKind(t *testing.T) {
+	f := testFactory(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }, time.Now)
+	k := testkind.Kind()
+	k.TaskImages = fakeTaskImages{}
+	f.Sandboxes = sandbox.Kinds{"host": outpost.SandboxKinds()["host"], k.Name: k}
+	tag, built, err := f.ensureTaskImage(context.Background(), "testkind", "/jobs/env", "Dockerfile", io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "outpost-task:env-Dockerfile", tag)
+	assert.True(t, built)
+	_, _, err = f.ensureTaskImage(context.Background(), "host", "/jobs/env", "Dockerfile", io.Discard)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
+	assert.Contains(t, err.Error(), "the host sandbox runs no image, so it cannot run a task's environment: run in a sandbox that does (testkind)")
 }
 
 // TestBuiltinKindsDescribeThemselves: gc's help and doctor's gateway line

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -58,4 +61,23 @@ func kindSettings(values map[string]*string) map[string]string {
 		}
 	}
 	return out
+}
+
+// ensureTaskImage builds (or finds) the task image of contextDir's
+// dockerfile for the leases of the kind named kind ("": the default), on
+// the engine its row's TaskImages names.
+func (f *Factory) ensureTaskImage(ctx context.Context, kind, contextDir, dockerfile string, out io.Writer) (tag string, built bool, err error) {
+	k := f.Sandboxes[kindOrDefault(kind)]
+	if k.TaskImages == nil {
+		var with []string
+		for _, o := range f.Sandboxes.Sorted() {
+			if o.TaskImages != nil {
+				with = append(with, o.Name)
+			}
+		}
+		return "", false, outposterr.New(outposterr.Configuration,
+			"the %s sandbox runs no image, so it cannot run a task's environment: run in a sandbox that does (%s)",
+			kindOrDefault(kind), strings.Join(with, ", "))
+	}
+	return k.TaskImages.Ensure(ctx, f.Getenv, contextDir, dockerfile, Version, out)
 }

@@ -26,14 +26,15 @@ func Kind() sandbox.Kind {
 		Open: openDocker, Doctor: engineDoctor("docker engine", DockerEndpoint), Reap: reapDocker, ReapDefault: true,
 		ReapHelp: "containers, volumes and networks labelled " + LabelManaged + " on the Docker engine (DOCKER_HOST), " +
 			"and the workspace copies (" + CopyPrefix + "* in the temporary directory) of Docker and Podman leases on " +
-			"root-owned workspaces (a copy whose write-back had begun is listed, never removed)"}
+			"root-owned workspaces (a copy whose write-back had begun is listed, never removed)",
+		TaskImages: TaskImagesOn(DockerEndpoint)}
 }
 
 // PodmanKind is the podman sandbox kind: isolated containers on Podman's
 // Docker-compatible API service, found by [PodmanEndpoint].
 func PodmanKind() sandbox.Kind {
 	return sandbox.Kind{Name: "podman", Summary: "isolated containers on Podman's Docker-compatible API service",
-		Open: openPodman, Doctor: podmanDoctor}
+		Open: openPodman, Doctor: podmanDoctor, TaskImages: TaskImagesOn(PodmanEndpoint)}
 }
 
 // EndpointKind is a docker-compatible kind named name on the engine at ep,
@@ -44,7 +45,7 @@ func EndpointKind(name string, ep Endpoint) sandbox.Kind {
 	return sandbox.Kind{Name: name, Summary: "isolated containers on the engine at " + ep.Host,
 		Open: func(ctx context.Context, c sandbox.Config) (sandbox.Engine, error) {
 			return openEngine(ctx, ep, c)
-		}, Doctor: engineDoctor(name+" engine", fixed)}
+		}, Doctor: engineDoctor(name+" engine", fixed), TaskImages: TaskImagesOn(fixed)}
 }
 
 // DockerEndpoint is the engine the docker kind uses, from the docker
@@ -326,24 +327,30 @@ func BuildImageAt(ctx context.Context, getenv func(string) string, contextDir, d
 	return BuildImage(ctx, cli, contextDir, dockerfile, tag, out)
 }
 
-// taskImageClient opens the engine of the docker kind (DOCKER_HOST), or
-// of the podman kind.
-func taskImageClient(getenv func(string) string, podman bool) (*client.Client, error) {
-	endpoint := DockerEndpoint
-	if podman {
-		endpoint = PodmanEndpoint
-	}
-	ep, err := endpoint(getenv)
+// TaskImagesOn builds and removes task images ([EnsureTaskImage],
+// [RemoveTaskImages]) on the engine endpoint finds (getenv): the
+// TaskImages of the docker kind ([DockerEndpoint]), of the podman kind
+// ([PodmanEndpoint]), and of kinds whose images come from such an engine.
+func TaskImagesOn(endpoint func(getenv func(string) string) (Endpoint, error)) sandbox.TaskImages {
+	return engineTaskImages{endpoint}
+}
+
+type engineTaskImages struct {
+	endpoint func(getenv func(string) string) (Endpoint, error)
+}
+
+// client opens the engine.
+func (t engineTaskImages) client(getenv func(string) string) (*client.Client, error) {
+	ep, err := t.endpoint(getenv)
 	if err != nil {
 		return nil, err
 	}
 	return NewEndpointClient(ep)
 }
 
-// EnsureTaskImageAt is [EnsureTaskImage] on the engine DOCKER_HOST names
-// (getenv), or on Podman's service with podman.
-func EnsureTaskImageAt(ctx context.Context, getenv func(string) string, podman bool, contextDir, dockerfile, version string, out io.Writer) (string, bool, error) {
-	cli, err := taskImageClient(getenv, podman)
+// Ensure implements [sandbox.TaskImages].
+func (t engineTaskImages) Ensure(ctx context.Context, getenv func(string) string, contextDir, dockerfile, version string, out io.Writer) (string, bool, error) {
+	cli, err := t.client(getenv)
 	if err != nil {
 		return "", false, err
 	}
@@ -351,11 +358,10 @@ func EnsureTaskImageAt(ctx context.Context, getenv func(string) string, podman b
 	return EnsureTaskImage(ctx, cli, contextDir, dockerfile, version, out)
 }
 
-// RemoveTaskImagesAt is [RemoveTaskImages] on the engine DOCKER_HOST
-// names (getenv), or on Podman's service with podman; each image is
-// described as gc prints it.
-func RemoveTaskImagesAt(ctx context.Context, getenv func(string) string, podman, dryRun bool) ([]sandbox.Leftover, error) {
-	cli, err := taskImageClient(getenv, podman)
+// Remove implements [sandbox.TaskImages]; each image is described as gc
+// prints it.
+func (t engineTaskImages) Remove(ctx context.Context, getenv func(string) string, dryRun bool) ([]sandbox.Leftover, error) {
+	cli, err := t.client(getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -6,16 +6,15 @@
 // engine checks and for gc's sweeps; the root package's Runner looks the
 // chosen kind up by name in Options.Sandboxes (nil: [Builtin]) and drives
 // it through its [sandbox.Engine]. Neither imports a kind package, so a
-// caller (or a test) adds a kind with one row. The image helpers here
-// ([BuildImage], [EnsureTaskImage], [RemoveTaskImages]) build on the
-// Docker or Podman engine.
+// caller (or a test) adds a kind with one row. A row's TaskImages builds
+// jobs' environments (kubernetes: on the Docker engine, then taken to the
+// nodes); [BuildImage] builds the sandbox image on the Docker engine.
 package kinds
 
 import (
 	"context"
 	"io"
 
-	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/sandbox/host"
@@ -25,7 +24,11 @@ import (
 // Builtin returns a fresh registry of the built-in sandbox kinds.
 func Builtin() sandbox.Kinds {
 	t := sandbox.Kinds{}
-	for _, k := range []sandbox.Kind{docker.Kind(), docker.PodmanKind(), host.Kind(), kubernetes.Kind()} {
+	kube := kubernetes.Kind()
+	// A pod's task image is built on the Docker engine (DOCKER_HOST); it
+	// must then reach the cluster's nodes.
+	kube.TaskImages = docker.TaskImagesOn(docker.DockerEndpoint)
+	for _, k := range []sandbox.Kind{docker.Kind(), docker.PodmanKind(), host.Kind(), kube} {
 		t[k.Name] = k
 	}
 	return t
@@ -36,24 +39,4 @@ func Builtin() sandbox.Kinds {
 // output to out (`outpost image build`).
 func BuildImage(ctx context.Context, getenv func(string) string, contextDir, dockerfile, tag string, out io.Writer) error {
 	return docker.BuildImageAt(ctx, getenv, contextDir, dockerfile, tag, out)
-}
-
-// EnsureTaskImage returns the tag of the task image built from
-// contextDir's dockerfile for leases of the sandbox kind named kind ("":
-// the default), building it once per content (docker.EnsureTaskImage):
-// on Podman's service for podman, else on the Docker engine DOCKER_HOST
-// names (for kubernetes the image must then reach the cluster's nodes).
-// The host sandbox runs no image: a configuration error.
-func EnsureTaskImage(ctx context.Context, kind string, getenv func(string) string, contextDir, dockerfile, version string, out io.Writer) (tag string, built bool, err error) {
-	if kind == "host" {
-		return "", false, outposterr.New(outposterr.Configuration,
-			"the host sandbox runs no image, so it cannot run a task's environment: run in an isolated sandbox (docker, podman or kubernetes)")
-	}
-	return docker.EnsureTaskImageAt(ctx, getenv, kind == "podman", contextDir, dockerfile, version, out)
-}
-
-// RemoveTaskImages removes the task images of the engine the sandbox kind
-// named kind builds them on (outpost gc --images).
-func RemoveTaskImages(ctx context.Context, kind string, getenv func(string) string, dryRun bool) ([]sandbox.Leftover, error) {
-	return docker.RemoveTaskImagesAt(ctx, getenv, kind == "podman", dryRun)
 }

@@ -20,6 +20,10 @@ func TestBuiltin(t *testing.T) {
 		assert.NotEmpty(t, k.Summary, name)
 		assert.NotNil(t, k.Open, name)
 	}
+	for _, name := range []string{"docker", "podman", "kubernetes"} {
+		assert.NotNil(t, b[name].TaskImages, "%s builds task images", name)
+	}
+	assert.Nil(t, b["host"].TaskImages, "the host runs no image")
 	_, err := b.Lookup("vm")
 	assert.ErrorContains(t, err, `sandbox must be one of docker, host, kubernetes, podman, not "vm"`)
 	k, err := b.Lookup("")
