@@ -130,8 +130,10 @@ func (e *engineCalls) relay(c net.Conn) {
 // A cold turn with the default gateway path (the socket forward) makes
 // only the engine calls it needs: the container's create, the lifeline's
 // attach, start, the CLI's one exec (create, start), the inspect that
-// reads its exit, and the wait for the container's own removal once the
-// lifeline is cut (no forced removal: its kill costs the turn more). No
+// reads its exit, and two waits once the lifeline is cut: for the
+// container's stop (the turn's release returns then) and, in the
+// background, for its own removal (no forced removal: its kill costs the
+// turn more). No
 // container inspect, no second exec (the forwarders' readiness arrives on
 // the lifeline; the workspace check runs in the CLI's exec). Each of these calls is on the turn's critical
 // path, so one more shows here before it shows in BENCHMARKS.md.
@@ -176,6 +178,9 @@ func TestDockerColdGatewayTurnCalls(t *testing.T) {
 	res, err := harness.Run(context.Background(), turn)
 	require.NoError(t, err)
 	require.True(t, res.Exit.Success(), "%v", res.Exit)
+	// The removal's wait is the background's, sent once the container
+	// stopped: it is in the record once the removal is done.
+	require.NoError(t, p.AwaitRemovals(context.Background()))
 
 	got := map[string]int{}
 	for _, k := range calls.reset() {
@@ -192,7 +197,7 @@ func TestDockerColdGatewayTurnCalls(t *testing.T) {
 		"POST /containers/ID/start":  1,
 		"POST /containers/ID/exec":   1,
 		"POST /exec/ID/start":        1,
-		"POST /containers/ID/wait":   1,
+		"POST /containers/ID/wait":   2,
 	}
 	if !assert.Equal(t, want, got) {
 		var ks []string

@@ -142,6 +142,9 @@ func TestDockerFaults(t *testing.T) {
 			_, err := harness.Run(context.Background(), turn)
 			require.NoError(t, err, "turn %d", i)
 		}
+		// A released container is removed by the engine after its Release
+		// returned; the provider waits for that.
+		require.NoError(t, p.AwaitRemovals(context.Background()))
 		assert.Zero(t, labelled(t, p, run))
 	})
 }

@@ -108,6 +108,9 @@ echo verified
 				}
 				assert.Contains(t, v.Output, a.output, a.name)
 			}
+			// Released verifier containers may still be being removed by
+			// the engine; the runner's Close waits for that.
+			r.Close()
 			cli, err := docker.NewClient(host)
 			require.NoError(t, err)
 			defer cli.Close()

@@ -128,7 +128,10 @@ type Sandbox interface {
 	Home() string
 	// Root is the workspace directory inside the sandbox.
 	Root() string
-	// Release removes the lease and everything it owns. Idempotent.
+	// Release removes the lease and everything it owns. Idempotent. When
+	// it returns nothing of the lease runs any more; a provider may finish
+	// removing what is left in the engine in the background, and then says
+	// so and waits for it when it closes (Docker: the stopped container).
 	Release(ctx context.Context) error
 }
 

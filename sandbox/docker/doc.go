@@ -194,10 +194,15 @@
 // exits, the container's other processes end with it and the engine
 // removes the container — within a second or so, on Docker and on Podman,
 // with nobody running `outpost gc`. Release ends a Docker lease the same
-// way (it cuts the lifeline and waits until the engine has removed the
-// container, as `docker run --rm` waits), which spares the turn the kill
-// of a forced removal; a container still there after two seconds, and
-// every Podman lease, is removed by force.
+// way, which spares the turn the kill of a forced removal: it cuts the
+// lifeline and returns once the container has stopped (nothing of the
+// lease runs any more, the workspace is no longer written); the engine
+// then removes the stopped container by itself, which the provider
+// follows in the background ([Provider.Removing]) and which
+// [Provider.AwaitRemovals], [Provider.ReleaseAll] and [Provider.Close]
+// wait for. A container that has not stopped two seconds after the cut,
+// or is not removed two seconds after its stop, and every Podman lease,
+// is removed by force (a Podman lease is gone when Release returns).
 //
 // Every resource carries [LabelManaged], [LabelRun], [LabelSession] (when
 // given), [LabelVersion], [LabelOwnerPID], [LabelOwnerHost] and

@@ -642,9 +642,10 @@ func TestReleaseIdempotentAndCancelled(t *testing.T) {
 	require.NoError(t, sb.Release(ctx))
 	require.NoError(t, sb.Release(ctx))
 	require.NoError(t, sb.Release(context.Background()))
+	assert.NoDirExists(t, ws, "temporary workspace not removed")
+	require.NoError(t, p.AwaitRemovals(context.Background()))
 	_, err = cli.ContainerInspect(context.Background(), sb.ID())
 	assert.True(t, cerrdefs.IsNotFound(err), "container still there: %v", err)
-	assert.NoDirExists(t, ws, "temporary workspace not removed")
 
 	st, err := pr.Wait()
 	require.NoError(t, err, "a process killed by Release has a status")
@@ -794,6 +795,8 @@ func TestSequentialCyclesLeaveNothing(t *testing.T) {
 		require.NoError(t, sb.Release(ctx))
 	}
 	t.Logf("%d cold cycles in %v (%v each)", n, time.Since(start), time.Since(start)/time.Duration(n))
+	require.NoError(t, p.AwaitRemovals(ctx))
+	assert.Zero(t, p.Removing())
 	assert.Zero(t, countRun(t, cli, runID))
 	assert.Empty(t, p.Live())
 }
@@ -870,6 +873,7 @@ func TestParallelLeases(t *testing.T) {
 	for err := range errs {
 		assert.NoError(t, err)
 	}
+	require.NoError(t, p.AwaitRemovals(context.Background()))
 	assert.Zero(t, countRun(t, cli, runID))
 }
 

@@ -85,11 +85,14 @@ func (l *lease) startTar(ctx context.Context, argv []string, stdin io.Reader) (*
 	return l.start(ctx, execSpec{args: argv, dir: "/", stdin: stdin})
 }
 
-// Release implements [sandbox.Sandbox]: it removes the container (on
-// Docker by cutting the lifeline and waiting for the engine's removal,
-// with a forced removal as the fallback; see removeContainer) and the
-// temporary workspace the lease created, and returns once both are gone.
-// It runs under
+// Release implements [sandbox.Sandbox]: it ends the container (on Docker
+// by cutting the lifeline; see removeContainer) and removes the temporary
+// workspace the lease created, and returns once nothing runs in the
+// container any more and the workspace is gone. On Docker the engine then
+// removes the stopped container by itself, which the provider follows in
+// the background ([Provider.Removing]; [Provider.AwaitRemovals],
+// [Provider.ReleaseAll] and [Provider.Close] wait for it); otherwise the
+// container is gone when Release returns. It runs under
 // context.WithoutCancel with Options.ReleaseTimeout, treats "not found" as
 // success and joins errors. A failed Release can be retried; a successful
 // one makes later calls no-ops.
@@ -97,7 +100,7 @@ func (l *lease) Release(ctx context.Context) error {
 	return l.rel.Release(func() error { return l.release(ctx) })
 }
 
-// release removes the container and the workspace the lease made; see
+// release ends the container and removes the workspace the lease made; see
 // Release.
 func (l *lease) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.opts.ReleaseTimeout)
@@ -110,6 +113,7 @@ func (l *lease) release(ctx context.Context) error {
 	}
 	// Cut also when the removal failed: the container then ends by itself.
 	l.cutLifeline()
+	// Only now: no process of the lease can write into it any more.
 	if err := l.removeWorkspace(); err != nil {
 		errs = append(errs, err)
 	}
@@ -121,18 +125,23 @@ func (l *lease) release(ctx context.Context) error {
 }
 
 // removeGrace is how long Release waits for a container whose lifeline it
-// cut to end and remove itself before it removes it by force.
+// cut to end, and the background for a stopped one to be removed, before
+// either removes it by force.
 const removeGrace = 2 * time.Second
 
-// removeContainer removes the lease's container and returns once it is
-// gone. On Docker, with the lifeline held, it cuts the lifeline and waits
-// for the engine's auto-removal (condition "removed", as docker run --rm
-// waits): the keeper ends at its input's end and the container with it,
-// without the kill a forced removal starts with, which measured 14–35 ms
-// more per lease (BENCHMARKS.md). A container that has not gone after
-// removeGrace, a wait that fails or reports a failed removal, and Podman
-// (this path was measured on Docker only) get the forced removal; one the
-// engine is already removing is waited for, not reported.
+// removeContainer ends the lease's container. On Docker, with the lifeline
+// held, it cuts the lifeline and returns once the container has stopped
+// (condition "not-running"): the keeper ends at its input's end, the init
+// with it, and the kernel ends every other process of the container's pid
+// namespace before the engine sees the init's exit. The cut spares the
+// turn the kill a forced removal starts with (14–35 ms more per lease,
+// BENCHMARKS.md); returning at the stop spares it the engine's cleanup and
+// removal of a container in which nothing runs (awaitRemoval follows that
+// in the background, as the engine's AutoRemove does it without us). A
+// container that has not stopped after removeGrace, a wait that fails, and
+// Podman (this path was measured on Docker only) get the forced removal
+// here, and are gone when it returns; one the engine is already removing
+// is waited for, not reported.
 func (l *lease) removeContainer(ctx context.Context) error {
 	if l.p.flavor == flavorPodman || !l.holdsLifeline() {
 		return l.forceRemove(ctx)
@@ -140,20 +149,17 @@ func (l *lease) removeContainer(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The wait is sent before the cut; if it reaches the engine only after
-	// the removal, it answers "not found", which means the same.
-	removed, failed := l.p.cli.ContainerWait(wctx, l.id, container.WaitConditionRemoved)
+	// the stop, it answers at once, after the removal "not found": both
+	// mean the same.
+	stopped, failed := l.p.cli.ContainerWait(wctx, l.id, container.WaitConditionNotRunning)
 	l.cutLifeline()
 	grace := time.NewTimer(removeGrace)
 	defer grace.Stop()
 	for {
 		select {
-		case resp := <-removed:
-			if resp.Error != nil && resp.Error.Message != "" {
-				// The engine's own removal failed: the container is still there.
-				l.p.log.Debug("auto-removal failed", "id", shortID(l.id), "err", resp.Error.Message)
-				return l.forceRemove(ctx)
-			}
-			l.p.log.Debug("container ended and removed itself", "id", shortID(l.id))
+		case <-stopped:
+			l.p.log.Debug("container ended", "id", shortID(l.id))
+			l.p.awaitRemoval(ctx, l.id)
 			return nil
 		case err := <-failed:
 			if cerrdefs.IsNotFound(err) {
@@ -173,21 +179,81 @@ func (l *lease) removeContainer(ctx context.Context) error {
 			case !goingAway(err):
 				return engineError(err, "remove container %s", shortID(l.id))
 			}
+			// The engine is removing it: the wait reports the stop.
+		}
+	}
+}
+
+// awaitRemoval follows, in the background, the engine's removal of the
+// stopped container id: it waits for condition "removed" (as docker run
+// --rm does) and removes the container by force when the engine reports
+// its own removal failed, when the wait fails, or when it is still there
+// after removeGrace. It is bounded by Options.ReleaseTimeout from now,
+// whatever happens to ctx; [Provider.AwaitRemovals] waits for it and
+// returns its error.
+func (p *Provider) awaitRemoval(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
+	p.removals.add()
+	go func() {
+		defer cancel()
+		p.removals.done(p.finishRemoval(ctx, id))
+	}()
+}
+
+// finishRemoval is awaitRemoval's work.
+func (p *Provider) finishRemoval(ctx context.Context, id string) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Sent after the stop: "not found" means the removal is done.
+	removed, failed := p.cli.ContainerWait(wctx, id, container.WaitConditionRemoved)
+	grace := time.NewTimer(removeGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case resp := <-removed:
+			if resp.Error != nil && resp.Error.Message != "" {
+				// The engine's own removal failed: the container is still there.
+				p.log.Debug("auto-removal failed", "id", shortID(id), "err", resp.Error.Message)
+				return p.forceRemove(ctx, id)
+			}
+			p.log.Debug("container removed itself", "id", shortID(id))
+			return nil
+		case err := <-failed:
+			if cerrdefs.IsNotFound(err) {
+				p.log.Debug("container removed itself", "id", shortID(id))
+				return nil
+			}
+			if ctx.Err() != nil {
+				return engineError(err, "remove container %s", shortID(id))
+			}
+			return p.forceRemove(ctx, id)
+		case <-grace.C:
+			err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			switch {
+			case err == nil || cerrdefs.IsNotFound(err):
+				p.log.Debug("container removed", "id", shortID(id))
+				return nil
+			case !goingAway(err):
+				return engineError(err, "remove container %s", shortID(id))
+			}
 			// The engine is removing it: the wait reports the end.
 		}
 	}
 }
 
-// forceRemove removes the container by force (kill, then remove).
-func (l *lease) forceRemove(ctx context.Context) error {
-	err := l.p.cli.ContainerRemove(ctx, l.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+// forceRemove removes the lease's container by force (kill, then remove).
+func (l *lease) forceRemove(ctx context.Context) error { return l.p.forceRemove(ctx, l.id) }
+
+// forceRemove removes container id by force (kill, then remove).
+func (p *Provider) forceRemove(ctx context.Context, id string) error {
+	err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
 	case err == nil:
-		l.p.log.Debug("container removed", "id", shortID(l.id))
+		p.log.Debug("container removed", "id", shortID(id))
 	case goingAway(err):
-		l.p.log.Debug("container already gone", "id", shortID(l.id))
+		p.log.Debug("container already gone", "id", shortID(id))
 	default:
-		return engineError(err, "remove container %s", shortID(l.id))
+		return engineError(err, "remove container %s", shortID(id))
 	}
 	return nil
 }

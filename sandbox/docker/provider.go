@@ -145,7 +145,8 @@ type Provider struct {
 	local  bool   // the engine sees this machine's files
 	host   string // the address, for messages
 
-	leases leasekit.Tracker[*lease]
+	leases   leasekit.Tracker[*lease]
+	removals removals // released leases' containers the engine is removing
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -321,14 +322,30 @@ func (p *Provider) Engine() string { return p.flavor.String() }
 // Client returns the engine client, for [Reap] and [BuildImage].
 func (p *Provider) Client() *client.Client { return p.cli }
 
-// Close closes the engine client if the provider created it. Leases are not
-// released; see [Provider.ReleaseAll].
+// Close waits, bounded by Options.ReleaseTimeout, for the removals of
+// released leases' containers still under way ([Provider.AwaitRemovals])
+// and closes the engine client if the provider created it. Leases not
+// released are not; see [Provider.ReleaseAll].
 func (p *Provider) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ReleaseTimeout)
+	defer cancel()
+	err := p.removals.wait(ctx)
 	if p.ownClient && p.cli != nil {
-		return p.cli.Close()
+		err = errors.Join(err, p.cli.Close())
 	}
-	return nil
+	return err
 }
+
+// Removing returns how many released leases' containers the engine is
+// still removing: Release returns once nothing runs in a container, and
+// its removal ends in the background.
+func (p *Provider) Removing() int { return p.removals.count() }
+
+// AwaitRemovals returns once the containers of the leases released so far
+// are removed, or with ctx's error, and reports the removals that failed
+// since the last call (each is bounded by Options.ReleaseTimeout and falls
+// back to a forced removal).
+func (p *Provider) AwaitRemovals(ctx context.Context) error { return p.removals.wait(ctx) }
 
 // opCtx derives the short deadline used for control calls.
 func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -639,10 +656,17 @@ func bindMounts(ms []sandbox.Mount) ([]mount.Mount, error) {
 // Live returns the ids of the leases acquired and not yet released.
 func (p *Provider) Live() []string { return p.leases.Live() }
 
-// ReleaseAll releases every live lease of p concurrently and joins the
-// errors. It is what a signal handler calls before the process exits; each
-// Release is bounded by Options.ReleaseTimeout even if ctx is cancelled.
-func (p *Provider) ReleaseAll(ctx context.Context) error { return p.leases.ReleaseAll(ctx) }
+// ReleaseAll releases every live lease of p concurrently, waits for the
+// removals of released leases' containers ([Provider.AwaitRemovals]) and
+// joins the errors. It is what a signal handler calls before the process
+// exits; each Release and each removal is bounded by
+// Options.ReleaseTimeout even if ctx is cancelled.
+func (p *Provider) ReleaseAll(ctx context.Context) error {
+	err := p.leases.ReleaseAll(ctx)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.ReleaseTimeout)
+	defer cancel()
+	return errors.Join(err, p.removals.wait(wctx))
+}
 
 // imageHint says how to get a missing image into the engine.
 func (p *Provider) imageHint(image string) string {
