@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,21 +22,29 @@ import (
 	"github.com/outpost-dev/outpost/source"
 )
 
+// dockerClient is a client of the Docker engine the tests run against; the
+// test is skipped (or fails, when Docker is required) without one, and in
+// -short mode.
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	testenv.Short(t)
+	cli, err := docker.NewClient("")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
+	}
+	return cli
+}
+
 // TestRunnerDocker is the README's library example with the default
 // sandbox: a real Claude Code turn in a Docker lease (the verified CLI
 // delivered by the engine's rule), then a small batch; no container of this
 // process is left.
 func TestRunnerDocker(t *testing.T) {
-	testenv.Short(t)
-	cli, err := docker.NewClient("")
-	require.NoError(t, err)
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, perr := cli.Ping(pctx)
-	cancel()
-	if perr != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
+	cli := dockerClient(t)
 	ws := t.TempDir()
 	require.NoError(t, os.Chmod(ws, 0o777))
 
@@ -92,16 +101,7 @@ func TestRunnerRefusesBadTurnsBeforeAnySandbox(t *testing.T) {
 // source: no workspace is mounted, the source and the verified CLI are
 // copied in.
 func TestRunnerRemoteEngineBatch(t *testing.T) {
-	testenv.Short(t)
-	cli, err := docker.NewClient("")
-	require.NoError(t, err)
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, perr := cli.Ping(pctx)
-	cancel()
-	if perr != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
+	dockerClient(t)
 	repo, commit := oneCommitRepo(t, map[string]string{"a.txt": "base\n"})
 	ctx := context.Background()
 	r, err := outpost.New(ctx, outpost.Options{Project: t.TempDir(), Offline: true, NoStore: true, Getenv: os.Getenv,

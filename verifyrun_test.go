@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +12,6 @@ import (
 	"github.com/outpost-dev/outpost"
 	"github.com/outpost-dev/outpost/batch"
 	"github.com/outpost-dev/outpost/harness"
-	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/docker"
 	"github.com/outpost-dev/outpost/source"
@@ -133,16 +131,7 @@ func TestVerifierResources(t *testing.T) {
 // (the local one, declared remote) grades a job: the verifier's lease has
 // no workspace to mount, the job's source is copied in.
 func TestVerifyOnRemoteEngine(t *testing.T) {
-	testenv.Short(t)
-	cli, err := docker.NewClient("")
-	require.NoError(t, err)
-	pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, perr := cli.Ping(pctx)
-	cancel()
-	_ = cli.Close()
-	if perr != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
+	dockerClient(t)
 	repo, commit := oneCommitRepo(t, map[string]string{"a.txt": "base\n"})
 	kind := docker.EndpointKind("remote", docker.Endpoint{Remote: true})
 	r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),

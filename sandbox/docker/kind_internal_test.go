@@ -96,15 +96,8 @@ func TestRemoteEngineTaskLease(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tw.Close())
 	require.NoError(t, sb.CopyIn(ctx, Root, &tb))
-	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"cat", "task.txt"}})
-	require.NoError(t, err)
-	out, err := io.ReadAll(proc.Stdout())
-	require.NoError(t, err)
-	st, err := proc.Wait()
-	require.NoError(t, err)
-	_ = proc.Close()
-	require.True(t, st.Success(), "%s %s", st, out)
-	assert.Equal(t, "task\n", string(out), "the copied-in file is in the workspace")
+	out := execOK(ctx, t, sb, "cat", "task.txt")
+	assert.Equal(t, "task\n", out, "the copied-in file is in the workspace")
 }
 
 // TestRootOwnedWorkspaceOnACopy: outpost as root on a workspace of root's
@@ -156,16 +149,8 @@ func TestRootOwnedWorkspaceOnACopy(t *testing.T) {
 		assert.NotEqual(t, dir, l.Path, "a live runner's copy is kept")
 	}
 	assert.DirExists(t, dir)
-	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c",
-		`id -u; echo more >> README && echo new > new.txt && rm gone && ls -A .outpost | wc -l`}})
-	require.NoError(t, err)
-	out, err := io.ReadAll(proc.Stdout())
-	require.NoError(t, err)
-	st, err := proc.Wait()
-	require.NoError(t, err)
-	_ = proc.Close()
-	require.True(t, st.Success(), "%s %s", st, out)
-	assert.Equal(t, "1000\n0\n", string(out), "the default user, and nothing of .outpost")
+	out := execOK(ctx, t, sb, "sh", "-c", `id -u; echo more >> README && echo new > new.txt && rm gone && ls -A .outpost | wc -l`)
+	assert.Equal(t, "1000\n0\n", out, "the default user, and nothing of .outpost")
 	_, err = os.Stat(filepath.Join(ws, "new.txt"))
 	assert.True(t, os.IsNotExist(err), "the lease works on a copy")
 
@@ -190,4 +175,18 @@ func TestRootOwnedWorkspaceOnACopy(t *testing.T) {
 		return nil
 	}))
 	assert.NoDirExists(t, sb.(*copiedLease).dir, "the copy is removed")
+}
+
+// execOK runs args in sb, requires its success and returns its output.
+func execOK(ctx context.Context, t *testing.T, sb sandbox.Sandbox, args ...string) string {
+	t.Helper()
+	proc, err := sb.Exec(ctx, sandbox.Command{Args: args})
+	require.NoError(t, err)
+	defer func() { _ = proc.Close() }()
+	out, err := io.ReadAll(proc.Stdout())
+	require.NoError(t, err)
+	st, err := proc.Wait()
+	require.NoError(t, err)
+	require.True(t, st.Success(), "%s %s", st, out)
+	return string(out)
 }
