@@ -39,13 +39,7 @@ func TestRemoteEngineDelivery(t *testing.T) {
 	assert.Contains(t, err.Error(), "not on this machine")
 	assert.Contains(t, err.Error(), "--sandbox host")
 
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if c, err := NewClient(""); err != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	} else if _, err := c.Ping(dctx); err != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
+	requireDocker(t)
 	lp, err := New(ctx, Options{Version: "test"})
 	require.NoError(t, err)
 	local := &engine{ctx: ctx, p: lp}
@@ -61,13 +55,7 @@ func TestRemoteEngineDelivery(t *testing.T) {
 func TestRemoteEngineTaskLease(t *testing.T) {
 	testenv.Short(t)
 	ctx := context.Background()
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if c, err := NewClient(""); err != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	} else if _, err := c.Ping(dctx); err != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
+	requireDocker(t)
 	p, err := New(ctx, Options{Remote: true, Version: "test"})
 	require.NoError(t, err)
 	e := &engine{ctx: ctx, p: p, c: sandbox.Config{Common: sandbox.Common{Network: "none"}}}
@@ -111,17 +99,7 @@ func TestRootOwnedWorkspaceOnACopy(t *testing.T) {
 		t.Skip("needs root to make a root-owned workspace")
 	}
 	ctx := context.Background()
-	c, err := NewClient("")
-	if err != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = c.Ping(pctx)
-	cancel()
-	_ = c.Close()
-	if err != nil {
-		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine")
-	}
+	requireDocker(t)
 	p, err := New(ctx, Options{Version: "test", Network: "none"})
 	require.NoError(t, err)
 	e := &engine{ctx: ctx, p: p, root: true}
@@ -189,4 +167,20 @@ func execOK(ctx context.Context, t *testing.T, sb sandbox.Sandbox, args ...strin
 	require.NoError(t, err)
 	require.True(t, st.Success(), "%s %s", st, out)
 	return string(out)
+}
+
+// requireDocker skips the test (or fails it, when Docker is required)
+// unless the local Docker engine answers.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	c, err := NewClient("")
+	if err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine: "+err.Error())
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		testenv.Missing(t, testenv.RequireDockerEnv, "Docker engine: "+err.Error())
+	}
 }
