@@ -100,7 +100,11 @@ func TestOneRowRegistersASandboxKind(t *testing.T) {
 	assert.Contains(t, out, "sandbox: host, testkind\n", "no default claimed: docker is not in the registry")
 	assert.Regexp(t, `--testkind-label string +with --sandbox testkind: a label the test kind reports`, out)
 
-	code, out, errOut := run("run", "--agent", "fake", "--sandbox", "testkind", "--testkind-label", "L-1",
+	code, _, errOut := run("run", "--agent", "fake", "--auth", "none", "hi")
+	assert.Equal(t, int(ExitConfiguration), code)
+	assert.Contains(t, errOut, "--sandbox is required: the default, docker, is not one of the kinds here (host, testkind)")
+
+	code, out, errOut = run("run", "--agent", "fake", "--sandbox", "testkind", "--testkind-label", "L-1",
 		"--auth", "none", "--no-store", "--json", "env TESTKIND_LABEL\nemit {\"type\":\"finished\",\"ok\":true}")
 	assert.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, `"text":"TESTKIND_LABEL=L-1"`, "the kind's flag reached its engine")

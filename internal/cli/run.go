@@ -222,6 +222,9 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 		return nil, &flagError{fmt.Errorf("--idle-timeout must be at least %s, not %s", minTimeout, opts.Turn.IdleTimeout)}
 	}
 	if _, ok := f.Sandboxes[kindOrDefault(opts.Sandbox.Kind)]; !ok {
+		if opts.Sandbox.Kind == "" {
+			return nil, &flagError{fmt.Errorf("--sandbox is required: the default, %s, is not one of the kinds here (%s)", sandbox.DefaultKind, f.sandboxNames())}
+		}
 		return nil, &flagError{fmt.Errorf("--sandbox must be one of %s, not %q", f.sandboxNames(), opts.Sandbox.Kind)}
 	}
 	authText := opts.Credentials.Auth
