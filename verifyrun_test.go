@@ -57,13 +57,7 @@ func TestVerifierNetwork(t *testing.T) {
 		{"named", podEngine{}, "host", "network=host"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := c.engine
-			kind := sandbox.Kind{Name: "net", Open: func(context.Context, sandbox.Config) (sandbox.Engine, error) { return e, nil }}
-			r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),
-				Getenv: func(string) string { return "" }, Sandboxes: sandbox.Kinds{"net": kind},
-				Sandbox: outpost.SandboxOptions{Kind: "net"}})
-			require.NoError(t, err)
-			defer r.Close()
+			r := runnerOn(t, "net", c.engine)
 			v := r.Verify(context.Background(), batch.Job{ID: "j", Agent: "fake", Prompt: "p",
 				Source: &source.Spec{Repo: repo, Commit: commit},
 				Verify: &batch.VerifySpec{Command: "true", Network: c.verify}}, nil)
@@ -110,13 +104,7 @@ func TestVerifierResources(t *testing.T) {
 		{"host refuses an image", sandbox.DeliverHostPath, "job", "", "the res sandbox cannot apply image job: run in an isolated sandbox"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := resEngine{c.mode}
-			kind := sandbox.Kind{Name: "res", Open: func(context.Context, sandbox.Config) (sandbox.Engine, error) { return e, nil }}
-			r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),
-				Getenv: func(string) string { return "" }, Sandboxes: sandbox.Kinds{"res": kind},
-				Sandbox: outpost.SandboxOptions{Kind: "res"}})
-			require.NoError(t, err)
-			defer r.Close()
+			r := runnerOn(t, "res", resEngine{c.mode})
 			v := r.Verify(context.Background(), batch.Job{ID: "j", Agent: "fake", Prompt: "p",
 				Source: &source.Spec{Repo: repo, Commit: commit}, Image: c.job, CPUs: 1.5, Memory: 1024, Pids: 64,
 				Verify: &batch.VerifySpec{Command: "true", Image: c.verify}}, nil)
@@ -145,4 +133,16 @@ func TestVerifyOnRemoteEngine(t *testing.T) {
 	require.NotNil(t, v)
 	assert.Equal(t, harness.VerdictPass, v.Verdict, "%+v", v)
 	assert.Contains(t, v.Output, "MARK-remote")
+}
+
+// runnerOn is a runner whose only sandbox kind, name, opens e.
+func runnerOn(t *testing.T, name string, e sandbox.Engine) *outpost.Runner {
+	t.Helper()
+	kind := sandbox.Kind{Name: name, Open: func(context.Context, sandbox.Config) (sandbox.Engine, error) { return e, nil }}
+	r, err := outpost.New(context.Background(), outpost.Options{Project: t.TempDir(), NoStore: true, TempDir: t.TempDir(),
+		Getenv: func(string) string { return "" }, Sandboxes: sandbox.Kinds{name: kind},
+		Sandbox: outpost.SandboxOptions{Kind: name}})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	return r
 }
