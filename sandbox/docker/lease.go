@@ -153,33 +153,51 @@ func (l *lease) removeContainer(ctx context.Context) error {
 	// mean the same.
 	stopped, failed := l.p.cli.ContainerWait(wctx, l.id, container.WaitConditionNotRunning)
 	l.cutLifeline()
+	reached, err := l.p.waitOrRemove(ctx, l.id, stopped, failed)
+	if reached {
+		l.p.log.Debug("container ended", "id", shortID(l.id))
+		l.p.awaitRemoval(ctx, l.id)
+	}
+	return err
+}
+
+// waitOrRemove waits for the answer of a ContainerWait on container id
+// (reached, failed) and removes the container by force instead when the
+// engine reports an error, the wait fails, or the answer has not come
+// after removeGrace. reached is true when the condition was met and the
+// container may still be there; false when it is gone (or err says why
+// it could not be removed). A container the engine is already removing
+// is waited for, not reported.
+func (p *Provider) waitOrRemove(ctx context.Context, id string, reached <-chan container.WaitResponse, failed <-chan error) (bool, error) {
 	grace := time.NewTimer(removeGrace)
 	defer grace.Stop()
 	for {
 		select {
-		case <-stopped:
-			l.p.log.Debug("container ended", "id", shortID(l.id))
-			l.p.awaitRemoval(ctx, l.id)
-			return nil
+		case resp := <-reached:
+			if resp.Error != nil && resp.Error.Message != "" {
+				p.log.Debug("container wait reported an error", "id", shortID(id), "err", resp.Error.Message)
+				return false, p.forceRemove(ctx, id)
+			}
+			return true, nil
 		case err := <-failed:
 			if cerrdefs.IsNotFound(err) {
-				l.p.log.Debug("container ended and removed itself", "id", shortID(l.id))
-				return nil
+				p.log.Debug("container removed itself", "id", shortID(id))
+				return false, nil
 			}
 			if ctx.Err() != nil {
-				return engineError(err, "remove container %s", shortID(l.id))
+				return false, engineError(err, "remove container %s", shortID(id))
 			}
-			return l.forceRemove(ctx)
+			return false, p.forceRemove(ctx, id)
 		case <-grace.C:
-			err := l.p.cli.ContainerRemove(ctx, l.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 			switch {
 			case err == nil || cerrdefs.IsNotFound(err):
-				l.p.log.Debug("container removed", "id", shortID(l.id))
-				return nil
+				p.log.Debug("container removed", "id", shortID(id))
+				return false, nil
 			case !goingAway(err):
-				return engineError(err, "remove container %s", shortID(l.id))
+				return false, engineError(err, "remove container %s", shortID(id))
 			}
-			// The engine is removing it: the wait reports the stop.
+			// The engine is removing it: the wait reports the end.
 		}
 	}
 }
@@ -204,41 +222,14 @@ func (p *Provider) awaitRemoval(ctx context.Context, id string) {
 func (p *Provider) finishRemoval(ctx context.Context, id string) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Sent after the stop: "not found" means the removal is done.
+	// Sent after the stop: "not found" means the removal is done; an
+	// answer with an error, that the engine's own removal failed.
 	removed, failed := p.cli.ContainerWait(wctx, id, container.WaitConditionRemoved)
-	grace := time.NewTimer(removeGrace)
-	defer grace.Stop()
-	for {
-		select {
-		case resp := <-removed:
-			if resp.Error != nil && resp.Error.Message != "" {
-				// The engine's own removal failed: the container is still there.
-				p.log.Debug("auto-removal failed", "id", shortID(id), "err", resp.Error.Message)
-				return p.forceRemove(ctx, id)
-			}
-			p.log.Debug("container removed itself", "id", shortID(id))
-			return nil
-		case err := <-failed:
-			if cerrdefs.IsNotFound(err) {
-				p.log.Debug("container removed itself", "id", shortID(id))
-				return nil
-			}
-			if ctx.Err() != nil {
-				return engineError(err, "remove container %s", shortID(id))
-			}
-			return p.forceRemove(ctx, id)
-		case <-grace.C:
-			err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			switch {
-			case err == nil || cerrdefs.IsNotFound(err):
-				p.log.Debug("container removed", "id", shortID(id))
-				return nil
-			case !goingAway(err):
-				return engineError(err, "remove container %s", shortID(id))
-			}
-			// The engine is removing it: the wait reports the end.
-		}
+	reached, err := p.waitOrRemove(ctx, id, removed, failed)
+	if reached {
+		p.log.Debug("container removed itself", "id", shortID(id))
 	}
+	return err
 }
 
 // forceRemove removes the lease's container by force (kill, then remove).
