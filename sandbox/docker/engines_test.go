@@ -90,6 +90,8 @@ func TestPodman(t *testing.T) {
 		"EngineKind":       testEngineKind("podman", true),
 		"DiesWithRunner":   TestLeaseDiesWithRunner,
 		"OutlivesSetup":    TestLeaseOutlivesSetup,
+		"Cycles":           TestSequentialCyclesLeaveNothing,
+		"ParallelLeases":   TestParallelLeases,
 	})
 }
 

@@ -26,10 +26,11 @@ const keeperScript = `while read -r _; do :; done`
 
 // attachLifeline attaches to the container's standard input and keeps the
 // connection in l; the channel reports the attach's error (nil once the
-// lifeline is held). Without stdout it runs beside ContainerStart. With
-// stdout (a lease with forwards, whose entrypoint reports there when they
-// listen) the caller waits for it before starting the container, so
-// nothing written is missed, and reads the stream from l.lifeOut.
+// lifeline is held). On Docker and without stdout it runs beside
+// ContainerStart. With stdout (a lease with forwards, whose entrypoint
+// reports there when they listen) the caller waits for it before starting
+// the container, so nothing written is missed, and reads the stream from
+// l.lifeOut; on Podman it waits too (see startContainer).
 func (l *lease) attachLifeline(ctx context.Context, stdout bool) <-chan error {
 	done := make(chan error, 1)
 	go func() {

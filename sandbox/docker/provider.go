@@ -580,9 +580,13 @@ func (l *lease) startContainer(ctx context.Context, withFwd bool) error {
 	p := l.p
 	// The lifeline is attached while the container starts, so it costs
 	// the lease no time of its own. With forwards it is attached first:
-	// the entrypoint reports on its stdout when they listen.
+	// the entrypoint reports on its stdout when they listen. On Podman too:
+	// its attach initializes a created container itself, and fails with
+	// 409 when a concurrent start initialized it between its check of the
+	// state and its own initialization.
+	attachFirst := withFwd || p.flavor == flavorPodman
 	attached := l.attachLifeline(ctx, withFwd)
-	if withFwd {
+	if attachFirst {
 		if err := <-attached; err != nil {
 			return err
 		}
@@ -595,10 +599,10 @@ func (l *lease) startContainer(ctx context.Context, withFwd bool) error {
 	} else if err != nil {
 		err = p.engineError(err, "start container")
 	}
-	if withFwd {
-		if err == nil {
-			err = l.awaitForwards(ctx, l.lifeOut)
-		}
+	switch {
+	case withFwd && err == nil:
+		return l.awaitForwards(ctx, l.lifeOut)
+	case attachFirst:
 		return err
 	}
 	return errors.Join(err, <-attached)
