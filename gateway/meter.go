@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -76,12 +77,11 @@ func (m *meter) finish(eof bool) {
 
 // sseParser splits a server-sent event stream into lines and decodes only
 // the data lines that carry a usage object (so the per-chunk cost of a long
-// stream is one byte scan).
+// stream is one byte scan). A line over maxEventBytes is skipped.
 type sseParser struct {
-	api      API
-	partial  []byte
-	overflow bool // the current line exceeded maxEventBytes: skip to its end
-	m        measure
+	api   API
+	split *lines.Splitter
+	m     measure
 	// Anthropic streams report usage at message_start and cumulatively in
 	// message_delta; delta fields, when present, replace start fields.
 	start, delta antUsage
@@ -89,44 +89,14 @@ type sseParser struct {
 }
 
 func (p *sseParser) feed(b []byte) {
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			p.keep(b)
-			return
-		}
-		line := b[:i]
-		b = b[i+1:]
-		if p.overflow {
-			p.overflow = false
-			p.partial = p.partial[:0]
-			continue
-		}
-		if len(p.partial) > 0 {
-			p.keep(line)
-			if p.overflow {
-				p.overflow = false
-				p.partial = p.partial[:0]
-				continue
+	if p.split == nil {
+		p.split = lines.NewSplitter(maxEventBytes, func(l []byte, oversized bool) {
+			if !oversized {
+				p.line(l)
 			}
-			line = p.partial
-		}
-		p.line(line)
-		p.partial = p.partial[:0]
+		})
 	}
-}
-
-// keep buffers part of an unfinished line, up to maxEventBytes.
-func (p *sseParser) keep(b []byte) {
-	if p.overflow {
-		return
-	}
-	if len(p.partial)+len(b) > maxEventBytes {
-		p.overflow = true
-		p.partial = p.partial[:0]
-		return
-	}
-	p.partial = append(p.partial, b...)
+	_, _ = p.split.Write(b)
 }
 
 // line handles one complete line (without its "\n").
@@ -193,10 +163,10 @@ func (p *sseParser) line(l []byte) {
 }
 
 func (p *sseParser) end(eof bool) measure {
-	if eof && len(p.partial) > 0 && !p.overflow {
-		p.line(p.partial)
+	if eof && p.split != nil {
+		p.split.End()
 	}
-	p.partial = nil
+	p.split = nil
 	m := p.m
 	m.usage.Complete = m.final
 	return m
