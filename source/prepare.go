@@ -248,6 +248,7 @@ func (p *Preparer) git(ctx context.Context, dir string, args ...string) ([]byte,
 	cmd.Dir = dir
 	cmd.Env = gitEnv(p.dir, filepath.Dir(path))
 	cmd.WaitDelay = 5 * time.Second
+	ownGroup(cmd)
 	var stdout bytes.Buffer
 	stderr := &tailWriter{max: 4 << 10}
 	cmd.Stdout = &limitWriter{w: &stdout, n: 1 << 20}
