@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -748,7 +749,17 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	}
 	ht, row, workspace := p.Turn, p.Agent, p.Workspace
 	if t.Source != nil {
-		snap, err := r.prepareSource(ctx, *t.Source)
+		// The turn's lifetime starts here: copying its source counts
+		// against its deadline, and Run gets what is left. Opening the
+		// engine and installing the CLI do not: they are the runner's,
+		// made once for every turn.
+		sctx, cancel := context.WithDeadline(ctx, ht.Begin())
+		snap, err := r.prepareSource(sctx, *t.Source)
+		expired := ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err != nil && expired {
+			return nil, outposterr.Wrap(outposterr.Timeout, err, "%s: turn exceeded its deadline while copying its source", row.Name)
+		}
 		if err != nil {
 			return nil, err
 		}

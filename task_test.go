@@ -2,11 +2,15 @@ package outpost_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -103,6 +107,34 @@ func TestSourceTurnsGetTheirOwnCopy(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repo, "a.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "base\n", string(b), "the source repository is unchanged")
+}
+
+// TestSourceCopyCountsAgainstTheDeadline: a turn's deadline starts before
+// its source is copied, so a fetch that never answers ends with the turn,
+// a timeout, instead of holding it for the git timeout.
+func TestSourceCopyCountsAgainstTheDeadline(t *testing.T) {
+	asked, gone := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		once.Do(func() {
+			close(asked)
+			<-req.Context().Done() // the fetch never gets an answer
+			close(gone)
+		})
+	}))
+	t.Cleanup(srv.Close)
+	r := fakeRunner(t, nil)
+	_, err := r.Run(context.Background(), outpost.Turn{Agent: "fake", Prompt: `emit {"type":"finished","ok":true}`,
+		Source: &source.Spec{Repo: srv.URL + "/task.git", Commit: "main"}, Limits: harness.Limits{Deadline: time.Second}})
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
+	assert.ErrorContains(t, err, "deadline while copying its source")
+	<-asked
+	select {
+	case <-gone: // the fetch was ended with the turn
+	case <-time.After(time.Minute):
+		t.Fatal("git's fetch outlived the turn that gave up on it")
+	}
 }
 
 func TestTurnRefusals(t *testing.T) {

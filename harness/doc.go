@@ -72,7 +72,8 @@
 // (outpost.Prepared) that Runner.Run then completes with its lease.
 //
 // A turn has one lifetime: Limits.Deadline, counted once from the start of
-// Run, bounds acquiring the lease, seeding it and every attempt — a
+// Run (or from Turn.Begin, when the caller prepares part of the turn
+// first), bounds acquiring the lease, seeding it and every attempt — a
 // re-seeded conversation, the typed response's repair turn, each
 // continuation of a steered turn — so a later attempt gets what is left,
 // never a fresh deadline. Only the cleanup of step 7 runs past it, under

@@ -24,8 +24,11 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 	t = t.withDefaults()
 	started := t.Now()
 	// One deadline for the whole turn: acquisition, seeding, every attempt
-	// (a re-seed, a typed repair, each steered continuation).
-	t.deadline = time.Now().Add(t.Limits.Deadline)
+	// (a re-seed, a typed repair, each steered continuation), and what the
+	// caller did since Begin.
+	if t.deadline.IsZero() {
+		t.deadline = time.Now().Add(t.Limits.Deadline)
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			t.Logger.Error("panic in turn", "panic", v, "stack", string(debug.Stack()))

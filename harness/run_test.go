@@ -339,6 +339,39 @@ func TestDeadlineBoundsTheWholeTurn(t *testing.T) {
 	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
 }
 
+// deadlineProbe records the deadline its Acquire is bounded by.
+type deadlineProbe struct {
+	sandbox.Provider
+	got *time.Time
+}
+
+func (p deadlineProbe) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	*p.got, _ = ctx.Deadline()
+	return p.Provider.Acquire(ctx, spec)
+}
+
+// TestBeginStartsTheDeadline: a turn begun before Run (its caller copied
+// its source first) keeps the deadline Begin set; Run does not count
+// Limits.Deadline again from its own start.
+func TestBeginStartsTheDeadline(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"finished","ok":true}`)
+	var got time.Time
+	turn.Provider = deadlineProbe{Provider: turn.Provider, got: &got}
+	turn.Limits.Deadline = time.Hour
+	deadline := turn.Begin()
+	_, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.True(t, got.Equal(deadline), "acquisition bounded by %v, Begin said %v", got, deadline)
+
+	turn.Provider = deadlineProbe{Provider: turn.Provider.(deadlineProbe).Provider, got: &got}
+	before := time.Now()
+	fresh := turn
+	fresh.deadline = time.Time{}
+	_, err = Run(context.Background(), fresh)
+	require.NoError(t, err)
+	assert.False(t, got.Before(before.Add(time.Hour)), "a turn not begun counts from Run: %v", got)
+}
+
 // TestTurnThatNeverRanCostsAKnownZero: a turn that fails before its CLI
 // runs (here the lease cannot be acquired) spent nothing, known, so a sum
 // over a job's attempts keeps its known cost.

@@ -50,7 +50,8 @@ var captureStall = cleanupTimeout
 type Limits struct {
 	// Deadline bounds the whole turn: lease acquisition, seeding and every
 	// attempt — a re-seeded conversation, a typed response's repair, each
-	// continuation of a steered turn — share it.
+	// continuation of a steered turn — share it, counted from Run's start
+	// or from [Turn.Begin].
 	Deadline time.Duration
 	// IdleTimeout fails a turn whose CLI prints nothing for this long.
 	IdleTimeout time.Duration
@@ -93,6 +94,16 @@ type Limits struct {
 	// --max-turns) is told and stops itself. The stop is a process failure
 	// with Details.Budget "turns".
 	MaxTurns int
+}
+
+// Begin starts the turn's lifetime now and returns its deadline, for a
+// caller that does part of the turn's work before Run (the root package's
+// Runner copies a turn's source and opens its lease first) and bounds that
+// work by it: Run then keeps this deadline instead of counting
+// Limits.Deadline again from its own start.
+func (t *Turn) Begin() time.Time {
+	t.deadline = time.Now().Add(t.Limits.withDefaults().Deadline)
+	return t.deadline
 }
 
 // deadlineContext bounds ctx by the turn's deadline (Run sets it once for
@@ -214,7 +225,8 @@ type Turn struct {
 	Live <-chan string
 	// steer is the interrupt-and-resume state of a steered turn.
 	steer *steer
-	// deadline is when the turn's Limits.Deadline runs out, set by Run.
+	// deadline is when the turn's Limits.Deadline runs out, set by Begin
+	// or Run.
 	deadline time.Time
 	// plan is the turn's credential plan, made once (CredentialPlan,
 	// Validate or Run) for the Credentials it was made from (planFrom).
