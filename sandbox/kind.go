@@ -181,6 +181,37 @@ const (
 	DefaultUser = "1000:1000"
 )
 
+// Resources are the CPU, memory and process limits of one lease; zero
+// means no limit.
+type Resources struct {
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+}
+
+// LeaseResources are the limits a lease of spec gets from a provider
+// configured with cpus, memory and pids in the providers' encoding (0: the
+// default, [DefaultCPUs] and friends; negative: none): the spec's own
+// positive values win. Every isolated kind merges and defaults its limits
+// here.
+func LeaseResources(spec Spec, cpus float64, memory, pids int64) Resources {
+	return Resources{CPUs: leaseLimit(spec.CPUs, cpus, DefaultCPUs),
+		MemoryBytes: leaseLimit(spec.MemoryBytes, memory, DefaultMemoryBytes),
+		Pids:        leaseLimit(spec.Pids, pids, DefaultPids)}
+}
+
+func leaseLimit[T int64 | float64](spec, opt, def T) T {
+	switch {
+	case spec > 0:
+		return spec
+	case opt < 0:
+		return 0
+	case opt == 0:
+		return def
+	}
+	return opt
+}
+
 // Limit is one resource limit, tri-state: the zero Limit is unset (the
 // kind's default), [NoLimit] is none, a positive value is that limit.
 type Limit float64

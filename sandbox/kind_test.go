@@ -52,3 +52,15 @@ func TestOverrideApply(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseResources: a spec's own limits win, then the provider's; an
+// unset provider limit is the default, a negative one none.
+func TestLeaseResources(t *testing.T) {
+	assert.Equal(t, Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemoryBytes, Pids: DefaultPids},
+		LeaseResources(Spec{}, 0, 0, 0))
+	assert.Equal(t, Resources{CPUs: 1, MemoryBytes: 1 << 30, Pids: 64},
+		LeaseResources(Spec{}, 1, 1<<30, 64))
+	assert.Equal(t, Resources{}, LeaseResources(Spec{}, -1, -1, -1))
+	assert.Equal(t, Resources{CPUs: 0.5, MemoryBytes: 2 << 30, Pids: 32},
+		LeaseResources(Spec{CPUs: 0.5, MemoryBytes: 2 << 30, Pids: 32}, -1, 1<<30, 0))
+}

@@ -189,9 +189,6 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		host = opts.Client.DaemonHost()
 		local = !opts.Remote && hostIsLocal(host)
 	}
-	opts.CPUs = orDefault(opts.CPUs, DefaultCPUs)
-	opts.MemoryBytes = orDefault(opts.MemoryBytes, DefaultMemoryBytes)
-	opts.Pids = orDefault(opts.Pids, DefaultPids)
 	opts.HomeBytes = orDefault(opts.HomeBytes, DefaultHomeBytes)
 	opts.TmpBytes = orDefault(opts.TmpBytes, DefaultTmpBytes)
 	if opts.User == "" {
@@ -242,15 +239,6 @@ func orDefault[T int64 | float64](v, def T) T {
 		return def
 	}
 	return v
-}
-
-// limit is the spec's value when set, else the provider's (negative: none,
-// returned as 0).
-func limit[T int64 | float64](spec, opt T) T {
-	if spec > 0 {
-		return spec
-	}
-	return max(opt, 0)
 }
 
 // tmpfsSize is the size= option for n bytes ("" for the engine default).
@@ -533,15 +521,16 @@ func (p *Provider) containerConfig(spec sandbox.Spec, pl acquirePlan, l *lease) 
 	} else {
 		hc.Tmpfs[Root] = p.tmpfsOptions(pl.uid, pl.gid, 0o755)
 	}
-	if cpus := limit(spec.CPUs, p.opts.CPUs); cpus > 0 {
-		hc.NanoCPUs = int64(cpus * 1e9)
+	res := sandbox.LeaseResources(spec, p.opts.CPUs, p.opts.MemoryBytes, p.opts.Pids)
+	if res.CPUs > 0 {
+		hc.NanoCPUs = int64(res.CPUs * 1e9)
 	}
-	if mem := limit(spec.MemoryBytes, p.opts.MemoryBytes); mem > 0 {
-		hc.Memory = mem
-		hc.MemorySwap = mem // no swap: an over-limit turn is OOM-killed, not slowed
+	if res.MemoryBytes > 0 {
+		hc.Memory = res.MemoryBytes
+		hc.MemorySwap = res.MemoryBytes // no swap: an over-limit turn is OOM-killed, not slowed
 	}
-	if pids := limit(spec.Pids, p.opts.Pids); pids > 0 {
-		hc.PidsLimit = &pids
+	if res.Pids > 0 {
+		hc.PidsLimit = &res.Pids
 	}
 	return cfg, hc
 }

@@ -157,7 +157,7 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 			l.sidecarConn.finish(run, err)
 		}()
 	}
-	err = p.checkPids(ctx, l.nodeName(), cmp.Or(spec.Pids, p.opts.Pids))
+	err = p.checkPids(ctx, l.nodeName(), p.leaseResources(spec).Pids)
 	if err == nil && workspace != "" {
 		err = l.copyWorkspaceIn(ctx)
 	}
@@ -297,20 +297,14 @@ func (p *Provider) podFor(l *lease, spec sandbox.Spec, image string, useHost boo
 // to the limit).
 func (p *Provider) resources(spec sandbox.Spec) corev1.ResourceRequirements {
 	lim, req := corev1.ResourceList{}, corev1.ResourceList{}
-	cpus := p.opts.CPUs
-	if spec.CPUs > 0 {
-		cpus = spec.CPUs
-	}
+	res := p.leaseResources(spec)
+	cpus, mem := res.CPUs, res.MemoryBytes
 	cpuReq := p.opts.CPURequest
 	if cpus > 0 {
 		lim[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpus*1000), resource.DecimalSI)
 		cpuReq = min(cpuReq, cpus)
 	}
 	req[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpuReq*1000), resource.DecimalSI)
-	mem := p.opts.MemoryBytes
-	if spec.MemoryBytes > 0 {
-		mem = spec.MemoryBytes
-	}
 	memReq := p.opts.MemoryRequestBytes
 	if mem > 0 {
 		lim[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
@@ -364,4 +358,9 @@ func (l *lease) adoptSecret(ctx context.Context, podUID types.UID) {
 	if err := l.p.cs.mergePatch(cctx, "secrets", l.p.ns, l.secret, []byte(patch)); err != nil {
 		l.p.log.Debug("set secret owner", "secret", l.secret, "err", err)
 	}
+}
+
+// leaseResources are the limits of a lease of spec on this provider.
+func (p *Provider) leaseResources(spec sandbox.Spec) sandbox.Resources {
+	return sandbox.LeaseResources(spec, p.opts.CPUs, p.opts.MemoryBytes, p.opts.Pids)
 }

@@ -195,9 +195,9 @@ func loopback(addr string) bool {
 }
 
 // checkPids makes sure the node a lease's pod runs on limits pods to want
-// processes (want < 0: no limit needed).
+// processes (want 0: no limit needed).
 func (p *Provider) checkPids(ctx context.Context, node string, want int64) error {
-	if want < 0 {
+	if want <= 0 {
 		return nil
 	}
 	have, err := p.NodePidsLimit(ctx, node)
