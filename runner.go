@@ -758,7 +758,7 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 		expired := ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil && expired {
-			return nil, outposterr.Wrap(outposterr.Timeout, err, "%s: turn exceeded its deadline while copying its source", row.Name)
+			return nil, outposterr.Wrap(outposterr.Timeout, err, "%s: copy the source: over the turn's deadline", row.Name)
 		}
 		if err != nil {
 			return nil, err

@@ -128,7 +128,7 @@ func TestSourceCopyCountsAgainstTheDeadline(t *testing.T) {
 		Source: &source.Spec{Repo: srv.URL + "/task.git", Commit: "main"}, Limits: harness.Limits{Deadline: 3 * time.Second}})
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
-	assert.ErrorContains(t, err, "deadline while copying its source")
+	assert.ErrorContains(t, err, "copy the source: over the turn's deadline")
 	select {
 	case <-asked:
 	default:

@@ -60,7 +60,11 @@ func Run(ctx context.Context, t Turn) (res *Result, err error) {
 	if t.Sandbox == nil {
 		actx, acancel := context.WithDeadline(ctx, t.deadline)
 		sb, aerr := t.Provider.Acquire(actx, t.Spec)
+		expired := errors.Is(actx.Err(), context.DeadlineExceeded)
 		acancel()
+		if aerr != nil && expired && ctx.Err() == nil {
+			return failed(t, started, outposterr.Wrap(outposterr.Timeout, aerr, "%s: acquire sandbox: over the turn's deadline", t.Adapter.Name()))
+		}
 		if aerr != nil {
 			return failed(t, started, classifyInfra(ctx, t.Adapter.Name(), outposterr.Sandbox, "acquire sandbox", aerr))
 		}

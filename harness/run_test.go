@@ -339,6 +339,19 @@ func TestDeadlineBoundsTheWholeTurn(t *testing.T) {
 	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
 }
 
+// TestAcquisitionPastTheDeadlineIsATimeout: a lease that is not ready by
+// the turn's deadline ends the turn as a timeout, as a seed or a CLI past
+// it does, not as a sandbox failure.
+func TestAcquisitionPastTheDeadlineIsATimeout(t *testing.T) {
+	turn := fakeTurn(t, `emit {"type":"finished","ok":true}`)
+	turn.Provider = slowAcquire{Provider: turn.Provider, delay: time.Hour}
+	turn.Limits.Deadline = 100 * time.Millisecond
+	_, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	assert.Equal(t, outposterr.Timeout, outposterr.ClassOf(err), "%v", err)
+	assert.ErrorContains(t, err, "acquire sandbox: over the turn's deadline")
+}
+
 // deadlineProbe records the deadline its Acquire is bounded by.
 type deadlineProbe struct {
 	sandbox.Provider
