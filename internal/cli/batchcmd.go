@@ -799,9 +799,13 @@ func (p *batchProgress) status(s batch.Status) {
 }
 
 func (p *batchProgress) record(r batch.Record) {
-	state := "ok"
+	state, reason := "ok", ""
 	if !r.Outcome.OK {
 		state = r.Outcome.Class
+		if r.Outcome.Error != "" {
+			// Why, in a line: the whole error is in the record.
+			reason = ": " + termSafe(oneLine(r.Outcome.Error, maxReason))
+		}
 		if r.Outcome.Unavailable != "" {
 			state += " (unavailable: " + r.Outcome.Unavailable + ")"
 		}
@@ -831,8 +835,11 @@ func (p *batchProgress) record(r batch.Record) {
 			graded += ": " + r.Verify.Error
 		}
 	}
-	p.line.Logf("job %s: %s via %s in %s%s%s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond, patch, graded)
+	p.line.Logf("job %s: %s via %s in %s%s%s%s", r.Job, state, r.Agent, time.Duration(r.DurationMS)*time.Millisecond, reason, patch, graded)
 }
+
+// maxReason bounds the error a failed job's line shows.
+const maxReason = 200
 
 func (p *batchProgress) park(job string, until time.Time) {
 	p.line.Logf("job %s: quota; parked until %s", job, until.UTC().Format(time.RFC3339))
