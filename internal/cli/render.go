@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/harness"
@@ -229,9 +230,14 @@ func (r *renderer) printf(format string, a ...any) {
 	_, _ = r.out.WriteString(termSafe(fmt.Sprintf(format, a...)))
 }
 
+// oneLine is s with its white space folded, cut to at most n bytes at a
+// character's start.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
 		return s[:n] + "…"
 	}
 	return s

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,4 +140,12 @@ func TestPrintErrorNeutralizes(t *testing.T) {
 	var b bytes.Buffer
 	printError(&b, outposterr.Process, errors.New("process: CLI said \x1b]0;pwned\x07\u202e"))
 	assert.Equal(t, `outpost: process: CLI said \x1b]0;pwned\x07\u202e`+"\n", b.String())
+}
+
+// TestOneLine: white space folds and a cut never splits a character.
+func TestOneLine(t *testing.T) {
+	assert.Equal(t, "a b c", oneLine("a\n b\t\tc ", 10))
+	assert.Equal(t, "ab…", oneLine("abcdef", 2))
+	assert.Equal(t, "a…", oneLine("aéé", 2), "é is two bytes: the cut moves back to its start")
+	assert.True(t, utf8.ValidString(oneLine(strings.Repeat("日本", 50), 100)))
 }
