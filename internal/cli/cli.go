@@ -201,7 +201,7 @@ text, token usage and a classified outcome.
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &flagError{suggestFlag(cmd, err)} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &flagError{durationUnit(suggestFlag(cmd, err))} })
 	// The template is a literal: it holds no template actions.
 	root.SetVersionTemplate(strings.ReplaceAll(versionText(f.Agents()), "{{", "{{\"{{\"}}"))
 	root.AddCommand(NewCmdRun(f, nil), NewCmdReplay(f, nil), NewCmdStubModel(f, nil), NewCmdGC(f), NewCmdImage(f), NewCmdConversations(f), NewCmdBootstrap(f), NewCmdBatch(f), NewCmdDoctor(f), NewCmdInit(f),

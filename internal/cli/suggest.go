@@ -36,6 +36,15 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 	return fmt.Errorf("%w (did you mean --%s?)", err, best)
 }
 
+// durationUnit adds to a duration flag's error for a bare number what a
+// duration looks like: Go's "missing unit in duration" does not say.
+func durationUnit(err error) error {
+	if !strings.Contains(err.Error(), "missing unit in duration") {
+		return err
+	}
+	return fmt.Errorf("%w (durations take a unit: 90s, 30m, 1h30m)", err)
+}
+
 // maxFlagDistance is the largest edit distance a suggestion may have.
 const maxFlagDistance = 2
 

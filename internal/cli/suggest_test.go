@@ -15,6 +15,7 @@ func TestUnknownFlagSuggestsTheClosest(t *testing.T) {
 		{[]string{"run", "--agent", "claude", "--sandbx=host", "hi"}, "unknown flag: --sandbx (did you mean --sandbox?)"},
 		{[]string{"batch", "--concurency", "3", "jobs.jsonl"}, "(did you mean --concurrency?)"},
 		{[]string{"batch", "--concurr", "3", "jobs.jsonl"}, "(did you mean --concurrency?)"},
+		{[]string{"run", "--agent", "claude", "--timeout", "5", "hi"}, `missing unit in duration "5" (durations take a unit: 90s, 30m, 1h30m)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.args[1], func(t *testing.T) {
