@@ -196,16 +196,20 @@ func TestPodClassification(t *testing.T) {
 	assert.Contains(t, goneReason("p", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded"}}), "lifetime")
 	assert.Empty(t, goneReason("p", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}))
 
-	waiting := func(reason string) *corev1.Pod {
+	waitingWith := func(reason, msg string) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
-			Name: containerName, Image: "img:1", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "msg"}},
+			Name: containerName, Image: "img:1", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
 		}}}}
 	}
+	waiting := func(reason string) *corev1.Pod { return waitingWith(reason, "msg") }
 	assert.Contains(t, startFailure(waiting("ErrImageNeverPull")), "img:1 is not on the node")
 	assert.Contains(t, startFailure(waiting("ImagePullBackOff")), "cannot be pulled")
 	assert.Contains(t, startFailure(waiting("CreateContainerConfigError")), "cannot start")
 	assert.Empty(t, startFailure(waiting("ContainerCreating")))
 	assert.Empty(t, startFailure(waiting("ErrImagePull")), "one failed pull may still be retried")
+	assert.Empty(t, startFailure(waitingWith("CreateContainerConfigError", "failed to sync secret cache: timed out waiting for the condition")),
+		"a busy kubelet that has not synced the lease's secret yet retries by itself")
+	assert.Contains(t, startFailure(waitingWith("CreateContainerConfigError", `secret "outpost-x" not found`)), "cannot start")
 
 	unsched := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu.",

@@ -308,10 +308,22 @@ func startFailure(pod *corev1.Pod) string {
 		case "ImagePullBackOff":
 			return fmt.Sprintf("image %s cannot be pulled: %s", cs.Image, w.Message)
 		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
+			if kubeletCatchingUp(w.Message) {
+				continue
+			}
 			return fmt.Sprintf("container cannot start: %s: %s", w.Reason, w.Message)
 		}
 	}
 	return ""
+}
+
+// kubeletCatchingUp reports whether a container's configuration error is
+// the kubelet not having synced the lease's secret (or a config map) yet,
+// which it retries by itself: a busy node reports "failed to sync secret
+// cache: timed out waiting for the condition" for a secret created just
+// before the pod. The start timeout still bounds the wait.
+func kubeletCatchingUp(msg string) bool {
+	return strings.Contains(msg, "failed to sync secret cache") || strings.Contains(msg, "failed to sync configmap cache")
 }
 
 // podProblem describes why a pod is not running, for messages.
