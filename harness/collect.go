@@ -65,6 +65,8 @@ type collector struct {
 	probe string
 
 	stdoutTail, stderrTail *tail
+	// redact removes the CLI's secrets from every line first (nil: none).
+	redact *outputRedactor
 
 	// model prices the running cost when the CLI has not named its model
 	// yet (the input's, else the adapter's default).
@@ -93,6 +95,7 @@ func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapter
 
 // stdoutLine decodes one stdout line (without its newline).
 func (c *collector) stdoutLine(line []byte) {
+	line = c.redact.line(line)
 	c.output = true
 	c.stdoutTail.writeLine(line)
 	for _, ev := range c.dec.Decode(line) {
@@ -108,6 +111,7 @@ func (c *collector) stderrLine(line []byte) {
 		c.probe, c.output = string(rest), true
 		return
 	}
+	line = c.redact.line(line)
 	c.output = true
 	c.stderrTail.writeLine(line)
 	text := strings.TrimRight(string(line), "\r")

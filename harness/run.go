@@ -364,6 +364,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	}
 	col := newCollector(a.t.Adapter, a.t.Now, a.t.OnEvent, a.t.KeepEvents, a.t.Limits, a.res)
 	col.model = a.in.Model
+	col.redact = newOutputRedactor(cmd.Env)
 	if d, ok := a.t.Adapter.(adapters.DefaultModeler); ok && col.model == "" {
 		col.model = d.DefaultModel()
 	}

@@ -1,0 +1,71 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/gateway"
+)
+
+func TestSecretName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"ANTHROPIC_API_KEY": true, "OPENAI_API_KEY": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true,
+		"CLAUDE_CODE_OAUTH_TOKEN": true, "EVAL_SECRET": true, "DB_PASSWORD": true, "aws_secret_access_key": true,
+		"GOOGLE_APPLICATION_CREDENTIALS": true, "NPM_CONFIG__AUTH": true, "SENTRY_DSN": true, "MYAPIKEY": true,
+		"GIT_AUTHOR_NAME": false, "PWD": false, "PATH": false, "ANTHROPIC_BASE_URL": false, "TZ": false,
+		"KEYBOARD": false, "EVAL_LABEL": false,
+	} {
+		assert.Equal(t, want, secretName(name), name)
+	}
+}
+
+func TestOutputRedactor(t *testing.T) {
+	r := newOutputRedactor(map[string]string{
+		"A_TOKEN": "tok-12345678", "LONGER_TOKEN": "tok-12345678-and-more", "QUOTED_KEY": `q"uo\te-1`,
+		"SHORT_KEY": "abc", "LABEL": "label-12345678",
+	})
+	require.NotNil(t, r)
+	for in, want := range map[string]string{
+		"x tok-12345678-and-more y": "x [REDACTED] y", // whole, not in part
+		"tok-12345678tok-12345678":  "[REDACTED][REDACTED]",
+		`{"t":"q\"uo\\te-1"}`:       `{"t":"[REDACTED]"}`, // as escaped in JSON
+		`raw q"uo\te-1`:             "raw [REDACTED]",
+		"abc label-12345678":        "abc label-12345678", // short, or not named a secret
+	} {
+		assert.Equal(t, want, string(r.line([]byte(in))), in)
+	}
+	assert.Nil(t, newOutputRedactor(map[string]string{"SHORT_KEY": "abc", "LABEL": "label-12345678"}))
+	var none *outputRedactor
+	assert.Equal(t, "tok-12345678", string(none.line([]byte("tok-12345678"))))
+}
+
+// TestRunRedactsTheCLIsSecrets: a value the lease was given in a secret's
+// variable, which the CLI prints, reaches no event, text, tail or error of
+// the result; other values stay.
+func TestRunRedactsTheCLIsSecrets(t *testing.T) {
+	const marker = "MARK-secret-c4f2e9"
+	turn := fakeTurn(t, `emit {"type":"conversation","id":"c1"}
+env EVAL_SECRET
+env EVAL_LABEL
+emit {"type":"tool-result","text":"echo: MARK-secret-c4f2e9"}
+stderr curl: (22) 401 with key MARK-secret-c4f2e9
+emit {"type":"failure","text":"refused MARK-secret-c4f2e9","status":401}
+exit 3`)
+	turn.Credentials = &Credentials{Auth: credentials.Auth{Form: credentials.None},
+		Vars: map[string]string{"EVAL_SECRET": marker, "EVAL_LABEL": "label-visible"}}
+	res, err := Run(context.Background(), turn)
+	require.Error(t, err)
+	out, jerr := json.Marshal(res)
+	require.NoError(t, jerr)
+	all := string(out) + "\n" + err.Error()
+	assert.NotContains(t, all, marker)
+	assert.Contains(t, res.Text, "EVAL_SECRET="+gateway.Redaction)
+	assert.Contains(t, res.Text, "EVAL_LABEL=label-visible", "a value not named a secret is kept")
+	assert.Contains(t, res.StderrTail, "401 with key "+gateway.Redaction)
+	assert.Contains(t, err.Error(), gateway.Redaction)
+}
