@@ -6,43 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 )
-
-// minSecret is the shortest value the harness treats as a secret: shorter
-// values ("1", "true", "us-east1") are settings, and replacing them in a
-// CLI's output would garble it.
-const minSecret = 8
-
-// secretWords are the parts of a variable's name (split at '_') that make
-// its value a secret: API keys, tokens, passwords, credentials and
-// connection strings.
-var secretWords = []string{
-	"KEY", "KEYS", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE",
-	"CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PAT", "COOKIE", "PRIVATE", "DSN", "CONNECTION",
-}
-
-// secretName reports whether a variable's name says its value is a secret:
-// one of its parts (split at '_', any case) is a word such as KEY, TOKEN,
-// SECRET, PASSWORD, CREDENTIALS or AUTH, or ends in KEY, TOKEN, SECRET or
-// PASSWORD (APIKEY). ANTHROPIC_API_KEY, GH_TOKEN and EVAL_SECRET are;
-// GIT_AUTHOR_NAME and PWD are not. The rule errs on the side of hiding:
-// MONKEY_MODE, which ends in KEY, is one.
-func secretName(name string) bool {
-	for part := range strings.SplitSeq(strings.ToUpper(name), "_") {
-		for _, w := range secretWords {
-			if part == w {
-				return true
-			}
-		}
-		for _, end := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD"} {
-			if strings.HasSuffix(part, end) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // outputRedactor removes the values of a CLI's secret variables from what
 // it prints, before anything decodes, keeps or shows a line: events, the
@@ -54,23 +20,28 @@ type outputRedactor struct {
 	secrets [][]byte
 }
 
-// newOutputRedactor returns the redactor for a CLI started with env: the
-// value of every variable whose name is a secret's (secretName), at least
-// [minSecret] bytes long, as written and as escaped inside a JSON string.
-// It is nil when there is nothing to remove.
-func newOutputRedactor(env map[string]string) *outputRedactor {
+// newOutputRedactor returns the redactor for a CLI started with env, whose
+// lease holds the secrets of extra (its login files'): the value of every
+// variable whose name is a [credentials.SecretName], and every extra
+// secret, each at least [credentials.MinSecret] bytes long, as written and
+// as escaped inside a JSON string. It is nil when there is nothing to
+// remove.
+func newOutputRedactor(env map[string]string, extra ...string) *outputRedactor {
 	seen := map[string]bool{}
 	var secrets [][]byte
 	add := func(s string) {
-		if len(s) >= minSecret && !seen[s] {
+		if len(s) >= credentials.MinSecret && !seen[s] {
 			seen[s] = true
 			secrets = append(secrets, []byte(s))
 		}
 	}
+	values := append([]string(nil), extra...)
 	for k, v := range env {
-		if !secretName(k) {
-			continue
+		if credentials.SecretName(k) {
+			values = append(values, v)
 		}
+	}
+	for _, v := range values {
 		add(v)
 		add(jsonEscaped(v))
 	}

@@ -12,18 +12,6 @@ import (
 	"github.com/outpost-dev/outpost/gateway"
 )
 
-func TestSecretName(t *testing.T) {
-	for name, want := range map[string]bool{
-		"ANTHROPIC_API_KEY": true, "OPENAI_API_KEY": true, "GH_TOKEN": true, "COPILOT_GITHUB_TOKEN": true,
-		"CLAUDE_CODE_OAUTH_TOKEN": true, "EVAL_SECRET": true, "DB_PASSWORD": true, "aws_secret_access_key": true,
-		"GOOGLE_APPLICATION_CREDENTIALS": true, "NPM_CONFIG__AUTH": true, "SENTRY_DSN": true, "MYAPIKEY": true,
-		"GIT_AUTHOR_NAME": false, "PWD": false, "PATH": false, "ANTHROPIC_BASE_URL": false, "TZ": false,
-		"KEYBOARD": false, "EVAL_LABEL": false,
-	} {
-		assert.Equal(t, want, secretName(name), name)
-	}
-}
-
 func TestOutputRedactor(t *testing.T) {
 	r := newOutputRedactor(map[string]string{
 		"A_TOKEN": "tok-12345678", "LONGER_TOKEN": "tok-12345678-and-more", "QUOTED_KEY": `q"uo\te-1`,
@@ -40,6 +28,9 @@ func TestOutputRedactor(t *testing.T) {
 		assert.Equal(t, want, string(r.line([]byte(in))), in)
 	}
 	assert.Nil(t, newOutputRedactor(map[string]string{"SHORT_KEY": "abc", "LABEL": "label-12345678"}))
+	files := newOutputRedactor(map[string]string{"LABEL": "label-12345678"}, "sk-ant-ort01-login", "short")
+	assert.Equal(t, `cat: {"refreshToken":"[REDACTED]"} label-12345678 short`,
+		string(files.line([]byte(`cat: {"refreshToken":"sk-ant-ort01-login"} label-12345678 short`))), "a login file's secret")
 	var none *outputRedactor
 	assert.Equal(t, "tok-12345678", string(none.line([]byte("tok-12345678"))))
 }

@@ -364,7 +364,11 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	}
 	col := newCollector(a.t.Adapter, a.t.Now, a.t.OnEvent, a.t.KeepEvents, a.t.Limits, a.res)
 	col.model = a.in.Model
-	col.redact = newOutputRedactor(cmd.Env)
+	var fileSecrets []string
+	if a.inst != nil {
+		fileSecrets = a.inst.Secrets
+	}
+	col.redact = newOutputRedactor(cmd.Env, fileSecrets...)
 	if d, ok := a.t.Adapter.(adapters.DefaultModeler); ok && col.model == "" {
 		col.model = d.DefaultModel()
 	}

@@ -73,6 +73,10 @@ type Installed struct {
 	Strip []string
 	// Rotating lists logins to consider for write-back after the turn.
 	Rotating []Rotating
+	// Secrets are the secrets of the credential files installed, as
+	// installed ([credentials.FileSecrets]): what the harness removes from
+	// the CLI's output beside its secret variables.
+	Secrets []string
 	// held are the in-use locks of exclusive logins, released by Close.
 	held []*os.File
 }
@@ -183,8 +187,10 @@ func materialize(ctx context.Context, sb sandbox.Sandbox, plan credentials.Plan,
 		}
 		if f.DestVar != "" {
 			inst.Env[f.DestVar] = strings.TrimSpace(string(content))
+			inst.Secrets = append(inst.Secrets, inst.Env[f.DestVar])
 			continue
 		}
+		inst.Secrets = append(inst.Secrets, credentials.FileSecrets(content)...)
 		files = append(files, file{dest: f.Dest, content: content})
 		if f.Rotates {
 			inst.Rotating = append(inst.Rotating, Rotating{HostPath: hostPath, SandboxPath: path.Join(sb.Home(), f.Dest), file: f})

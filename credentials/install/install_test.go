@@ -109,6 +109,7 @@ func TestHostSandboxGetsVariablesOnly(t *testing.T) {
 	}, credentials.ConfigPlan{}, Options{Agent: "tool", HostHome: home})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"A": "1", "TOOL_TOKEN": marker}, inst.Env)
+	assert.Equal(t, []string{marker}, inst.Secrets, "a file's token is a secret to keep out of output")
 
 	_, err = Materialize(context.Background(), sb, credentials.Plan{
 		Files: []credentials.HostFile{{Path: ".tool/login.json", Dest: ".tool/login.json"}},
@@ -169,6 +170,7 @@ func TestDockerMaterialize(t *testing.T) {
 	inst, err := Materialize(context.Background(), sb, plan, config, Options{Agent: "tool", HostHome: home})
 	require.NoError(t, err)
 	assert.Equal(t, marker, inst.Env["TOOL_KEY"])
+	assert.Equal(t, []string{marker}, inst.Secrets, "the installed file's token, as projected")
 
 	listing := sh(t, sb, `cd "$HOME" && stat -c '%a %u %n' .tool .tool/login.json .tool.json .tool/config.json && cat .tool/login.json; echo; cat .login-stdin; echo; cat .login-env; cat .tool/config.json; ls -a`)
 	uid := strings.TrimSpace(sh(t, sb, "id -u"))
