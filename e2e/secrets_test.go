@@ -22,6 +22,7 @@ import (
 	"github.com/outpost-dev/outpost/adapters/copilot"
 	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
+	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/harness"
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/outposttest"
@@ -135,6 +136,32 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 			if form.home != nil {
 				assert.Contains(t, inside(t, sb, "cat", filepath.Join(sb.Home(), ".claude", ".credentials.json")), secret)
 			}
+
+			// The agent prints the credential with its shell tool (read from
+			// an environment or the login file): Outpost keeps and shows it
+			// nowhere. The CLI's own conversation files, and the model server,
+			// do get it: those are the agent's doing.
+			// (Claude Code keeps its OAuth token out of its tools'
+			// environment, not out of its own: /proc has it.)
+			leak := `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -E '^(` + claude.OAuthTokenVar + `|` + claude.APIKeyVar +
+				`)=' | sort -u; cat "$HOME/.claude/.credentials.json" 2>/dev/null; true`
+			var leakEvents []string
+			leakRes, leakErr := harness.Run(context.Background(), harness.Turn{
+				Adapter: claude.New(), Sandbox: sb, Credentials: creds, KeepEvents: true,
+				Input: adapters.Input{Prompt: "leak " + outposttest.RunDirective(leak) + " MARK-leak",
+					Endpoint: &adapters.Endpoint{BaseURL: srv.URL()}},
+				OnEvent: func(ev adapters.Event) {
+					b, _ := json.Marshal(ev)
+					leakEvents = append(leakEvents, string(b))
+				},
+				Limits: harness.Limits{Deadline: 2 * time.Minute},
+			})
+			require.NoError(t, leakErr, "stderr: %s", resTail(leakRes))
+			leakJSON, _ := json.Marshal(leakRes)
+			printed := strings.Join(leakEvents, "\n") + "\n" + string(leakJSON)
+			assert.NotContains(t, printed, secret, "the printed credential leaked into the events or the result")
+			assert.Contains(t, printed, gateway.Redaction, "the tool printed the credential, replaced")
+			assert.Contains(t, requestLog(srv), secret, "control: the tool did print it")
 		})
 	}
 }
