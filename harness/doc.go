@@ -24,9 +24,11 @@
 //     Turn.OnEvent as it arrives; stderr lines become events too. Before
 //     any line is read, the value of each variable of the CLI's
 //     environment whose name says it is a secret (a part such as KEY,
-//     TOKEN, SECRET or PASSWORD; at least 8 bytes), and each token of the
-//     login files installed, is replaced in it by [gateway.Redaction], so
-//     events, text, tails and errors never hold it. The turn
+//     TOKEN, SECRET or PASSWORD; at least 8 bytes), each token of the
+//     login files installed, and each value declared secret (the variables
+//     an adapter declares as its own, such as a driver's secrets, and MCP
+//     servers' references and headers) is replaced in it by
+//     [gateway.Redaction], so events, text, tails and errors never hold it. The turn
 //     ends on the CLI process's own exit (never on its pipes closing), then
 //     a short drain window collects output in flight and the rest of the
 //     process group is killed. The deadline, the idle timeout and the

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 )
@@ -50,6 +51,42 @@ func newOutputRedactor(env map[string]string, extra ...string) *outputRedactor {
 	}
 	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
 	return &outputRedactor{secrets: secrets}
+}
+
+// declaredSecrets are the values a turn's lease holds that are secrets by
+// declaration rather than by their variable's name: the declared variables
+// the adapter names as its own (a driver's "secrets", a CLI's credential
+// variables) and those an MCP server references, every MCP header given
+// literally (and its credentials after a scheme: "Bearer TOKEN"), and the
+// literal MCP environment values under a secret's name.
+func declaredSecrets(a adapters.Adapter, in adapters.Input, vars map[string]string) []string {
+	var names []string
+	if d, ok := a.(adapters.Declarer); ok {
+		names = append(names, d.DeclaredVars()...)
+	}
+	var out []string
+	for _, s := range in.MCP {
+		names = append(names, s.Vars()...)
+		for _, v := range s.Headers {
+			if !strings.Contains(v, "${") {
+				out = append(out, v)
+				if _, token, ok := strings.Cut(v, " "); ok {
+					out = append(out, token) // "Bearer TOKEN": the token alone too
+				}
+			}
+		}
+		for k, v := range s.Env {
+			if !strings.Contains(v, "${") && credentials.SecretName(k) {
+				out = append(out, v)
+			}
+		}
+	}
+	for _, n := range names {
+		if v, ok := vars[n]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // jsonEscaped is s as it appears inside a JSON string.

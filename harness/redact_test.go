@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 )
@@ -59,4 +60,33 @@ exit 3`)
 	assert.Contains(t, res.Text, "EVAL_LABEL=label-visible", "a value not named a secret is kept")
 	assert.Contains(t, res.StderrTail, "401 with key "+gateway.Redaction)
 	assert.Contains(t, err.Error(), gateway.Redaction)
+}
+
+// declaring is the fake CLI's adapter naming EVAL_PW as its own variable
+// (as a driver's "secrets" does).
+type declaring struct{ adapters.Adapter }
+
+func (declaring) DeclaredVars() []string { return []string{"EVAL_PW"} }
+
+func TestDeclaredSecrets(t *testing.T) {
+	vars := map[string]string{"EVAL_PW": "pw-declared-1", "MCP_REF": "ref-value-1", "OTHER": "other-value-1"}
+	in := adapters.Input{MCP: []credentials.MCPServer{{Name: "docs", URL: "http://127.0.0.1:9/mcp",
+		Headers: map[string]string{"Authorization": "Bearer literal-1", "X-Ref": "${MCP_REF}"}},
+		{Name: "fs", Command: "fs", Env: map[string]string{"FS_TOKEN": "literal-token-1", "FS_MODE": "literal-mode-1"}}}}
+	assert.ElementsMatch(t, []string{"pw-declared-1", "ref-value-1", "Bearer literal-1", "literal-1", "literal-token-1"},
+		declaredSecrets(declaring{}, in, vars))
+	assert.ElementsMatch(t, []string{"ref-value-1", "Bearer literal-1", "literal-1", "literal-token-1"},
+		declaredSecrets(nil, in, vars), "an adapter declaring nothing")
+}
+
+// TestRunRedactsDeclaredSecrets: a value the adapter declares as its own
+// secret is replaced whatever its variable's name.
+func TestRunRedactsDeclaredSecrets(t *testing.T) {
+	turn := fakeTurn(t, "env EVAL_PW\nenv EVAL_LABEL\n"+`emit {"type":"finished","ok":true}`)
+	turn.Adapter = declaring{turn.Adapter}
+	turn.Credentials = &Credentials{Auth: credentials.Auth{Form: credentials.None},
+		Vars: map[string]string{"EVAL_PW": "MARK-pw-81d0", "EVAL_LABEL": "label-visible"}}
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Equal(t, "EVAL_PW="+gateway.Redaction+"\nEVAL_LABEL=label-visible", res.Text)
 }

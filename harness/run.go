@@ -364,11 +364,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	}
 	col := newCollector(a.t.Adapter, a.t.Now, a.t.OnEvent, a.t.KeepEvents, a.t.Limits, a.res)
 	col.model = a.in.Model
-	var fileSecrets []string
-	if a.inst != nil {
-		fileSecrets = a.inst.Secrets
-	}
-	col.redact = newOutputRedactor(cmd.Env, fileSecrets...)
+	col.redact = newOutputRedactor(cmd.Env, a.secrets()...)
 	if d, ok := a.t.Adapter.(adapters.DefaultModeler); ok && col.model == "" {
 		col.model = d.DefaultModel()
 	}
@@ -428,6 +424,21 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		ccancel()
 	}
 	return err
+}
+
+// secrets are the values the lease holds, beside its CLI's secret
+// variables, that the CLI's output must not show: its login files' tokens
+// and the declared secrets (declaredSecrets).
+func (a *attempt) secrets() []string {
+	var out []string
+	vars := a.in.Env
+	if a.inst != nil {
+		out = append(out, a.inst.Secrets...)
+	}
+	if a.creds != nil {
+		vars = a.creds.Vars
+	}
+	return append(out, declaredSecrets(a.t.Adapter, a.in, vars)...)
 }
 
 // usageBaseline is the conversation-wide usage total before this attempt.
