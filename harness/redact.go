@@ -25,8 +25,8 @@ type outputRedactor struct {
 // lease holds the secrets of extra (its login files'): the value of every
 // variable whose name is a [credentials.SecretName], and every extra
 // secret, each at least [credentials.MinSecret] bytes long, as written and
-// as escaped inside a JSON string. It is nil when there is nothing to
-// remove.
+// as escaped inside a JSON string (and, for a secret of several lines, each
+// line). It is nil when there is nothing to remove.
 func newOutputRedactor(env map[string]string, extra ...string) *outputRedactor {
 	seen := map[string]bool{}
 	var secrets [][]byte
@@ -45,6 +45,13 @@ func newOutputRedactor(env map[string]string, extra ...string) *outputRedactor {
 	for _, v := range values {
 		add(v)
 		add(jsonEscaped(v))
+		// A secret of several lines (a PEM key) is printed, and read, a
+		// line at a time: each of its lines is a secret too.
+		if strings.ContainsAny(v, "\r\n") {
+			for l := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
+				add(strings.TrimSpace(l))
+			}
+		}
 	}
 	if len(secrets) == 0 {
 		return nil

@@ -29,6 +29,14 @@ func TestOutputRedactor(t *testing.T) {
 		assert.Equal(t, want, string(r.line([]byte(in))), in)
 	}
 	assert.Nil(t, newOutputRedactor(map[string]string{"SHORT_KEY": "abc", "LABEL": "label-12345678"}))
+	pem := newOutputRedactor(map[string]string{"DEPLOY_PRIVATE_KEY": "-----BEGIN KEY-----\r\nb64-line-one\nb64-two\n-----END KEY-----\n"})
+	for in, want := range map[string]string{
+		"b64-line-one": "[REDACTED]",  // printed a line at a time
+		"x b64-two y":  "x b64-two y", // a line shorter than a secret
+		`"k":"-----BEGIN KEY-----\r\nb64-line-one\nb64-two\n-----END KEY-----\n"`: `"k":"[REDACTED]"`, // whole, in JSON
+	} {
+		assert.Equal(t, want, string(pem.line([]byte(in))), in)
+	}
 	files := newOutputRedactor(map[string]string{"LABEL": "label-12345678"}, "sk-ant-ort01-login", "short")
 	assert.Equal(t, `cat: {"refreshToken":"[REDACTED]"} label-12345678 short`,
 		string(files.line([]byte(`cat: {"refreshToken":"sk-ant-ort01-login"} label-12345678 short`))), "a login file's secret")
