@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +59,13 @@ type Options struct {
 	// Forward names variables whose values Getenv gives, forwarded into
 	// sandboxes beside the project's declared ones.
 	Forward []string
+	// Secrets names variables whose values are secrets whatever their
+	// names: the CLI's output has them replaced by [REDACTED], as it has
+	// the values of variables named like secrets (KEY, TOKEN, SECRET,
+	// PASSWORD, …; see harness.Credentials.Secret). Each must be declared,
+	// forwarded (Forward) or, for a batch, named by a job's env: see
+	// [Runner.CheckSecrets].
+	Secrets []string
 	// MCP servers are given to every turn, projected into each CLI's form.
 	MCP []credentials.MCPServer
 
@@ -290,6 +298,12 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if r.creds, err = LoadCredentials(abs, auth, opts.Forward, opts.Getenv, r.reloc); err != nil {
 		return nil, err
 	}
+	for _, name := range opts.Secrets {
+		if !sandbox.ValidEnvName(name) {
+			return nil, outposterr.New(outposterr.Configuration, "secret takes a variable name, not %q", name)
+		}
+	}
+	r.creds.Secret = opts.Secrets
 	switch opts.Credentials {
 	case CredentialsDefault, CredentialsGateway, CredentialsInside:
 	default:
@@ -886,6 +900,27 @@ func (r *Runner) CheckJobs(jobs []batch.Job) error {
 		}
 		if _, err := r.turnCredentials(j.Env); err != nil {
 			return outposterr.Wrap(outposterr.Configuration, err, "job %s", j.ID)
+		}
+	}
+	envs := make([][]string, len(jobs))
+	for i, j := range jobs {
+		envs[i] = j.Env
+	}
+	return r.CheckSecrets(envs...)
+}
+
+// CheckSecrets refuses a name of Options.Secrets that no turn can hold: a
+// variable neither declared (.outpost/.env) nor forwarded (Options.Forward)
+// nor named by one of envs (the env lists of the turns or jobs to run). A
+// misspelt name would otherwise leave the secret it meant shown.
+func (r *Runner) CheckSecrets(envs ...[]string) error {
+	for _, name := range r.opts.Secrets {
+		if _, ok := r.creds.Vars[name]; ok {
+			continue
+		}
+		if !slices.ContainsFunc(envs, func(env []string) bool { return slices.Contains(env, name) }) {
+			return outposterr.New(outposterr.Configuration,
+				"secret %s: no variable of that name is declared in .outpost/.env or forwarded (--env, a job's env)", name)
 		}
 	}
 	return nil

@@ -427,8 +427,9 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 }
 
 // secrets are the values the lease holds, beside its CLI's secret
-// variables, that the CLI's output must not show: its login files' tokens
-// and the declared secrets (declaredSecrets).
+// variables, that the CLI's output must not show: its login files' tokens,
+// the variables the caller names secret (Credentials.Secret) and the
+// declared secrets (declaredSecrets).
 func (a *attempt) secrets() []string {
 	var out []string
 	vars := a.in.Env
@@ -437,6 +438,11 @@ func (a *attempt) secrets() []string {
 	}
 	if a.creds != nil {
 		vars = a.creds.Vars
+		for _, name := range a.creds.Secret {
+			if v, ok := vars[name]; ok {
+				out = append(out, v)
+			}
+		}
 	}
 	return append(out, declaredSecrets(a.t.Adapter, a.in, vars)...)
 }

@@ -275,6 +275,12 @@ type Credentials struct {
 	Vars map[string]string
 	// HostHome is the host user's home, where login files are read.
 	HostHome string
+	// Secret names variables of Vars whose values are secrets whatever
+	// their names: like the values of secret-named variables (a part such
+	// as KEY, TOKEN, SECRET or PASSWORD), they are replaced by
+	// [gateway.Redaction] in everything the CLI prints (see the package
+	// documentation).
+	Secret []string
 	// Relocate holds the caller's values of relocation variables
 	// (CLAUDE_CONFIG_DIR, CODEX_HOME, COPILOT_HOME).
 	Relocate map[string]string

@@ -72,7 +72,9 @@ type SandboxOptions struct {
 type CredentialOptions struct {
 	Auth string
 	Env  []string
-	MCP  string
+	// Secret names variables whose values are replaced in all output.
+	Secret []string
+	MCP    string
 	// Mode is where a bridgeable credential goes: "gateway", "inside" or
 	// "" (gateway where the sandbox can reach it).
 	Mode string
@@ -117,6 +119,7 @@ func addRunFlags(f *Factory, cmd *cobra.Command, o *RunOptions) {
 
 	fl.StringVar(&o.Credentials.Auth, "auth", "", "authentication: account (host login file), account:variable, usage (API key) or none; default none with --offline, else required")
 	fl.StringArrayVar(&o.Credentials.Env, "env", nil, "forward this environment variable into the sandbox (repeatable; names only)")
+	fl.StringArrayVar(&o.Credentials.Secret, "secret", nil, "a declared or forwarded variable whose value is a secret: replaced by [REDACTED] in everything shown or kept (repeatable; names only; names with KEY, TOKEN, SECRET, PASSWORD… already are)")
 	fl.StringVar(&o.Credentials.Mode, "credentials", "", "where an API key or token goes: gateway (kept outside the sandbox by Outpost's model gateway; the default where the sandbox can reach it) or inside (installed in the lease); login files always go inside")
 	fl.StringVar(&o.Credentials.MCP, "mcp", "", "JSON file declaring MCP servers ({\"servers\":[{\"name\",\"command\"|\"url\",…}]}); secrets as ${NAME} references")
 

@@ -106,6 +106,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, f *Factory, opts *RunOption
 		return err
 	}
 	defer s.close()
+	if err := s.r.CheckSecrets(); err != nil {
+		return err
+	}
 	r := newRenderer(f.IO.Out, opts.Output.JSON)
 	r.offline = opts.Offline.Enabled
 	defer r.close()
@@ -209,6 +212,11 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
 		}
 	}
+	for _, name := range opts.Credentials.Secret {
+		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
+			return nil, &flagError{fmt.Errorf("--secret takes a variable name, not %q (values never go on the command line)", redactArg(name))}
+		}
+	}
 	// Zero would silently mean the default deadline, a negative one an
 	// instant failure, and no CLI starts within a few milliseconds: all
 	// are mistakes.
@@ -255,7 +263,7 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 			Common: sandbox.Common{Image: opts.Sandbox.Image, Network: opts.Sandbox.Network, User: opts.Sandbox.User,
 				CPUs: cpus, Memory: mem, Pids: pids},
 			Settings: kindSettings(opts.Sandbox.Settings)},
-		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env,
+		Sandboxes: f.Sandboxes, Agents: table.Registry, Auth: auth, Forward: opts.Credentials.Env, Secrets: opts.Credentials.Secret,
 		Credentials: outpost.CredentialMode(opts.Credentials.Mode),
 		NoStore:     opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout, MaxCostUSD: opts.Turn.MaxCostUSD},
