@@ -327,11 +327,12 @@ func run(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, secrets [
 	return Redact(out.String(), secrets...), st, err
 }
 
-// Redact replaces every occurrence of each non-trivial secret in s.
+// Redact replaces every occurrence of each non-trivial secret in s by
+// "[REDACTED]", as the harness and the model gateway do.
 func Redact(s string, secrets ...string) string {
 	for _, v := range secrets {
 		if len(v) >= 4 {
-			s = strings.ReplaceAll(s, v, "[redacted]")
+			s = strings.ReplaceAll(s, v, "[REDACTED]")
 		}
 	}
 	return s
