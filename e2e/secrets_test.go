@@ -139,15 +139,15 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 
 			// The agent prints the credential with its shell tool (read from
 			// an environment or the login file): Outpost keeps and shows it
-			// nowhere. The CLI's own conversation files, and the model server,
-			// do get it: those are the agent's doing.
+			// nowhere, the stored conversation included. The model server
+			// does get it: that is the agent's doing.
 			// (Claude Code keeps its OAuth token out of its tools'
 			// environment, not out of its own: /proc has it.)
 			leak := `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -E '^(` + claude.OAuthTokenVar + `|` + claude.APIKeyVar +
 				`)=' | sort -u; cat "$HOME/.claude/.credentials.json" 2>/dev/null; true`
 			var leakEvents []string
 			leakRes, leakErr := harness.Run(context.Background(), harness.Turn{
-				Adapter: claude.New(), Sandbox: sb, Credentials: creds, KeepEvents: true,
+				Adapter: claude.New(), Sandbox: sb, Credentials: creds, KeepEvents: true, Store: store,
 				Input: adapters.Input{Prompt: "leak " + outposttest.RunDirective(leak) + " MARK-leak",
 					Endpoint: &adapters.Endpoint{BaseURL: srv.URL()}},
 				OnEvent: func(ev adapters.Event) {
@@ -158,7 +158,12 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 			})
 			require.NoError(t, leakErr, "stderr: %s", resTail(leakRes))
 			leakJSON, _ := json.Marshal(leakRes)
-			printed := strings.Join(leakEvents, "\n") + "\n" + string(leakJSON)
+			_, rc, err = store.Load(context.Background(), leakRes.Conversation)
+			require.NoError(t, err, "the turn was captured")
+			leakArchive, _ := io.ReadAll(rc)
+			_ = rc.Close()
+			require.NotEmpty(t, leakArchive)
+			printed := strings.Join(leakEvents, "\n") + "\n" + string(leakJSON) + "\n" + string(leakArchive)
 			assert.NotContains(t, printed, secret, "the printed credential leaked into the events or the result")
 			assert.Contains(t, printed, gateway.Redaction, "the tool printed the credential, replaced")
 			assert.Contains(t, requestLog(srv), secret, "control: the tool did print it")

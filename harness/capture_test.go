@@ -90,7 +90,7 @@ func TestCaptureBoundedByStallNotByTime(t *testing.T) {
 	sb.chunk = len(sb.tarball)/1500 + 1
 	res := &Result{Conversation: "c1", Agent: a.Name()}
 	start := time.Now()
-	captureConversation(context.Background(), a, store, sb, adapters.Input{}, res)
+	captureConversation(context.Background(), a, store, sb, adapters.Input{}, res, nil)
 	assert.Greater(t, time.Since(start), captureStall, "the copy took longer than the stall bound")
 	assert.Empty(t, res.Warnings)
 	m, err := store.Stat(context.Background(), "c1")
@@ -100,7 +100,7 @@ func TestCaptureBoundedByStallNotByTime(t *testing.T) {
 	fresh, err := conversation.NewFileStore(t.TempDir(), nil)
 	require.NoError(t, err)
 	res = &Result{Conversation: "c1", Agent: a.Name()}
-	captureConversation(context.Background(), a, fresh, &slowSandbox{stuck: true}, adapters.Input{}, res)
+	captureConversation(context.Background(), a, fresh, &slowSandbox{stuck: true}, adapters.Input{}, res, nil)
 	require.Len(t, res.Warnings, 1)
 	assert.Equal(t, "conversation c1 not stored: the copy out of the sandbox stalled (no byte for 1s)", res.Warnings[0])
 	_, err = fresh.Stat(context.Background(), "c1")

@@ -178,8 +178,11 @@ var errNoTranscript = errors.New("transcript unavailable")
 // conversation.MaxArchiveBytes. A file skipped and a conversation not
 // stored are reported as warnings. A capture stops when no byte came out
 // of the sandbox for captureStall: a large conversation on a slow or
-// loaded machine is not cut off by a fixed time, a stuck one is.
-func captureConversation(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, res *Result) {
+// loaded machine is not cut off by a fixed time, a stuck one is. Every
+// secret of red (the turn's output redactor; nil: none) is overwritten in
+// the files by a mask of its own length, so what the store keeps does not
+// hold it and the CLI can still read what it continues.
+func captureConversation(ctx context.Context, a adapters.Adapter, store conversation.Store, sb sandbox.Sandbox, in adapters.Input, res *Result, red *outputRedactor) {
 	st, ok := a.(adapters.Storage)
 	if store == nil || !ok || res.Conversation == "" || !conversation.ValidID(res.Conversation) {
 		return
@@ -189,6 +192,9 @@ func captureConversation(ctx context.Context, a adapters.Adapter, store conversa
 	sb = progressSandbox{Sandbox: sb, moved: moved}
 	id := res.Conversation
 	transcript := appendTranscript(ctx, store, in, res)
+	if red != nil {
+		red.maskInPlace(transcript)
+	}
 	allow := conversation.Allowlist(st, id, in.Workdir)
 	pr, pw := io.Pipe()
 	var skipped []string
@@ -197,7 +203,7 @@ func captureConversation(ctx context.Context, a adapters.Adapter, store conversa
 		err := func() error {
 			w := conversation.NewWriter(pw)
 			for i, rel := range st.ConversationPaths(id, in.Workdir) {
-				n, err := copyOutFiles(ctx, sb, rel, allow, w, &skipped)
+				n, err := copyOutFiles(ctx, sb, rel, allow, w, &skipped, red)
 				switch {
 				case i == 0 && (err != nil || n == 0):
 					return errNoTranscript
@@ -282,7 +288,7 @@ func (r progressReader) Read(p []byte) (int, error) {
 // (a file or a directory) that allow accepts into w, named relative to the
 // home, and returns how many it wrote. Other entries are skipped; a file
 // over conversation.MaxEntryBytes is skipped and noted in skipped.
-func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string, allow func(string) bool, w *conversation.Writer, skipped *[]string) (int, error) {
+func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string, allow func(string) bool, w *conversation.Writer, skipped *[]string, red *outputRedactor) (int, error) {
 	rc, err := sb.CopyOut(ctx, path.Join(sb.Home(), rel))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", errMissing, err)
@@ -313,7 +319,7 @@ func copyOutFiles(ctx context.Context, sb sandbox.Sandbox, rel string, allow fun
 		if err := w.Create(name, h.Size); err != nil {
 			return n, err
 		}
-		if _, err := io.CopyN(w, tr, h.Size); err != nil {
+		if _, err := io.CopyN(w, red.masking(tr), h.Size); err != nil {
 			return n, err
 		}
 		n++

@@ -28,7 +28,8 @@
 //     login files installed, and each value declared secret (the variables
 //     an adapter declares as its own, such as a driver's secrets, and MCP
 //     servers' references and headers) is replaced in it by
-//     [gateway.Redaction], so events, text, tails and errors never hold it. The turn
+//     [gateway.Redaction], so events, text, tails and errors never hold it
+//     (step 7 masks them in the stored conversation). The turn
 //     ends on the CLI process's own exit (never on its pipes closing), then
 //     a short drain window collects output in flight and the rest of the
 //     process group is killed. The deadline, the idle timeout and the
@@ -56,7 +57,8 @@
 //     cumulative counters diffed against the total stored with the
 //     conversation, and the adapter's session reader run after exit.
 //  7. The conversation is streamed to Turn.Store (failed turns too; only the
-//     adapter's declared files, within the conversation package's limits; a
+//     adapter's declared files, within the conversation package's limits,
+//     with each secret of step 4 overwritten by a mask of its own length; a
 //     file skipped or a conversation not stored is a Result warning), rotated
 //     logins are written back, files made for the invocation (a Codex
 //     output schema, in a per-turn scratch directory) are removed, and a

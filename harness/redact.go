@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"sort"
 	"strings"
 
@@ -44,7 +45,8 @@ func newOutputRedactor(env map[string]string, extra ...string) *outputRedactor {
 	}
 	for _, v := range values {
 		add(v)
-		add(jsonEscaped(v))
+		add(jsonEscaped(v, false))
+		add(jsonEscaped(v, true))
 		// A secret of several lines (a PEM key) is printed, and read, a
 		// line at a time: each of its lines is a secret too.
 		if strings.ContainsAny(v, "\r\n") {
@@ -96,11 +98,12 @@ func declaredSecrets(a adapters.Adapter, in adapters.Input, vars map[string]stri
 	return out
 }
 
-// jsonEscaped is s as it appears inside a JSON string.
-func jsonEscaped(s string) string {
+// jsonEscaped is s as it appears inside a JSON string, with <, > and &
+// escaped as Go's encoder does by default when html is set.
+func jsonEscaped(s string, html bool) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	enc.SetEscapeHTML(html)
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(b.String(), "\n"), `"`), `"`)
 }
@@ -117,4 +120,79 @@ func (r *outputRedactor) line(line []byte) []byte {
 		}
 	}
 	return line
+}
+
+// mask returns what overwrites a secret n bytes long in place: "[REDACTED]"
+// stretched to n bytes ("[REDACTED**]"), or n asterisks when n is shorter.
+func mask(n int) []byte {
+	r := gateway.Redaction
+	if n < len(r) {
+		return bytes.Repeat([]byte("*"), n)
+	}
+	return []byte(r[:len(r)-1] + strings.Repeat("*", n-len(r)) + r[len(r)-1:])
+}
+
+// maskInPlace overwrites every secret in b with its mask.
+func (r *outputRedactor) maskInPlace(b []byte) {
+	for _, s := range r.secrets {
+		for i := 0; ; {
+			j := bytes.Index(b[i:], s)
+			if j < 0 {
+				break
+			}
+			copy(b[i+j:], mask(len(s)))
+			i += j + len(s)
+		}
+	}
+}
+
+// masking returns rd with every secret overwritten by its mask, which
+// keeps every length (a file's size is written before its content) and
+// memory bounded: it holds back at most the longest secret less one byte.
+// A nil redactor returns rd.
+func (r *outputRedactor) masking(rd io.Reader) io.Reader {
+	if r == nil {
+		return rd
+	}
+	return &maskReader{r: r, src: rd, hold: len(r.secrets[0]) - 1}
+}
+
+// maskReader is [outputRedactor.masking]'s reader.
+type maskReader struct {
+	r    *outputRedactor
+	src  io.Reader
+	hold int
+	// buf holds bytes read and masked; its first ready bytes are final.
+	buf   []byte
+	ready int
+	err   error
+}
+
+// maskChunk is how much a maskReader reads at a time.
+const maskChunk = 32 << 10
+
+func (m *maskReader) Read(p []byte) (int, error) {
+	for m.ready == 0 {
+		if m.err != nil {
+			return 0, m.err
+		}
+		if cap(m.buf)-len(m.buf) < maskChunk {
+			m.buf = append(make([]byte, 0, len(m.buf)+maskChunk), m.buf...)
+		}
+		n, err := m.src.Read(m.buf[len(m.buf):cap(m.buf)])
+		m.buf = m.buf[:len(m.buf)+n]
+		m.r.maskInPlace(m.buf)
+		if err != nil {
+			// The end: nothing more can complete a secret.
+			m.err, m.ready = err, len(m.buf)
+			continue
+		}
+		// A secret that starts before the last hold bytes ends inside buf,
+		// so it is masked already; the rest may be a secret's beginning.
+		m.ready = max(len(m.buf)-m.hold, 0)
+	}
+	n := copy(p, m.buf[:m.ready])
+	m.buf = m.buf[:copy(m.buf, m.buf[n:])]
+	m.ready -= n
+	return n, nil
 }

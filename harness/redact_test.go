@@ -3,12 +3,17 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/conversation"
 	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/gateway"
 )
@@ -16,15 +21,16 @@ import (
 func TestOutputRedactor(t *testing.T) {
 	r := newOutputRedactor(map[string]string{
 		"A_TOKEN": "tok-12345678", "LONGER_TOKEN": "tok-12345678-and-more", "QUOTED_KEY": `q"uo\te-1`,
-		"SHORT_KEY": "abc", "LABEL": "label-12345678",
+		"SHORT_KEY": "abc", "LABEL": "label-12345678", "HTML_KEY": "a<b>&c-1234",
 	})
 	require.NotNil(t, r)
 	for in, want := range map[string]string{
-		"x tok-12345678-and-more y": "x [REDACTED] y", // whole, not in part
-		"tok-12345678tok-12345678":  "[REDACTED][REDACTED]",
-		`{"t":"q\"uo\\te-1"}`:       `{"t":"[REDACTED]"}`, // as escaped in JSON
-		`raw q"uo\te-1`:             "raw [REDACTED]",
-		"abc label-12345678":        "abc label-12345678", // short, or not named a secret
+		"x tok-12345678-and-more y":          "x [REDACTED] y", // whole, not in part
+		"tok-12345678tok-12345678":           "[REDACTED][REDACTED]",
+		`{"t":"q\"uo\\te-1"}`:                `{"t":"[REDACTED]"}`, // as escaped in JSON
+		`raw q"uo\te-1`:                      "raw [REDACTED]",
+		"abc label-12345678":                 "abc label-12345678", // short, or not named a secret
+		`{"h":"a\u003cb\u003e\u0026c-1234"}`: `{"h":"[REDACTED]"}`, // as Go escapes it
 	} {
 		assert.Equal(t, want, string(r.line([]byte(in))), in)
 	}
@@ -97,4 +103,86 @@ func TestRunRedactsDeclaredSecrets(t *testing.T) {
 	res, err := Run(context.Background(), turn)
 	require.NoError(t, err)
 	assert.Equal(t, "EVAL_PW="+gateway.Redaction+"\nEVAL_LABEL=label-visible", res.Text)
+}
+
+func TestMask(t *testing.T) {
+	assert.Equal(t, "********", string(mask(8)))
+	assert.Equal(t, "[REDACTED]", string(mask(10)))
+	assert.Equal(t, "[REDACTED***]", string(mask(13)))
+}
+
+// TestMaskingReader: every secret is masked in place whatever the reads'
+// sizes and where the secrets fall across them, and the length is kept.
+func TestMaskingReader(t *testing.T) {
+	r := newOutputRedactor(map[string]string{"A_TOKEN": "tok-12345678", "LONG_SECRET": strings.Repeat("s", 40) + "-end"})
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		var in, want strings.Builder
+		for range rng.IntN(40) {
+			switch rng.IntN(4) {
+			case 0:
+				in.WriteString("tok-12345678")
+				want.WriteString("[REDACTED**]")
+			case 1:
+				in.WriteString(strings.Repeat("s", 40) + "-end")
+				want.WriteString(string(mask(44)))
+			default:
+				chunk := strings.Repeat("x", rng.IntN(maskChunk/8)) + "tok-1234567" // a prefix only
+				in.WriteString(chunk)
+				want.WriteString(chunk)
+			}
+		}
+		got, err := io.ReadAll(iotest.OneByteReader(r.masking(&randomReads{strings.NewReader(in.String()), rng})))
+		if i%2 == 0 {
+			got, err = io.ReadAll(r.masking(&randomReads{strings.NewReader(in.String()), rng}))
+		}
+		require.NoError(t, err)
+		require.Equal(t, want.String(), string(got), "input %d", i)
+	}
+	var none *outputRedactor
+	src := strings.NewReader("tok-12345678")
+	assert.Same(t, io.Reader(src), none.masking(src))
+}
+
+// randomReads returns at most a random number of bytes from each Read.
+type randomReads struct {
+	r   io.Reader
+	rng *rand.Rand
+}
+
+func (r *randomReads) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:1+r.rng.IntN(len(p))]
+	}
+	return r.r.Read(p)
+}
+
+// TestCaptureMasksSecrets: a secret the CLI wrote into its conversation
+// files is masked in the stored conversation, at its length, and the
+// continued turn reads the mask.
+func TestCaptureMasksSecrets(t *testing.T) {
+	store, err := conversation.NewFileStore(t.TempDir(), nil)
+	require.NoError(t, err)
+	creds := &Credentials{Auth: credentials.Auth{Form: credentials.None}, Vars: map[string]string{"EVAL_SECRET": "MARK-stored-5b1c"}}
+	turn := storeTurn(t, store, `emit {"type":"conversation","id":"c1"}
+put .fake/sessions/c1.jsonl {"tool_result":"MARK-stored-5b1c","cwd":"x"}
+put .fake/sessions/c1/sidecar key=MARK-stored-5b1c
+`+finished)
+	turn.Credentials = creds
+	_, err = Run(context.Background(), turn)
+	require.NoError(t, err)
+	_, rc, err := store.Load(context.Background(), "c1")
+	require.NoError(t, err)
+	archive, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	assert.False(t, strings.Contains(string(archive), "MARK-stored"), "the secret is in the stored conversation")
+	assert.True(t, strings.Contains(string(archive), `{"tool_result":"[REDACTED******]","cwd":"x"}`), "masked in place")
+
+	turn = storeTurn(t, store, "cat .fake/sessions/c1/sidecar\n"+finished)
+	turn.Credentials = creds
+	turn.Input.Continue = "c1"
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Contains(t, res.Text, ".fake/sessions/c1/sidecar: key=[REDACTED******]")
 }

@@ -420,7 +420,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 		// Captured even after failures and cancellation, bounded: by a
 		// stall (captureConversation) and by captureMax.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), captureMax)
-		captureConversation(cctx, a.t.Adapter, a.t.Store, a.sb, a.in, a.res)
+		captureConversation(cctx, a.t.Adapter, a.t.Store, a.sb, a.in, a.res, col.redact)
 		ccancel()
 	}
 	return err
