@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,70 @@ func TestCheckJobsUnbuiltEnvironment(t *testing.T) {
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	assert.Contains(t, err.Error(), "job j: its environment is not built")
 	require.NoError(t, r.CheckJobs([]batch.Job{{ID: "j", Agent: agenttest.Name, Prompt: "hi", Image: "outpost-task:x"}}))
+}
+
+// TestCLIInstallHoldsUpNoOtherAgent: while one agent's CLI is being
+// installed (its registry answers slowly), another agent's turn gets its
+// lease, and a second turn of the installing agent waits for the same
+// installation instead of starting its own.
+func TestCLIInstallHoldsUpNoOtherAgent(t *testing.T) {
+	ctx := context.Background()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	asked := 0
+	npm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		once.Do(func() {
+			close(arrived)
+			<-release
+		})
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		http.NotFound(w, req)
+	}))
+	defer npm.Close()
+	project := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(project, ConfigDir, "drivers"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(project, ConfigDir, "drivers", "echo.json"),
+		[]byte(`{"id":"echo","binary":"sh","args":["-c","echo hi"],"output":{"mode":"text"}}`), 0o644))
+	env := map[string]string{RegistryEnv: npm.URL + "/", CacheEnv: t.TempDir()}
+	r, err := New(ctx, Options{Project: project, NoStore: true, Agents: agenttest.Registry(),
+		Sandbox: SandboxOptions{Kind: "host"}, Getenv: func(k string) string { return env[k] }})
+	require.NoError(t, err)
+	defer r.Close()
+	parrot, err := r.table.Lookup(agenttest.Name)
+	require.NoError(t, err)
+	echo, err := r.table.Lookup("echo")
+	require.NoError(t, err)
+
+	errs := make(chan error, 2)
+	go func() { _, _, _, err := r.lease(ctx, parrot, project); errs <- err }()
+	<-arrived // the first installation is under way, and stays there
+	go func() { _, err := r.ensureCLI(ctx, parrot); errs <- err }()
+
+	got := make(chan error, 1)
+	go func() { _, _, _, err := r.lease(ctx, echo, project); got <- err }()
+	select {
+	case err := <-got:
+		require.NoError(t, err, "the other agent's lease")
+		assert.Zero(t, len(errs), "the other agent's lease came while the installation still ran")
+	case <-time.After(time.Minute): // a guard against a deadlock, not a measurement
+		close(release)
+		t.Fatal("the other agent's turn waited for the installation")
+	}
+	close(release)
+	for range 2 {
+		err := <-errs
+		require.Error(t, err, "the registry serves nothing")
+		assert.Equal(t, outposterr.Bootstrap, outposterr.ClassOf(err))
+	}
+	mu.Lock()
+	first := asked
+	mu.Unlock()
+	_, err = r.ensureCLI(ctx, parrot)
+	require.Error(t, err, "a failed installation is not kept: it is tried again")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, first, asked-first, "the two waiting turns made one installation's requests")
 }

@@ -247,10 +247,12 @@ type Runner struct {
 	engine   sandbox.Engine
 	router   *gatewayroute.Router
 	adapters map[string]adapters.Adapter
-	clis     map[string]*Installed
-	sources  *source.Preparer
-	pools    map[string]*pool.Pool
-	closed   bool
+	// clis are the agents' CLI installations, each made once (see
+	// ensureCLI); a failed one is forgotten, so a later turn tries again.
+	clis    map[string]*cliInstall
+	sources *source.Preparer
+	pools   map[string]*pool.Pool
+	closed  bool
 	// fpKey keys account fingerprints (HMAC): they identify a credential
 	// within this runner and reveal nothing of it.
 	fpKey [32]byte
@@ -259,7 +261,7 @@ type Runner struct {
 // New checks opts and returns a runner. Nothing is started or bootstrapped
 // until the first turn, except the scripted server of Offline.
 func New(ctx context.Context, opts Options) (*Runner, error) {
-	r := &Runner{opts: opts, logger: opts.Logger, adapters: map[string]adapters.Adapter{}, clis: map[string]*Installed{}}
+	r := &Runner{opts: opts, logger: opts.Logger, adapters: map[string]adapters.Adapter{}, clis: map[string]*cliInstall{}}
 	_, _ = rand.Read(r.fpKey[:])
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
@@ -461,10 +463,34 @@ func (r *Runner) adapter(name string) (agents.Agent, adapters.Adapter, error) {
 // workspace: the engine is opened once, the agent's pinned CLI bootstrapped
 // once and delivered the engine's way (a copy is made by [Runner.deliver]).
 func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) (sandbox.Provider, sandbox.Spec, *Installed, error) {
+	if err := r.openEngine(ctx); err != nil {
+		return nil, sandbox.Spec{}, nil, err
+	}
+	// Installing a CLI (a download of hundreds of megabytes, the first
+	// time) holds no lock: other agents' turns go on meanwhile.
+	cli, err := r.ensureCLI(ctx, row)
+	if err != nil {
+		return nil, sandbox.Spec{}, nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, sandbox.Spec{}, nil, outposterr.New(outposterr.Configuration, "the runner is closed")
+	}
+	prov, spec, err := r.engine.Lease(cli.forEngine(), workspace)
+	if err != nil {
+		return nil, spec, nil, err
+	}
+	spec.Hide = append(spec.Hide, hiddenDirs(r.project, workspace)...)
+	return prov, spec, cli, nil
+}
+
+// openEngine opens the sandbox engine once.
+func (r *Runner) openEngine(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return outposterr.New(outposterr.Configuration, "the runner is closed")
 	}
 	if r.engine == nil {
 		o := r.opts.Sandbox
@@ -475,20 +501,11 @@ func (r *Runner) lease(ctx context.Context, row agents.Agent, workspace string) 
 		}
 		e, err := r.kind.Open(ctx, c)
 		if err != nil {
-			return nil, sandbox.Spec{}, nil, err
+			return err
 		}
 		r.engine = e
 	}
-	cli, err := r.ensureCLI(ctx, row)
-	if err != nil {
-		return nil, sandbox.Spec{}, nil, err
-	}
-	prov, spec, err := r.engine.Lease(cli.forEngine(), workspace)
-	if err != nil {
-		return nil, spec, nil, err
-	}
-	spec.Hide = append(spec.Hide, hiddenDirs(r.project, workspace)...)
-	return prov, spec, cli, nil
+	return nil
 }
 
 // deliver wraps p so each lease gets cli copied in, when the engine
@@ -548,32 +565,82 @@ func (r *Runner) PoolStats() pool.Stats {
 	return s
 }
 
+// cliInstall is one agent's CLI installation: done is closed once cli or
+// err is set.
+type cliInstall struct {
+	done chan struct{}
+	cli  *Installed
+	err  error
+}
+
 // ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
-// row (a driver, a test double) runs as the sandbox finds it.
+// row (a driver, a test double) runs as the sandbox finds it. Turns of an
+// agent whose CLI is being installed wait for that installation (or their
+// own context); a failed one is not kept, and a turn that waited on one
+// ended by its own turn's cancellation installs it itself.
 func (r *Runner) ensureCLI(ctx context.Context, row agents.Agent) (*Installed, error) {
 	if row.CLI == nil {
 		return nil, nil
 	}
-	if cli, ok := r.clis[row.Name]; ok {
-		return cli, nil
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, outposterr.New(outposterr.Configuration, "the runner is closed")
+		}
+		in, ok := r.clis[row.Name]
+		if !ok {
+			in = &cliInstall{done: make(chan struct{})}
+			r.clis[row.Name] = in
+			b, err := r.bootstrapper(ctx)
+			r.mu.Unlock()
+			if err == nil {
+				in.cli, in.err = r.install(ctx, b, row)
+			} else {
+				in.err = err
+			}
+			if in.err != nil {
+				r.mu.Lock()
+				delete(r.clis, row.Name)
+				r.mu.Unlock()
+			}
+			close(in.done)
+			return in.cli, in.err
+		}
+		r.mu.Unlock()
+		select {
+		case <-in.done:
+		case <-ctx.Done():
+			return nil, outposterr.Wrap(outposterr.Bootstrap, ctx.Err(), "%s CLI: waiting for its installation", row.Name)
+		}
+		if in.err != nil && ctx.Err() == nil && (errors.Is(in.err, context.Canceled) || errors.Is(in.err, context.DeadlineExceeded)) {
+			continue // the installing turn was stopped, not the installation refused
+		}
+		return in.cli, in.err
 	}
-	b := r.opts.Bootstrap
-	if b == nil {
-		var err error
-		if b, err = NewBootstrapper(ctx, BootstrapOptions{Project: r.project, Getenv: r.opts.Getenv, Agents: r.table.Registry}); err != nil {
+}
+
+// bootstrapper is Options.Bootstrap, made on first use. r.mu is held.
+func (r *Runner) bootstrapper(ctx context.Context) (*bootstrap.Bootstrapper, error) {
+	if r.opts.Bootstrap == nil {
+		b, err := NewBootstrapper(ctx, BootstrapOptions{Project: r.project, Getenv: r.opts.Getenv, Agents: r.table.Registry})
+		if err != nil {
 			return nil, err
 		}
 		r.opts.Bootstrap = b
 	}
+	return r.opts.Bootstrap, nil
+}
+
+// install bootstraps row's pinned CLI with b.
+func (r *Runner) install(ctx context.Context, b *bootstrap.Bootstrapper, row agents.Agent) (*Installed, error) {
 	e, err := b.Ensure(ctx, row.CLI.Name)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Bootstrap, err,
 			"%s CLI: install the pinned version (outpost bootstrap; set %s or npm's registry, or %s for an offline mirror)",
 			row.Name, RegistryEnv, MirrorEnv)
 	}
-	cli := &Installed{Entry: e, Bootstrapper: b}
-	r.clis[row.Name] = cli
-	return cli, nil
+	return &Installed{Entry: e, Bootstrapper: b}, nil
 }
 
 // resolveWorkspace returns the absolute workspace directory ("": the
