@@ -89,8 +89,9 @@ func TestCheckJobsUnbuiltEnvironment(t *testing.T) {
 
 // TestCLIInstallHoldsUpNoOtherAgent: while one agent's CLI is being
 // installed (its registry answers slowly), another agent's turn gets its
-// lease, and a second turn of the installing agent waits for the same
-// installation instead of starting its own.
+// lease, a second turn of the installing agent waits for the same
+// installation instead of starting its own, and a third one stopped while
+// it waits returns at once without ending the installation.
 func TestCLIInstallHoldsUpNoOtherAgent(t *testing.T) {
 	ctx := context.Background()
 	arrived, release := make(chan struct{}), make(chan struct{})
@@ -127,12 +128,22 @@ func TestCLIInstallHoldsUpNoOtherAgent(t *testing.T) {
 	<-arrived // the first installation is under way, and stays there
 	go func() { _, err := r.ensureCLI(ctx, parrot); errs <- err }()
 
+	// A turn stopped while it waits returns at once; the installation
+	// goes on for the others.
+	cctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { _, err := r.ensureCLI(cctx, parrot); stopped <- err }()
+	cancel()
+	err = <-stopped
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, outposterr.Bootstrap, outposterr.ClassOf(err))
+
 	got := make(chan error, 1)
 	go func() { _, _, _, err := r.lease(ctx, echo, project); got <- err }()
 	select {
 	case err := <-got:
 		require.NoError(t, err, "the other agent's lease")
-		assert.Zero(t, len(errs), "the other agent's lease came while the installation still ran")
+		assert.Zero(t, len(errs), "the other agent's lease came while the installation still ran (the stopped turn ended neither it nor its waiters)")
 	case <-time.After(time.Minute): // a guard against a deadlock, not a measurement
 		close(release)
 		t.Fatal("the other agent's turn waited for the installation")

@@ -256,6 +256,10 @@ type Runner struct {
 	// fpKey keys account fingerprints (HMAC): they identify a credential
 	// within this runner and reveal nothing of it.
 	fpKey [32]byte
+	// life bounds what the runner does for all its turns (installing a
+	// CLI); Close ends it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New checks opts and returns a runner. Nothing is started or bootstrapped
@@ -263,6 +267,7 @@ type Runner struct {
 func New(ctx context.Context, opts Options) (*Runner, error) {
 	r := &Runner{opts: opts, logger: opts.Logger, adapters: map[string]adapters.Adapter{}, clis: map[string]*cliInstall{}}
 	_, _ = rand.Read(r.fpKey[:])
+	r.life, r.endLife = context.WithCancel(context.WithoutCancel(ctx))
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
@@ -368,6 +373,7 @@ func (r *Runner) Close() {
 		return
 	}
 	r.closed = true
+	r.endLife()
 	// The pools first: the leases they hold are released (bounded) before
 	// the engine sweeps what is left.
 	var wg sync.WaitGroup
@@ -574,49 +580,45 @@ type cliInstall struct {
 }
 
 // ensureCLI bootstraps row's pinned CLI once; an agent without a catalog
-// row (a driver, a test double) runs as the sandbox finds it. Turns of an
-// agent whose CLI is being installed wait for that installation (or their
-// own context); a failed one is not kept, and a turn that waited on one
-// ended by its own turn's cancellation installs it itself.
+// row (a driver, a test double) runs as the sandbox finds it. The
+// installation runs for the runner, not for the turn that asked first
+// (Close stops it): every turn of the agent waits for it or for its own
+// context, and a failed one is not kept, so a later turn tries again.
 func (r *Runner) ensureCLI(ctx context.Context, row agents.Agent) (*Installed, error) {
 	if row.CLI == nil {
 		return nil, nil
 	}
-	for {
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			return nil, outposterr.New(outposterr.Configuration, "the runner is closed")
-		}
-		in, ok := r.clis[row.Name]
-		if !ok {
-			in = &cliInstall{done: make(chan struct{})}
-			r.clis[row.Name] = in
-			b, err := r.bootstrapper(ctx)
-			r.mu.Unlock()
-			if err == nil {
-				in.cli, in.err = r.install(ctx, b, row)
-			} else {
-				in.err = err
-			}
-			if in.err != nil {
-				r.mu.Lock()
-				delete(r.clis, row.Name)
-				r.mu.Unlock()
-			}
-			close(in.done)
-			return in.cli, in.err
-		}
+	r.mu.Lock()
+	if r.closed {
 		r.mu.Unlock()
-		select {
-		case <-in.done:
-		case <-ctx.Done():
-			return nil, outposterr.Wrap(outposterr.Bootstrap, ctx.Err(), "%s CLI: waiting for its installation", row.Name)
+		return nil, outposterr.New(outposterr.Configuration, "the runner is closed")
+	}
+	in, ok := r.clis[row.Name]
+	if !ok {
+		b, err := r.bootstrapper(ctx)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
 		}
-		if in.err != nil && ctx.Err() == nil && (errors.Is(in.err, context.Canceled) || errors.Is(in.err, context.DeadlineExceeded)) {
-			continue // the installing turn was stopped, not the installation refused
-		}
+		in = &cliInstall{done: make(chan struct{})}
+		r.clis[row.Name] = in
+		go func() {
+			cli, err := r.install(r.life, b, row)
+			r.mu.Lock()
+			in.cli, in.err = cli, err
+			if err != nil {
+				delete(r.clis, row.Name)
+			}
+			r.mu.Unlock()
+			close(in.done)
+		}()
+	}
+	r.mu.Unlock()
+	select {
+	case <-in.done:
 		return in.cli, in.err
+	case <-ctx.Done():
+		return nil, outposterr.Wrap(outposterr.Bootstrap, ctx.Err(), "%s CLI: waiting for its installation", row.Name)
 	}
 }
 
