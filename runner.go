@@ -867,9 +867,11 @@ func (r *Runner) Run(ctx context.Context, t Turn) (*harness.Result, error) {
 	if ht.Spec, err = over.Apply(ht.Spec, r.kind.Name, isolated); err != nil {
 		return nil, err
 	}
-	if err := r.router.Bridge(&ht, r.engine.Gateway(), t.Budget); err != nil {
+	path, err := r.router.Route(ht, r.engine.Gateway(), t.Budget)
+	if err != nil {
 		return nil, err
 	}
+	path.Apply(&ht)
 	ht.Provider = r.deliver(ht.Provider, cli)
 	sidecar := ht.Gateway != nil && ht.Gateway.Remote != nil
 	if ht.Provider, err = r.pooled(row.Name, sidecar, ht.Provider); err != nil {

@@ -86,13 +86,45 @@ func (r *Router) Close() {
 	}
 }
 
-// Bridge puts a gateway in front of ht's credential when its plan can be
-// bridged and the mode and the sandbox's route allow it; shared is a
-// budget the turn's grants draw on besides the turn's own caps (a batch's).
-func (r *Router) Bridge(ht *harness.Turn, route sandbox.Route, shared *gateway.Budget) error {
+// Path is how one turn reaches the model gateway, as [Router.Route]
+// decided. The zero Path leaves the turn as it is: its credential goes
+// inside the lease.
+type Path struct {
+	// Bridge is the turn's gateway (nil: none).
+	Bridge *harness.Bridge
+	// Provider, when set, acquires the turn's lease instead of the
+	// engine's provider: the same leases, each with a gateway sidecar.
+	Provider sandbox.Provider
+	// Forwards are added to the lease's spec (the runner's gateway socket,
+	// forwarded to the lease's loopback).
+	Forwards []sandbox.Forward
+	// Network, when set, is the lease's network ("none": nothing but the
+	// gateway).
+	Network string
+}
+
+// Apply puts p into ht.
+func (p Path) Apply(ht *harness.Turn) {
+	if p.Bridge != nil {
+		ht.Gateway = p.Bridge
+	}
+	if p.Provider != nil {
+		ht.Provider = p.Provider
+	}
+	ht.Spec.Forwards = append(ht.Spec.Forwards, p.Forwards...)
+	if p.Network != "" {
+		ht.Spec.Network = p.Network
+	}
+}
+
+// Route decides how ht reaches a gateway: through one when its credential
+// plan can be bridged and the mode and the sandbox's route allow it;
+// shared is a budget the turn's grants draw on besides the turn's own caps
+// (a batch's). It starts the runner's gateway on first need.
+func (r *Router) Route(ht harness.Turn, route sandbox.Route, shared *gateway.Budget) (Path, error) {
 	if r.Mode == Inside {
 		r.Logger.Debug("credential installed inside the lease (credentials inside)")
-		return nil
+		return Path{}, nil
 	}
 	// A capped turn on the offline scripted server goes through the
 	// gateway as a real credential would: the caps hold where requests go.
@@ -100,51 +132,49 @@ func (r *Router) Bridge(ht *harness.Turn, route sandbox.Route, shared *gateway.B
 		(ht.Limits.MaxCostUSD > 0 || ht.Limits.MaxTokens > 0 || shared != nil)
 	plan, err := ht.CredentialPlan()
 	if err != nil {
-		return nil // Run's validation reports a bad plan
+		return Path{}, nil // Run's validation reports a bad plan
 	}
 	if plan.Bridge == nil && !endpoint {
 		if len(plan.Files) > 0 || len(plan.Env) > 0 {
 			r.Logger.Debug("credential installed inside the lease: the CLI refreshes this login itself, so it cannot stay outside",
 				"agent", ht.Adapter.Name(), "auth", ht.Credentials.Auth.String())
 		}
-		return nil
+		return Path{}, nil
 	}
 	switch route.Via {
 	case sandbox.ViaSidecar:
 		sc := &sidecarGateway{sidecars: route.Sidecar}
-		ht.Provider = route.Sidecar.WithSidecar(sidecarArgs(r.Upstreams()))
-		ht.Gateway = &harness.Bridge{Remote: sc.remote, Budget: shared, Endpoint: endpoint}
 		r.Logger.Debug("credential bridged through a gateway sidecar in the lease's pod", "agent", ht.Adapter.Name())
-		return nil
+		return Path{Provider: route.Sidecar.WithSidecar(sidecarArgs(r.Upstreams())),
+			Bridge: &harness.Bridge{Remote: sc.remote, Budget: shared, Endpoint: endpoint}}, nil
 	case sandbox.ViaNone:
 		if r.Mode == Gateway {
-			return outposterr.New(outposterr.Configuration,
+			return Path{}, outposterr.New(outposterr.Configuration,
 				"the %s sandbox's leases cannot reach the model gateway here (an engine on another machine never can; a Kubernetes pod runs it as a sidecar with SandboxOptions.GatewayBinary, or reaches the runner's with --network host); use --credentials inside", r.Kind)
 		}
 		r.Logger.Debug("credential installed inside the lease: the lease cannot reach the gateway", "sandbox", r.Kind)
-		return nil
+		return Path{}, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.gw == nil {
 		g, err := startGateway(r.Upstreams(), r.Logger)
 		if err != nil {
-			return err
+			return Path{}, err
 		}
 		r.gw = g
 	}
-	url := r.gw.tcpURL
+	p := Path{Bridge: &harness.Bridge{Gateway: r.gw.gw, URL: r.gw.tcpURL, Budget: shared, Endpoint: endpoint}}
 	if route.Via == sandbox.ViaForward {
 		// The lease reaches the gateway's socket through a forwarder on
 		// its own loopback, and needs no network unless one was asked for.
-		ht.Spec.Forwards = append(ht.Spec.Forwards, sandbox.Forward{Socket: r.gw.socket, Port: gateway.DefaultLeasePort})
+		p.Forwards = []sandbox.Forward{{Socket: r.gw.socket, Port: gateway.DefaultLeasePort}}
 		if r.Network == "" {
-			ht.Spec.Network = "none"
+			p.Network = "none"
 		}
-		url = gateway.LeaseURL(gateway.DefaultLeasePort)
+		p.Bridge.URL = gateway.LeaseURL(gateway.DefaultLeasePort)
 	}
-	ht.Gateway = &harness.Bridge{Gateway: r.gw.gw, URL: url, Budget: shared, Endpoint: endpoint}
-	return nil
+	return p, nil
 }
 
 // sidecarArgs are the arguments of the gateway sidecar: the outpost

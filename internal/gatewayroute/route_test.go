@@ -18,6 +18,16 @@ import (
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
+// bridge routes ht and applies the path, as the runner does.
+func bridge(r *Router, ht *harness.Turn, route sandbox.Route) error {
+	p, err := r.Route(*ht, route, nil)
+	if err != nil {
+		return err
+	}
+	p.Apply(ht)
+	return nil
+}
+
 func keyTurn() harness.Turn {
 	return harness.Turn{Adapter: claude.New(), Input: adapters.Input{Prompt: "p"},
 		Credentials: &harness.Credentials{Auth: credentials.Auth{Form: credentials.Usage},
@@ -37,42 +47,55 @@ func TestBridgeByRoute(t *testing.T) {
 	r := router(Auto)
 	defer r.Close()
 
+	// The decision is a value: the turn is changed only by applying it.
 	ht := keyTurn()
-	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaForward}, nil))
+	p, err := r.Route(ht, sandbox.Route{Via: sandbox.ViaForward}, nil)
+	require.NoError(t, err)
+	require.NotNil(t, p.Bridge)
+	assert.Len(t, p.Forwards, 1)
+	assert.Equal(t, "none", p.Network)
+	assert.Nil(t, ht.Gateway)
+	assert.Empty(t, ht.Spec.Forwards)
+	before := ht
+	Path{}.Apply(&ht)
+	assert.Equal(t, before.Spec, ht.Spec, "the zero path changes nothing")
+	assert.Nil(t, ht.Gateway)
+
+	require.NoError(t, bridge(r, &ht, sandbox.Route{Via: sandbox.ViaForward}))
 	require.NotNil(t, ht.Gateway)
 	assert.Equal(t, gateway.LeaseURL(gateway.DefaultLeasePort), ht.Gateway.URL)
 	require.Len(t, ht.Spec.Forwards, 1)
 	assert.Equal(t, "none", ht.Spec.Network)
 
 	ht = keyTurn()
-	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaLoopback}, nil))
+	require.NoError(t, bridge(r, &ht, sandbox.Route{Via: sandbox.ViaLoopback}))
 	require.NotNil(t, ht.Gateway)
 	assert.True(t, strings.HasPrefix(ht.Gateway.URL, "http://127.0.0.1:"), ht.Gateway.URL)
 	assert.Empty(t, ht.Spec.Forwards)
 
 	ht = keyTurn()
-	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaNone}, nil))
+	require.NoError(t, bridge(r, &ht, sandbox.Route{Via: sandbox.ViaNone}))
 	assert.Nil(t, ht.Gateway, "the key goes inside")
 
-	err := router(Gateway).Bridge(&ht, sandbox.Route{Via: sandbox.ViaNone}, nil)
+	err = bridge(router(Gateway), &ht, sandbox.Route{Via: sandbox.ViaNone})
 	require.Error(t, err)
 	assert.Equal(t, outposterr.Configuration, outposterr.ClassOf(err))
 	assert.Contains(t, err.Error(), "testkind")
 
 	ht = keyTurn()
-	require.NoError(t, router(Inside).Bridge(&ht, sandbox.Route{Via: sandbox.ViaForward}, nil))
+	require.NoError(t, bridge(router(Inside), &ht, sandbox.Route{Via: sandbox.ViaForward}))
 	assert.Nil(t, ht.Gateway)
 
 	// A turn without a key to keep outside is left alone, unless it is a
 	// capped offline turn.
 	ht = harness.Turn{Adapter: claude.New(), Input: adapters.Input{Prompt: "p", Endpoint: &adapters.Endpoint{BaseURL: "http://127.0.0.1:1", OAuthToken: "t"}}}
-	require.NoError(t, r.Bridge(&ht, sandbox.Route{Via: sandbox.ViaLoopback}, nil))
+	require.NoError(t, bridge(r, &ht, sandbox.Route{Via: sandbox.ViaLoopback}))
 	assert.Nil(t, ht.Gateway)
 	off := router(Auto)
 	off.Offline = true
 	defer off.Close()
 	ht.Limits.MaxTokens = 10
-	require.NoError(t, off.Bridge(&ht, sandbox.Route{Via: sandbox.ViaLoopback}, nil))
+	require.NoError(t, bridge(off, &ht, sandbox.Route{Via: sandbox.ViaLoopback}))
 	require.NotNil(t, ht.Gateway)
 	assert.True(t, ht.Gateway.Endpoint)
 
