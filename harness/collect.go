@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
+	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -65,8 +66,10 @@ type collector struct {
 	probe string
 
 	stdoutTail, stderrTail *tail
-	// redact removes the CLI's secrets from every line first (nil: none).
+	// redact removes the CLI's secrets from every line first (nil: none);
+	// leaked is set once it removed one.
 	redact *outputRedactor
+	leaked bool
 
 	// model prices the running cost when the CLI has not named its model
 	// yet (the input's, else the adapter's default).
@@ -95,12 +98,24 @@ func newCollector(a adapters.Adapter, now func() time.Time, onEvent func(adapter
 
 // stdoutLine decodes one stdout line (without its newline).
 func (c *collector) stdoutLine(line []byte) {
-	line = c.redact.line(line)
+	line = c.redacted(line)
 	c.output = true
 	c.stdoutTail.writeLine(line)
 	for _, ev := range c.dec.Decode(line) {
 		c.emit(ev)
 	}
+}
+
+// redacted is line without the lease's secrets. The first time the CLI
+// printed one, a warning says so: an agent that shows its own key may be
+// following instructions planted in what it read.
+func (c *collector) redacted(line []byte) []byte {
+	line, found := c.redact.line(line)
+	if found && !c.leaked {
+		c.leaked = true
+		c.warn("the CLI printed a secret the lease holds; it is replaced by " + gateway.Redaction + " in everything Outpost shows or keeps")
+	}
+	return line
 }
 
 // stderrLine records one stderr line.
@@ -111,7 +126,7 @@ func (c *collector) stderrLine(line []byte) {
 		c.probe, c.output = string(rest), true
 		return
 	}
-	line = c.redact.line(line)
+	line = c.redacted(line)
 	c.output = true
 	c.stderrTail.writeLine(line)
 	text := strings.TrimRight(string(line), "\r")

@@ -29,7 +29,8 @@
 //     an adapter declares as its own, such as a driver's secrets, and MCP
 //     servers' references and headers) is replaced in it by
 //     [gateway.Redaction], so events, text, tails and errors never hold it
-//     (step 7 masks them in the stored conversation). The turn
+//     (step 7 masks them in the stored conversation); the first time, a
+//     warning says the CLI printed a secret. The turn
 //     ends on the CLI process's own exit (never on its pipes closing), then
 //     a short drain window collects output in flight and the rest of the
 //     process group is killed. The deadline, the idle timeout and the

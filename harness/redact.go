@@ -108,18 +108,19 @@ func jsonEscaped(s string, html bool) string {
 	return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(b.String(), "\n"), `"`), `"`)
 }
 
-// line returns line with every secret replaced by [gateway.Redaction]; it
-// returns line itself when none occurs.
-func (r *outputRedactor) line(line []byte) []byte {
+// line returns line with every secret replaced by [gateway.Redaction]
+// (line itself when none occurs) and whether one was.
+func (r *outputRedactor) line(line []byte) ([]byte, bool) {
 	if r == nil {
-		return line
+		return line, false
 	}
+	found := false
 	for _, s := range r.secrets {
 		if bytes.Contains(line, s) {
-			line = bytes.ReplaceAll(line, s, []byte(gateway.Redaction))
+			line, found = bytes.ReplaceAll(line, s, []byte(gateway.Redaction)), true
 		}
 	}
-	return line
+	return line, found
 }
 
 // mask returns what overwrites a secret n bytes long in place: "[REDACTED]"

@@ -38,7 +38,7 @@ func BenchmarkOutputRedactor(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, l := range lines {
-			if len(r.line(l)) != len(l) {
+			if _, found := r.line(l); found {
 				b.Fatal("a line changed")
 			}
 		}

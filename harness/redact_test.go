@@ -18,6 +18,12 @@ import (
 	"github.com/outpost-dev/outpost/gateway"
 )
 
+// redactLine is r.line's line.
+func redactLine(r *outputRedactor, in string) string {
+	out, _ := r.line([]byte(in))
+	return string(out)
+}
+
 func TestOutputRedactor(t *testing.T) {
 	r := newOutputRedactor(map[string]string{
 		"A_TOKEN": "tok-12345678", "LONGER_TOKEN": "tok-12345678-and-more", "QUOTED_KEY": `q"uo\te-1`,
@@ -32,7 +38,7 @@ func TestOutputRedactor(t *testing.T) {
 		"abc label-12345678":                 "abc label-12345678", // short, or not named a secret
 		`{"h":"a\u003cb\u003e\u0026c-1234"}`: `{"h":"[REDACTED]"}`, // as Go escapes it
 	} {
-		assert.Equal(t, want, string(r.line([]byte(in))), in)
+		assert.Equal(t, want, redactLine(r, in), in)
 	}
 	assert.Nil(t, newOutputRedactor(map[string]string{"SHORT_KEY": "abc", "LABEL": "label-12345678"}))
 	pem := newOutputRedactor(map[string]string{"DEPLOY_PRIVATE_KEY": "-----BEGIN KEY-----\r\nb64-line-one\nb64-two\n-----END KEY-----\n"})
@@ -41,13 +47,17 @@ func TestOutputRedactor(t *testing.T) {
 		"x b64-two y":  "x b64-two y", // a line shorter than a secret
 		`"k":"-----BEGIN KEY-----\r\nb64-line-one\nb64-two\n-----END KEY-----\n"`: `"k":"[REDACTED]"`, // whole, in JSON
 	} {
-		assert.Equal(t, want, string(pem.line([]byte(in))), in)
+		assert.Equal(t, want, redactLine(pem, in), in)
 	}
 	files := newOutputRedactor(map[string]string{"LABEL": "label-12345678"}, "sk-ant-ort01-login", "short")
 	assert.Equal(t, `cat: {"refreshToken":"[REDACTED]"} label-12345678 short`,
-		string(files.line([]byte(`cat: {"refreshToken":"sk-ant-ort01-login"} label-12345678 short`))), "a login file's secret")
+		redactLine(files, `cat: {"refreshToken":"sk-ant-ort01-login"} label-12345678 short`), "a login file's secret")
 	var none *outputRedactor
-	assert.Equal(t, "tok-12345678", string(none.line([]byte("tok-12345678"))))
+	assert.Equal(t, "tok-12345678", redactLine(none, "tok-12345678"))
+	_, found := r.line([]byte("nothing secret"))
+	assert.False(t, found)
+	_, found = r.line([]byte("a tok-12345678"))
+	assert.True(t, found)
 }
 
 // TestRunRedactsTheCLIsSecrets: a value the lease was given in a secret's
@@ -74,6 +84,8 @@ exit 3`)
 	assert.Contains(t, res.Text, "EVAL_LABEL=label-visible", "a value not named a secret is kept")
 	assert.Contains(t, res.StderrTail, "401 with key "+gateway.Redaction)
 	assert.Contains(t, err.Error(), gateway.Redaction)
+	assert.Equal(t, 1, res.Counts[adapters.KindWarning], "one warning, however often the secret was printed")
+	assert.Contains(t, res.Warnings, "the CLI printed a secret the lease holds; it is replaced by [REDACTED] in everything Outpost shows or keeps")
 }
 
 // declaring is the fake CLI's adapter naming EVAL_PW as its own variable
@@ -103,6 +115,7 @@ func TestRunRedactsDeclaredSecrets(t *testing.T) {
 	res, err := Run(context.Background(), turn)
 	require.NoError(t, err)
 	assert.Equal(t, "EVAL_PW="+gateway.Redaction+"\nEVAL_LABEL=label-visible", res.Text)
+	assert.Len(t, res.Warnings, 1, "the printed secret is reported")
 }
 
 func TestMask(t *testing.T) {
