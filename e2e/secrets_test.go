@@ -166,6 +166,7 @@ func TestMarkerSecretNeverLeaks(t *testing.T) {
 			printed := strings.Join(leakEvents, "\n") + "\n" + string(leakJSON) + "\n" + string(leakArchive)
 			assert.NotContains(t, printed, secret, "the printed credential leaked into the events or the result")
 			assert.Contains(t, printed, gateway.Redaction, "the tool printed the credential, replaced")
+			assert.True(t, leakRes.SecretPrinted, "the result says a secret was printed")
 			assert.Contains(t, requestLog(srv), secret, "control: the tool did print it")
 		})
 	}

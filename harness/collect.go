@@ -112,7 +112,7 @@ func (c *collector) stdoutLine(line []byte) {
 func (c *collector) redacted(line []byte) []byte {
 	line, found := c.redact.line(line)
 	if found && !c.leaked {
-		c.leaked = true
+		c.leaked, c.res.SecretPrinted = true, true
 		c.warn("the CLI printed a secret the lease holds; it is replaced by " + gateway.Redaction + " in everything Outpost shows or keeps")
 	}
 	return line

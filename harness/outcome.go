@@ -37,6 +37,9 @@ type Outcome struct {
 	CLIVersion string          `json:"cli_version,omitempty"`
 	// Model is the model the turn ran, when known.
 	Model string `json:"model,omitempty"`
+	// SecretPrinted says the CLI printed a secret the lease holds
+	// (replaced by [REDACTED] in the text and everywhere else).
+	SecretPrinted bool `json:"secret_printed,omitempty"`
 }
 
 // Notes are the failure's qualifiers, as people read them: "unavailable:
@@ -64,7 +67,7 @@ func (r *Result) Outcome() Outcome {
 	o := Outcome{
 		Type: "outcome", OK: r.Err == nil, Conversation: r.Conversation, Text: r.Text,
 		Usage: r.Usage, ExitCode: r.Exit.Code, Agent: r.Agent, CLIVersion: r.CLIVersion, Model: r.Model,
-		Value: r.Value, Repaired: r.Repaired,
+		Value: r.Value, Repaired: r.Repaired, SecretPrinted: r.SecretPrinted,
 	}
 	if r.Err != nil {
 		o.Class = string(outposterr.ClassOf(r.Err))

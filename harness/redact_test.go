@@ -85,6 +85,8 @@ exit 3`)
 	assert.Contains(t, res.StderrTail, "401 with key "+gateway.Redaction)
 	assert.Contains(t, err.Error(), gateway.Redaction)
 	assert.Equal(t, 1, res.Counts[adapters.KindWarning], "one warning, however often the secret was printed")
+	assert.True(t, res.SecretPrinted)
+	assert.True(t, res.Outcome().SecretPrinted)
 	assert.Contains(t, res.Warnings, "the CLI printed a secret the lease holds; it is replaced by [REDACTED] in everything Outpost shows or keeps")
 }
 
@@ -116,6 +118,15 @@ func TestRunRedactsDeclaredSecrets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "EVAL_PW="+gateway.Redaction+"\nEVAL_LABEL=label-visible", res.Text)
 	assert.Len(t, res.Warnings, 1, "the printed secret is reported")
+
+	// A turn that prints no secret says nothing of the kind.
+	turn = fakeTurn(t, "env EVAL_LABEL\n"+`emit {"type":"finished","ok":true}`)
+	turn.Credentials = &Credentials{Auth: credentials.Auth{Form: credentials.None},
+		Vars: map[string]string{"EVAL_PW_KEY": "MARK-pw-81d0", "EVAL_LABEL": "label-visible"}}
+	res, err = Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.False(t, res.SecretPrinted)
+	assert.Empty(t, res.Warnings)
 }
 
 func TestMask(t *testing.T) {

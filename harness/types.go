@@ -347,6 +347,10 @@ type Result struct {
 
 	// Warnings lists harness-level warnings (CLI stopped after settle, usage incomplete).
 	Warnings []string `json:"warnings,omitempty"`
+	// SecretPrinted says the CLI printed a secret the lease holds: it was
+	// replaced by [gateway.Redaction] everywhere (see the package
+	// documentation), and a warning says so.
+	SecretPrinted bool `json:"secret_printed,omitempty"`
 }
 
 // OK reports whether the turn succeeded.

@@ -537,21 +537,40 @@ func fileSafe(id string) string {
 	return b.String()
 }
 
+// firstIDs sorts ids and keeps the first ten, then "…".
+func firstIDs(ids []string) []string {
+	sort.Strings(ids)
+	if len(ids) > 10 {
+		ids = append(ids[:10], "…")
+	}
+	return ids
+}
+
 // verdict reports the whole results file and returns the exit error: nil
 // when every job's latest line succeeded; else an error of the failures'
 // class when they share one (a budget stop keeps its reason), else a
 // process error.
 func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 	var failed []resultLine
+	var printed []string
 	missing := 0
 	for _, j := range jobs {
 		last, ok := all.latest[j.ID]
+		if ok && last.Outcome.SecretPrinted {
+			printed = append(printed, j.ID)
+		}
 		switch {
 		case !ok:
 			missing++
 		case !last.Outcome.OK:
 			failed = append(failed, last)
 		}
+	}
+	if len(printed) > 0 {
+		// A security signal, whatever the verdict: an agent that shows its
+		// own key may be following instructions planted in its task.
+		fmt.Fprintf(w, "%d of %d jobs' CLIs printed a secret their lease holds (replaced by [REDACTED]): %s\n",
+			len(printed), len(jobs), strings.Join(firstIDs(printed), ", "))
 	}
 	if len(failed) == 0 && missing == 0 {
 		return nil
@@ -571,11 +590,7 @@ func verdict(w io.Writer, jobs []batch.Job, all results, ran int) error {
 	for _, r := range failed {
 		ids = append(ids, r.Job)
 	}
-	sort.Strings(ids)
-	if len(ids) > 10 {
-		ids = append(ids[:10], "…")
-	}
-	fmt.Fprintf(w, "%d of %d jobs failed (latest result per job; %d ran now): %s\n", len(failed), len(jobs), ran, strings.Join(ids, ", "))
+	fmt.Fprintf(w, "%d of %d jobs failed (latest result per job; %d ran now): %s\n", len(failed), len(jobs), ran, strings.Join(firstIDs(ids), ", "))
 	class := outposterr.Process
 	var d outposterr.Details
 	if c, ok := outposterr.ParseClass(first.Class); ok && same {
@@ -735,6 +750,8 @@ type resultOutcome struct {
 	Auth        string `json:"auth"`
 	Limit       string `json:"limit"`
 	Model       string `json:"model"`
+	// SecretPrinted: the job's CLI printed a secret its lease holds.
+	SecretPrinted bool `json:"secret_printed"`
 }
 
 // results is an existing results file: the latest line and the number of
