@@ -12,10 +12,11 @@ import (
 	"github.com/outpost-dev/outpost/gateway"
 )
 
-// outputRedactor removes the values of a CLI's secret variables from what
-// it prints, before anything decodes, keeps or shows a line: events, the
-// final text, the tails and the errors built from them. A nil
-// outputRedactor changes nothing.
+// outputRedactor removes the secrets a CLI's lease holds from what it
+// prints, before anything decodes, keeps or shows a line: events, the
+// final text, the tails and the errors built from them; and masks them in
+// the conversation files captured after the turn. A nil outputRedactor
+// changes nothing.
 type outputRedactor struct {
 	// secrets are the byte strings to replace, longest first, so a secret
 	// containing another is replaced whole.
@@ -23,7 +24,8 @@ type outputRedactor struct {
 }
 
 // newOutputRedactor returns the redactor for a CLI started with env, whose
-// lease holds the secrets of extra (its login files'): the value of every
+// lease also holds the secrets of extra (its login files' tokens, the
+// values declared or named secret: attempt.secrets): the value of every
 // variable whose name is a [credentials.SecretName], and every extra
 // secret, each at least [credentials.MinSecret] bytes long, as written and
 // as escaped inside a JSON string (and, for a secret of several lines, each
