@@ -192,9 +192,7 @@ func captureConversation(ctx context.Context, a adapters.Adapter, store conversa
 	sb = progressSandbox{Sandbox: sb, moved: moved}
 	id := res.Conversation
 	transcript := appendTranscript(ctx, store, in, res)
-	if red != nil {
-		red.maskInPlace(transcript)
-	}
+	red.maskInPlace(transcript)
 	allow := conversation.Allowlist(st, id, in.Workdir)
 	pr, pw := io.Pipe()
 	var skipped []string

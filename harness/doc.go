@@ -66,7 +66,8 @@
 //     cold lease is released — all under a bounded context.WithoutCancel,
 //     on success, failure and cancellation alike. Before the release, with
 //     Turn.Patch, git inside the lease computes the patch of every change
-//     against the base commit with a private index (Result.Patch).
+//     against the base commit with a private index (Result.Patch), the
+//     lease's secrets masked in it as in the stored conversation.
 //
 // A typed response (Turn.Schema) wraps this: the schema goes to a CLI with
 // native structured output or into the prompt, the final answer is checked

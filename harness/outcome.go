@@ -37,8 +37,9 @@ type Outcome struct {
 	CLIVersion string          `json:"cli_version,omitempty"`
 	// Model is the model the turn ran, when known.
 	Model string `json:"model,omitempty"`
-	// SecretPrinted says the CLI printed a secret the lease holds
-	// (replaced by [REDACTED] in the text and everywhere else).
+	// SecretPrinted says the CLI printed a secret the lease holds, or
+	// wrote one into the workspace's changes (replaced by [REDACTED] in
+	// the text and everywhere else, masked in the patch).
 	SecretPrinted bool `json:"secret_printed,omitempty"`
 }
 

@@ -135,8 +135,13 @@ func mask(n int) []byte {
 	return []byte(r[:len(r)-1] + strings.Repeat("*", n-len(r)) + r[len(r)-1:])
 }
 
-// maskInPlace overwrites every secret in b with its mask.
-func (r *outputRedactor) maskInPlace(b []byte) {
+// maskInPlace overwrites every secret in b with its mask and reports
+// whether there was one. A nil redactor changes nothing.
+func (r *outputRedactor) maskInPlace(b []byte) bool {
+	if r == nil {
+		return false
+	}
+	found := false
 	for _, s := range r.secrets {
 		for i := 0; ; {
 			j := bytes.Index(b[i:], s)
@@ -144,9 +149,10 @@ func (r *outputRedactor) maskInPlace(b []byte) {
 				break
 			}
 			copy(b[i+j:], mask(len(s)))
-			i += j + len(s)
+			i, found = i+j+len(s), true
 		}
 	}
+	return found
 }
 
 // masking returns rd with every secret overwritten by its mask, which

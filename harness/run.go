@@ -366,6 +366,7 @@ func (a *attempt) execute(ctx, turnCtx context.Context) error {
 	col := newCollector(a.t.Adapter, a.t.Now, a.t.OnEvent, a.t.KeepEvents, a.t.Limits, a.res)
 	col.model = a.in.Model
 	col.redact = newOutputRedactor(cmd.Env, a.secrets()...)
+	a.res.redact = col.redact
 	if d, ok := a.t.Adapter.(adapters.DefaultModeler); ok && col.model == "" {
 		col.model = d.DefaultModel()
 	}

@@ -347,10 +347,13 @@ type Result struct {
 
 	// Warnings lists harness-level warnings (CLI stopped after settle, usage incomplete).
 	Warnings []string `json:"warnings,omitempty"`
-	// SecretPrinted says the CLI printed a secret the lease holds: it was
-	// replaced by [gateway.Redaction] everywhere (see the package
+	// SecretPrinted says the CLI printed a secret the lease holds, or
+	// wrote one into the workspace's changes: it was replaced by
+	// [gateway.Redaction] everywhere (masked in the patch; see the package
 	// documentation), and a warning says so.
 	SecretPrinted bool `json:"secret_printed,omitempty"`
+	// redact is the last attempt's redactor, for the patch.
+	redact *outputRedactor
 }
 
 // OK reports whether the turn succeeded.

@@ -202,8 +202,10 @@ func unwritableError(t Turn, sb sandbox.Sandbox, line string) error {
 
 // collectPatch stores the patch of the workspace's changes against
 // opts.Base in res, computed by git inside the lease with a private index
-// (the agent's own index and history stay as they are). A failure is a
-// warning: the turn's verdict stands.
+// (the agent's own index and history stay as they are), with each secret
+// of the turn's lease overwritten by a mask of its own length (in text;
+// a binary file's base85 is not read). A failure is a warning: the turn's
+// verdict stands.
 func collectPatch(ctx context.Context, t Turn, sb sandbox.Sandbox, res *Result) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceTimeout)
 	defer cancel()
@@ -211,6 +213,12 @@ func collectPatch(ctx context.Context, t Turn, sb sandbox.Sandbox, res *Result) 
 	if err != nil {
 		res.Warnings = append(res.Warnings, "collect the patch: "+err.Error())
 		return
+	}
+	if res.redact.maskInPlace(p.Diff) {
+		// Predictions are published: a key the agent wrote into a file
+		// must not travel with its patch.
+		res.SecretPrinted = true
+		res.Warnings = append(res.Warnings, "the workspace's changes hold a secret the lease holds; it is masked in the patch")
 	}
 	res.Patch = p
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outpost-dev/outpost/credentials"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/source"
@@ -255,4 +256,35 @@ func TestPlainTurnIsOneExec(t *testing.T) {
 	_, err := Run(context.Background(), turn)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n.Load())
+}
+
+// TestPatchMasksSecrets: a secret the agent wrote into the workspace is
+// masked in the patch, which still applies; the result says so.
+func TestPatchMasksSecrets(t *testing.T) {
+	turn, snap := seededTurn(t, `ws-put keep.txt key=MARK-patch-3e7a
+ws-put new.txt nothing secret
+emit {"type":"finished","ok":true}`)
+	turn.Credentials = &Credentials{Auth: credentials.Auth{Form: credentials.None}, Vars: map[string]string{"EVAL_TOKEN": "MARK-patch-3e7a"}}
+	res, err := Run(context.Background(), turn)
+	require.NoError(t, err)
+	require.NotNil(t, res.Patch, "warnings %v", res.Warnings)
+	d := string(res.Patch.Diff)
+	assert.NotContains(t, d, "MARK-patch")
+	assert.Contains(t, d, "+key=[REDACTED*****]")
+	assert.Contains(t, d, "+nothing secret")
+	assert.True(t, res.SecretPrinted)
+	assert.Contains(t, res.Warnings, "the workspace's changes hold a secret the lease holds; it is masked in the patch")
+	assert.Equal(t, len(res.Patch.Diff), res.Patch.Bytes)
+
+	fresh := t.TempDir()
+	out, err := exec.Command("cp", "-a", snap.Dir+"/.", fresh).CombinedOutput()
+	require.NoError(t, err, string(out))
+	apply := exec.Command("git", "apply", "-")
+	apply.Dir = fresh
+	apply.Stdin = strings.NewReader(d)
+	out, err = apply.CombinedOutput()
+	require.NoError(t, err, string(out))
+	b, err := os.ReadFile(filepath.Join(fresh, "keep.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "key=[REDACTED*****]", string(b), "the masked patch applies")
 }
