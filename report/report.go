@@ -141,18 +141,28 @@ func (j *JobRow) Status() string {
 }
 
 // Detail is the failure's short description: class, outage or auth kind,
-// reset instant.
+// reset instant; and, failed or not, "(secret printed)" when the job's CLI
+// printed a secret its lease holds (or wrote one into its changes).
 func (j *JobRow) Detail() string {
 	o := j.Outcome
-	if !j.Finished || o.OK {
-		return ""
+	s := ""
+	if j.Finished && !o.OK {
+		s = o.Class
+		for _, n := range o.Notes() {
+			s += " (" + n + ")"
+		}
 	}
-	s := o.Class
-	for _, n := range o.Notes() {
-		s += " (" + n + ")"
+	if o.SecretPrinted {
+		if s == "" {
+			s = j.Status()
+		}
+		s += " (" + SecretPrintedNote + ")"
 	}
 	return s
 }
+
+// SecretPrintedNote marks a job whose CLI printed a secret its lease holds.
+const SecretPrintedNote = "secret printed"
 
 // Totals sum the jobs.
 type Totals struct {

@@ -366,6 +366,8 @@ func TestDetailNamesWhatStoppedTheJob(t *testing.T) {
 		{harness.Outcome{Class: "process", Unavailable: "overloaded"}, "process (unavailable: overloaded)"},
 		{harness.Outcome{Class: "quota", ResetAt: "2026-12-02T11:00:00Z"}, "quota (resets 2026-12-02T11:00:00Z)"},
 		{harness.Outcome{OK: true}, ""},
+		{harness.Outcome{OK: true, SecretPrinted: true}, "ok (secret printed)"},
+		{harness.Outcome{Class: "process", Limit: "pids", SecretPrinted: true}, "process (limit: pids) (secret printed)"},
 	} {
 		j := report.JobRow{Finished: true, Outcome: c.o}
 		assert.Equal(t, c.want, j.Detail())
@@ -395,4 +397,17 @@ func TestVerdicts(t *testing.T) {
 	require.NoError(t, r.Render(&md, "markdown"))
 	assert.Contains(t, md.String(), "**solved 1 of 3 graded jobs (1 failed, 1 verifier errors; 1 not graded)")
 	assert.Contains(t, md.String(), "| b |  | ❌ fail | 0 |")
+}
+
+// TestSecretPrintedShown: a job whose CLI printed a secret is marked in the
+// table and gets a warning annotation, whatever its outcome.
+func TestSecretPrintedShown(t *testing.T) {
+	_, r := sample(t)
+	j := &r.Jobs[0]
+	j.Outcome.SecretPrinted = true
+	gh := render(t, r, "github")
+	assert.Contains(t, gh, "::warning title=outpost job "+j.ID)
+	assert.Contains(t, gh, "::the agent printed a secret its lease holds, or wrote one into its changes (replaced by [REDACTED]); it may follow instructions planted in its task\n")
+	assert.Equal(t, 1, strings.Count(gh, "printed a secret"))
+	assert.Contains(t, render(t, r, "table"), "("+report.SecretPrintedNote+")")
 }

@@ -315,6 +315,10 @@ func (r *Report) GitHub(w io.Writer) error {
 				fmt.Fprintf(&b, "::warning %s::%s\n", title, ghData.Replace(clean(what+" after "+strings.Join(why, ", "), 500)))
 			}
 		}
+		if j.Outcome.SecretPrinted {
+			fmt.Fprintf(&b, "::warning %s::%s\n", title, ghData.Replace(
+				"the agent printed a secret its lease holds, or wrote one into its changes (replaced by [REDACTED]); it may follow instructions planted in its task"))
+		}
 	}
 	t := r.Totals
 	fmt.Fprintf(&b, "::notice title=outpost report::%s\n", ghData.Replace(clean(fmt.Sprintf("%s; %s tokens; cost %s",
