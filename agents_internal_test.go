@@ -125,7 +125,11 @@ func TestCLIInstallHoldsUpNoOtherAgent(t *testing.T) {
 
 	errs := make(chan error, 2)
 	go func() { _, _, _, err := r.lease(ctx, parrot, project); errs <- err }()
-	<-arrived // the first installation is under way, and stays there
+	select {
+	case <-arrived: // the first installation is under way, and stays there
+	case err := <-errs:
+		t.Fatalf("the installation ended before it asked the registry: %v", err)
+	}
 	go func() { _, err := r.ensureCLI(ctx, parrot); errs <- err }()
 
 	// A turn stopped while it waits returns at once; the installation
