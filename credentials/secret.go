@@ -44,6 +44,42 @@ func SecretName(name string) bool {
 	return false
 }
 
+// LooksSecret reports whether v, the value of a variable named like a
+// secret, is taken for one: at least [MinSecret] bytes, and either 16 or
+// more or mixing two kinds of character (lower case, upper case, digits,
+// others). A single short word ("postgres", "changeme") is a setting of a
+// test service, and replacing it wherever the CLI prints it would garble
+// its output; naming the variable explicitly (outpost --secret) hides it
+// all the same.
+func LooksSecret(v string) bool {
+	if len(v) < MinSecret {
+		return false
+	}
+	if len(v) >= 16 {
+		return true
+	}
+	var lower, upper, digit, other bool
+	for _, r := range v {
+		switch {
+		case unicode.IsLower(r):
+			lower = true
+		case unicode.IsUpper(r):
+			upper = true
+		case unicode.IsDigit(r):
+			digit = true
+		default:
+			other = true
+		}
+	}
+	kinds := 0
+	for _, k := range []bool{lower, upper, digit, other} {
+		if k {
+			kinds++
+		}
+	}
+	return kinds >= 2
+}
+
 // nameParts splits a name into upper-cased parts.
 func nameParts(name string) []string {
 	var parts []string

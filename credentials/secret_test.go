@@ -32,3 +32,13 @@ func TestFileSecrets(t *testing.T) {
 	assert.Empty(t, FileSecrets([]byte("line one is long enough\nline two\n")), "not a token")
 	assert.Empty(t, FileSecrets([]byte(`{"token":"short","name":"a-long-enough-value"}`)))
 }
+
+func TestLooksSecret(t *testing.T) {
+	for v, want := range map[string]bool{
+		"postgres": false, "changeme": false, "password": false, "short1": false, "PASSWORD": false,
+		"hunter22": true, "P@ssword": true, "sk-ant-api03-abc": true, "averyveryverylongword": true,
+		"MARK-secret-eval-42": true,
+	} {
+		assert.Equal(t, want, LooksSecret(v), v)
+	}
+}

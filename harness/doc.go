@@ -22,15 +22,16 @@
 //     CLI never starts; a CLI missing from the lease is a sandbox error).
 //     Its stdout is decoded line by line and every event reaches
 //     Turn.OnEvent as it arrives; stderr lines become events too. Before
-//     any line is read, the value of each variable of the CLI's
-//     environment whose name says it is a secret (a part such as KEY,
-//     TOKEN, SECRET or PASSWORD; at least 8 bytes), each token of the
-//     login files installed, and each value declared secret (the variables
-//     an adapter declares as its own, such as a driver's secrets, and MCP
-//     servers' references and headers) is replaced in it by
-//     [gateway.Redaction], so events, text, tails and errors never hold it
-//     (step 7 masks them in the stored conversation); the first time, a
-//     warning says the CLI printed a secret. The turn
+//     any line is read, every secret the lease holds is replaced in it by
+//     [gateway.Redaction], so events, text, tails and errors never hold
+//     it: the values of the CLI's variables named like secrets (a part
+//     such as KEY, TOKEN, SECRET or PASSWORD) that look like one
+//     (credentials.LooksSecret), the variables Credentials.Secret names,
+//     the tokens of the login files installed, and the values declared
+//     secret (the variables an adapter declares as its own, such as a
+//     driver's secrets, and MCP servers' references and headers). Step 7
+//     masks them in the stored conversation and the patch; the first time
+//     the CLI prints one, a warning says so (Result.SecretPrinted). The turn
 //     ends on the CLI process's own exit (never on its pipes closing), then
 //     a short drain window collects output in flight and the rest of the
 //     process group is killed. The deadline, the idle timeout and the

@@ -26,7 +26,8 @@ type outputRedactor struct {
 // newOutputRedactor returns the redactor for a CLI started with env, whose
 // lease also holds the secrets of extra (its login files' tokens, the
 // values declared or named secret: attempt.secrets): the value of every
-// variable whose name is a [credentials.SecretName], and every extra
+// variable whose name is a [credentials.SecretName] that
+// [credentials.LooksSecret], and every extra
 // secret, each at least [credentials.MinSecret] bytes long, as written and
 // as escaped inside a JSON string (and, for a secret of several lines, each
 // line). It is nil when there is nothing to remove.
@@ -41,7 +42,7 @@ func newOutputRedactor(env map[string]string, extra ...string) *outputRedactor {
 	}
 	values := append([]string(nil), extra...)
 	for k, v := range env {
-		if credentials.SecretName(k) {
+		if credentials.SecretName(k) && credentials.LooksSecret(v) {
 			values = append(values, v)
 		}
 	}
@@ -87,7 +88,7 @@ func declaredSecrets(a adapters.Adapter, in adapters.Input, vars map[string]stri
 			}
 		}
 		for k, v := range s.Env {
-			if !strings.Contains(v, "${") && credentials.SecretName(k) {
+			if !strings.Contains(v, "${") && credentials.SecretName(k) && credentials.LooksSecret(v) {
 				out = append(out, v)
 			}
 		}

@@ -27,7 +27,7 @@ func redactLine(r *outputRedactor, in string) string {
 func TestOutputRedactor(t *testing.T) {
 	r := newOutputRedactor(map[string]string{
 		"A_TOKEN": "tok-12345678", "LONGER_TOKEN": "tok-12345678-and-more", "QUOTED_KEY": `q"uo\te-1`,
-		"SHORT_KEY": "abc", "LABEL": "label-12345678", "HTML_KEY": "a<b>&c-1234",
+		"SHORT_KEY": "abc", "LABEL": "label-12345678", "HTML_KEY": "a<b>&c-1234", "DB_PASSWORD": "postgres",
 	})
 	require.NotNil(t, r)
 	for in, want := range map[string]string{
@@ -35,8 +35,9 @@ func TestOutputRedactor(t *testing.T) {
 		"tok-12345678tok-12345678":           "[REDACTED][REDACTED]",
 		`{"t":"q\"uo\\te-1"}`:                `{"t":"[REDACTED]"}`, // as escaped in JSON
 		`raw q"uo\te-1`:                      "raw [REDACTED]",
-		"abc label-12345678":                 "abc label-12345678", // short, or not named a secret
-		`{"h":"a\u003cb\u003e\u0026c-1234"}`: `{"h":"[REDACTED]"}`, // as Go escapes it
+		"abc label-12345678":                 "abc label-12345678",  // short, or not named a secret
+		"connect to postgres":                "connect to postgres", // one short word: a test service's setting
+		`{"h":"a\u003cb\u003e\u0026c-1234"}`: `{"h":"[REDACTED]"}`,  // as Go escapes it
 	} {
 		assert.Equal(t, want, redactLine(r, in), in)
 	}
@@ -118,6 +119,14 @@ func TestRunRedactsDeclaredSecrets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "EVAL_PW="+gateway.Redaction+"\nEVAL_LABEL=label-visible", res.Text)
 	assert.Len(t, res.Warnings, 1, "the printed secret is reported")
+
+	// A value named secret explicitly is one even if it is a plain word.
+	turn = fakeTurn(t, "env DB_PASSWORD\nenv PG_PASSWORD\n"+`emit {"type":"finished","ok":true}`)
+	turn.Credentials = &Credentials{Auth: credentials.Auth{Form: credentials.None}, Secret: []string{"DB_PASSWORD"},
+		Vars: map[string]string{"DB_PASSWORD": "postgres", "PG_PASSWORD": "changeme"}}
+	res, err = Run(context.Background(), turn)
+	require.NoError(t, err)
+	assert.Equal(t, "DB_PASSWORD="+gateway.Redaction+"\nPG_PASSWORD=changeme", res.Text)
 
 	// A turn that prints no secret says nothing of the kind.
 	turn = fakeTurn(t, "env EVAL_LABEL\n"+`emit {"type":"finished","ok":true}`)
