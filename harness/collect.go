@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
-	"github.com/outpost-dev/outpost/gateway"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -113,7 +112,7 @@ func (c *collector) redacted(line []byte) []byte {
 	line, found := c.redact.line(line)
 	if found && !c.leaked {
 		c.leaked, c.res.SecretPrinted = true, true
-		c.warn("the CLI printed a secret the lease holds; it is replaced by " + gateway.Redaction + " in everything Outpost shows or keeps")
+		c.warn(secretPrintedWarning)
 	}
 	return line
 }

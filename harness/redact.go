@@ -101,6 +101,35 @@ func declaredSecrets(a adapters.Adapter, in adapters.Input, vars map[string]stri
 	return out
 }
 
+// secretPrintedWarning is the result's warning when the CLI printed a
+// secret (Result.SecretPrinted).
+const secretPrintedWarning = "the CLI printed a secret the lease holds; it is replaced by " + gateway.Redaction +
+	" in everything Outpost shows or keeps"
+
+// joinSecretPrinted carries an earlier attempt's printed secret into r,
+// the result that stands for the whole turn (a steered turn's next
+// attempt, a repair turn, a reseeded conversation), with its warning once.
+func (r *Result) joinSecretPrinted(earlier *Result) {
+	r.SecretPrinted = r.SecretPrinted || earlier.SecretPrinted
+	if !r.SecretPrinted {
+		return
+	}
+	kept, seen := r.Warnings[:0], false
+	for _, w := range r.Warnings {
+		if w == secretPrintedWarning {
+			if seen {
+				continue
+			}
+			seen = true
+		}
+		kept = append(kept, w)
+	}
+	r.Warnings = kept
+	if !seen && earlier.SecretPrinted {
+		r.Warnings = append(r.Warnings, secretPrintedWarning)
+	}
+}
+
 // jsonEscaped is s as it appears inside a JSON string, with <, > and &
 // escaped as Go's encoder does by default when html is set.
 func jsonEscaped(s string, html bool) string {

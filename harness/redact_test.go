@@ -219,3 +219,32 @@ put .fake/sessions/c1/sidecar key=MARK-stored-5b1c
 	require.NoError(t, err)
 	assert.Contains(t, res.Text, ".fake/sessions/c1/sidecar: key=[REDACTED******]")
 }
+
+// TestJoinSecretPrinted: a turn made of several attempts says once that
+// a secret was printed, whichever attempt printed it.
+func TestJoinSecretPrinted(t *testing.T) {
+	for _, c := range []struct {
+		earlier, later bool
+		laterWarnings  []string
+	}{
+		{true, false, []string{"other"}},
+		{false, true, []string{secretPrintedWarning, "other"}},
+		{true, true, []string{secretPrintedWarning, "other", secretPrintedWarning}},
+	} {
+		r := &Result{SecretPrinted: c.later, Warnings: append([]string(nil), c.laterWarnings...)}
+		r.joinSecretPrinted(&Result{SecretPrinted: c.earlier})
+		assert.True(t, r.SecretPrinted)
+		n := 0
+		for _, w := range r.Warnings {
+			if w == secretPrintedWarning {
+				n++
+			}
+		}
+		assert.Equal(t, 1, n, "%+v: %v", c, r.Warnings)
+		assert.Contains(t, r.Warnings, "other")
+	}
+	r := &Result{Warnings: []string{"other"}}
+	r.joinSecretPrinted(&Result{})
+	assert.False(t, r.SecretPrinted)
+	assert.Equal(t, []string{"other"}, r.Warnings)
+}

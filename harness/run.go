@@ -134,7 +134,7 @@ func runReseed(ctx context.Context, t Turn, in adapters.Input, baseline *usage.U
 	res2, err2 := newAttempt(t, in2, nil).run(ctx)
 	res2.Warnings = append(res2.Warnings, "conversation "+in.Continue+" could not be resumed ("+err.Error()+
 		"); continued in a new conversation seeded with its stored transcript")
-	res2.SecretPrinted = res2.SecretPrinted || res.SecretPrinted
+	res2.joinSecretPrinted(res)
 	return res2, err2
 }
 

@@ -139,6 +139,6 @@ func joinSteered(t Turn, prev, next *Result) *Result {
 		prev.Warnings = append([]string{warn}, prev.Warnings...)
 	}
 	next.Warnings = append(prev.Warnings, next.Warnings...)
-	next.SecretPrinted = next.SecretPrinted || prev.SecretPrinted
+	next.joinSecretPrinted(prev)
 	return next
 }

@@ -56,7 +56,7 @@ func runTyped(ctx context.Context, t Turn, started time.Time) (*Result, error) {
 	}
 	res2.Warnings = append([]string{"typed response: the first answer failed (" + cerr.Error() + "); one repair turn ran"},
 		res2.Warnings...)
-	res2.SecretPrinted = res2.SecretPrinted || res.SecretPrinted
+	res2.joinSecretPrinted(res)
 	if err2 != nil {
 		return res2, err2
 	}
