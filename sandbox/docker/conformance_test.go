@@ -27,3 +27,18 @@ func TestConformance(t *testing.T) {
 		return newProvider(t, docker.Options{})
 	}, sandboxtest.WithSpec(spec))
 }
+
+// TestConformanceExecs holds the exec path to the contract too: in
+// TestConformance each lease's first command is run by its keeper.
+func TestConformanceExecs(t *testing.T) {
+	engine(t)
+	spec := sandbox.Spec{Network: "host"}
+	if os.Getuid() == 0 {
+		spec.User = "0:0"
+	}
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Provider {
+		p := newProvider(t, docker.Options{})
+		docker.ExecsOnly(p)
+		return p
+	}, sandboxtest.WithSpec(spec))
+}

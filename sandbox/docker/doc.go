@@ -57,7 +57,8 @@
 //   - a keeper as the main process behind Docker's init (--init), so exec'd
 //     processes and their orphans are reaped. The keeper reads its standard
 //     input, to which the provider stays attached until Release (see
-//     Cleanup), and ends when it ends;
+//     Cleanup), and ends when it ends. On Docker it also runs the lease's
+//     first command itself (see Processes);
 //   - a non-root user: Spec.User, else Options.User, else the host's uid:gid;
 //     when the host process is root, [DefaultUser] (the image's "agent"
 //     account, 1000:1000) — a root CLI is refused by some agents and has no
@@ -145,6 +146,20 @@
 // exec's own "exec_start" event (cgroup v1 engines do not set
 // State.OOMKilled while the container keeps running), or from its State.
 // Each exec leaves a pid file of a few bytes in the container's /tmp.
+//
+// On Docker a lease's first command is not an exec: the keeper runs it, so a
+// cold turn costs what `docker run` costs, whose command is the container's
+// own process. The provider writes the command (the same wrapper, argv,
+// environment, directory and user; its stdin, up to 256 KiB of text) as
+// quoted shell on the lifeline; the keeper runs it while a watcher holds
+// the lifeline (its end still ends the container), and its output comes
+// back on the container's streams, which the lifeline's attach carries.
+// Two lines with a random nonce the command never sees end its output and
+// report its status, and whether something of its group still holds its
+// output (Close kills the group then, as after an exec). Signals, Close,
+// cancellation and the out-of-memory check work as for an exec. A command
+// that keeps its stdin open, a larger or binary stdin, and every later
+// command are execs; so is every command on Podman.
 //
 // # Files
 //

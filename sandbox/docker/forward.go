@@ -1,12 +1,8 @@
 package docker
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -114,15 +110,15 @@ func checkSocket(p string) error {
 }
 
 // awaitForwards waits until the lease's forwarders listen: it reads the
-// line forwardScript reports on the lifeline attach's stdout (r, the
-// engine's multiplexed stream). The attach was made before the container
-// started, so the line cannot be missed; ctx ends the wait by closing the
-// lifeline (the lease is released then anyway).
-func (l *lease) awaitForwards(ctx context.Context, r io.Reader) error {
+// line forwardScript reports on the lifeline attach's stdout (s). The
+// attach was made before the container started, so the line cannot be
+// missed; ctx ends the wait by closing the lifeline (the lease is released
+// then anyway).
+func (l *lease) awaitForwards(ctx context.Context, s *lifeStream) error {
 	ctx, cancel := l.p.opCtx(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, l.cutLifeline)
-	line, err := readStdoutLine(r)
+	line, err := s.line()
 	// The lifeline was cut (or is being cut) if stop comes too late: the
 	// lease is lost even when the line was read.
 	cut := !stop()
@@ -139,44 +135,3 @@ func (l *lease) awaitForwards(ctx context.Context, r io.Reader) error {
 	}
 	return outposterr.New(outposterr.Sandbox, "start socket forwarders in %s: unexpected report %q", shortID(l.id), line)
 }
-
-// readStdoutLine reads the first line of stdout from an engine's
-// multiplexed attach stream (8-byte frame headers: stream, 3 zero bytes,
-// big-endian length), skipping other streams' frames. It reads no further
-// than the frame that ends the line. A frame is never read into memory
-// beyond maxReportLine, whatever length its header claims: other streams'
-// frames are discarded as they stream past.
-func readStdoutLine(r io.Reader) (string, error) {
-	var line []byte
-	var hdr [8]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("the container ended before its forwarders reported")
-			}
-			return "", err
-		}
-		n := int64(binary.BigEndian.Uint32(hdr[4:]))
-		if hdr[0] != 1 {
-			if _, err := io.CopyN(io.Discard, r, n); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if int64(len(line))+n > maxReportLine {
-			return "", errors.New("forwarder report too long")
-		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		line = append(line, buf...)
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			return string(line[:i]), nil
-		}
-	}
-}
-
-// maxReportLine bounds the forwarders' report line, with what follows it in
-// the same frame.
-const maxReportLine = 4096

@@ -294,10 +294,12 @@ func TestPodmanHints(t *testing.T) {
 	assert.Contains(t, d.imageHint("x"), "docker-setup")
 }
 
-// TestReadStdoutLine: the forwarders' report is read from the engine's
-// multiplexed stream: stderr frames skipped, a line split over frames
-// joined, nothing read past the line's frame, and an early end is an error.
-func TestReadStdoutLine(t *testing.T) {
+// TestLifeStreamLine: the forwarders' and the keeper's reports are read
+// from the engine's multiplexed stream: stderr frames skipped, a line split
+// over frames joined, nothing read past the line's frame, what follows the
+// line in its frame kept for the next line, and an early end is an error.
+func TestLifeStreamLine(t *testing.T) {
+	readStdoutLine := func(r io.Reader) (string, error) { return (&lifeStream{r: r}).line() }
 	frame := func(stream byte, s string) []byte {
 		h := []byte{stream, 0, 0, 0, 0, 0, 0, 0}
 		binary.BigEndian.PutUint32(h[4:], uint32(len(s)))
@@ -312,6 +314,24 @@ func TestReadStdoutLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, forwardReady, line)
 	assert.Equal(t, frame(1, "later"), b.Bytes(), "read past the line")
+
+	// Two lines in one frame, as the forwarders' report and the keeper's
+	// often come: the second is the next line.
+	b.Reset()
+	b.Write(frame(1, forwardReady+"\n"+keeperRuns+"\nout"))
+	b.Write(frame(2, "err"))
+	b.Write(frame(1, "put"))
+	s := &lifeStream{r: &b}
+	line, err = s.line()
+	require.NoError(t, err)
+	assert.Equal(t, forwardReady, line)
+	line, err = s.line()
+	require.NoError(t, err)
+	assert.Equal(t, keeperRuns, line)
+	var out, errw bytes.Buffer
+	require.NoError(t, s.copyTo(&out, &errw))
+	assert.Equal(t, "output", out.String())
+	assert.Equal(t, "err", errw.String())
 
 	_, err = readStdoutLine(bytes.NewReader(frame(1, "no newline")))
 	require.Error(t, err)

@@ -41,8 +41,11 @@ type lease struct {
 	pidsStale bool
 
 	lifeMu   sync.Mutex
-	lifeline net.Conn  // the attach to the keeper's stdin (see lifeline.go)
-	lifeOut  io.Reader // its multiplexed stdout, when attached (forwards)
+	lifeline net.Conn    // the attach to the keeper's stdin (see lifeline.go)
+	life     *lifeStream // its output, when attached with it
+	// keeper is the keeper's side of running a command itself (see
+	// keeperrun.go).
+	keeper keeperState
 
 	rel leasekit.ReleaseState
 }

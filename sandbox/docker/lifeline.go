@@ -20,32 +20,41 @@ import (
 // exits, the init ends the container's other processes and the engine
 // removes it: seconds, with nobody running `outpost gc`.
 
-// keeperScript is a lease's main process: it reads its input (the
-// lifeline) until it ends, and ends then.
-const keeperScript = `while read -r _; do :; done`
+// keeperScript is a lease's main process: it says on its standard
+// output whether it can run a command itself (see keeperrun.go), then reads
+// its input (the lifeline) until it ends, and ends then. The only thing
+// ever written on that input is one request to run a command: a line
+// "outpost-run N" and N bytes of shell that the provider generated.
+const keeperScript = `if command -v head >/dev/null 2>&1; then echo ` + keeperRuns + `; else echo ` + keeperExecs + `; fi
+while read -r w n; do if [ "$w" = outpost-run ]; then eval "$(head -c "$n")"; fi; done`
+
+// The keeper's first line on its standard output.
+const (
+	keeperRuns  = "outpost-keeper-runs"
+	keeperExecs = "outpost-keeper-execs"
+)
 
 // attachLifeline attaches to the container's standard input and keeps the
 // connection in l; the channel reports the attach's error (nil once the
-// lifeline is held). On Docker and without stdout it runs beside
-// ContainerStart. With stdout (a lease with forwards, whose entrypoint
-// reports there when they listen) the caller waits for it before starting
-// the container, so nothing written is missed, and reads the stream from
-// l.lifeOut; on Podman it waits too (see startContainer).
-func (l *lease) attachLifeline(ctx context.Context, stdout bool) <-chan error {
+// lifeline is held). With output (Docker, and a Podman lease with forwards,
+// whose entrypoint reports there when they listen) the caller waits for it
+// before starting the container, so nothing written is missed, and reads
+// the stream from l.life; on Podman it waits too (see startContainer).
+func (l *lease) attachLifeline(ctx context.Context, output bool) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		actx, cancel := l.p.opCtx(context.WithoutCancel(ctx))
 		defer cancel()
 		// The context bounds the dial and the upgrade only: the
 		// connection it returns lives until it is closed.
-		hr, err := l.p.cli.ContainerAttach(actx, l.id, container.AttachOptions{Stream: true, Stdin: true, Stdout: stdout})
+		hr, err := l.p.cli.ContainerAttach(actx, l.id, container.AttachOptions{Stream: true, Stdin: true, Stdout: output, Stderr: output})
 		if err != nil {
 			done <- l.p.engineError(err, "attach to container %s", shortID(l.id))
 			return
 		}
 		l.lifeMu.Lock()
 		l.lifeline = hr.Conn
-		l.lifeOut = hr.Reader
+		l.life = &lifeStream{r: hr.Reader}
 		l.lifeMu.Unlock()
 		done <- nil
 	}()

@@ -52,11 +52,15 @@ func holdLease(endpoint string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// A command in flight, as in a turn.
-	proc, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sleep", "3600"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	// Commands in flight, as in a turn: the first one run by the lease's
+	// keeper, the second an exec.
+	var proc sandbox.Process
+	for range 2 {
+		proc, err = sb.Exec(ctx, sandbox.Command{Args: []string{"sleep", "3600"}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	fmt.Println(sb.ID())
 	_, _ = proc.Wait()

@@ -75,6 +75,10 @@ func TestExecInspectsRarelyWhileRunning(t *testing.T) {
 	host, inspects := countingEngine(t)
 	p := newProvider(t, docker.Options{Host: host})
 	sb := acquire(t, p, sandbox.Spec{})
+	// The lease's first command is its keeper's, without an exec; the
+	// second is an exec.
+	require.True(t, run(context.Background(), t, sb, sandbox.Command{Args: []string{"true"}}).status.Success())
+	require.Zero(t, inspects.Load(), "the keeper's command is not an exec")
 	start := time.Now()
 	r := run(context.Background(), t, sb, sandbox.Command{Args: []string{"sleep", "0.5"}})
 	took := time.Since(start)
@@ -89,4 +93,5 @@ func TestExecInspectsRarelyWhileRunning(t *testing.T) {
 		d = min(2*d, time.Second)
 	}
 	assert.LessOrEqual(t, inspects.Load(), int64(polls+2), "exec inspections for a command of %s", took)
+	assert.Positive(t, inspects.Load(), "an exec's exit is read by an inspect")
 }

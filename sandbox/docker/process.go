@@ -102,16 +102,27 @@ var _ sandbox.Process = (*process)(nil)
 // relative to [Root]. Spec.Env and Command.Env (which wins) go into the
 // exec's environment only.
 func (l *lease) Exec(ctx context.Context, cmd sandbox.Command) (sandbox.Process, error) {
-	return leasekit.Exec(cmd, func() (*process, error) {
+	return leasekit.Exec(cmd, func() (leasekit.Process, error) {
 		env := copyEnv(l.env)
 		for k, v := range cmd.Env {
 			env[k] = v
+		}
+		if l.keeperCanRun(ctx, cmd) {
+			rp, err := l.keeperRun(ctx, cmd, env)
+			if err != nil {
+				return nil, err
+			}
+			return rp, nil
 		}
 		es := execSpec{args: cmd.Args, env: env, dir: cmd.Dir, keepStdin: cmd.KeepStdinOpen}
 		if len(cmd.Stdin) > 0 || cmd.KeepStdinOpen {
 			es.stdin = bytes.NewReader(cmd.Stdin)
 		}
-		return l.start(ctx, es)
+		p, err := l.start(ctx, es)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	})
 }
 
@@ -166,7 +177,7 @@ func (l *lease) start(ctx context.Context, es execSpec) (*process, error) {
 		started:    time.Now(),
 		streamDone: make(chan struct{}),
 	}
-	p.Proc = leasekit.NewProc(pidBase, signalScript, p.sendSignal)
+	p.Proc = leasekit.NewProc(pidBase, signalScript, l.sendSignal)
 	go p.copyOutput()
 	if es.stdin != nil {
 		ready := make(chan struct{})
@@ -370,13 +381,13 @@ func (p *process) finish(ctx context.Context, code int, neverStarted bool) {
 
 // sendSignal runs the signal script's argv. Not-found and conflict
 // (container gone or stopped) mean there is nothing left to signal.
-func (p *process) sendSignal(ctx context.Context, argv []string) error {
-	_, err := p.l.quick(ctx, argv)
+func (l *lease) sendSignal(ctx context.Context, argv []string) error {
+	_, err := l.quick(ctx, argv)
 	if err != nil && (cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err)) {
 		return nil
 	}
 	if err != nil {
-		return engineError(err, "signal SIG%s in %s", argv[5], shortID(p.l.id))
+		return engineError(err, "signal SIG%s in %s", argv[5], shortID(l.id))
 	}
 	return nil
 }
@@ -611,7 +622,8 @@ func (l *lease) oomEvent(ctx context.Context, execID string, t time.Time) bool {
 			filters.Arg("event", string(events.ActionExecStart)),
 		),
 	})
-	started := false
+	// No exec id: the command began with the container (the keeper ran it).
+	started := execID == ""
 	var ooms []int64
 	for {
 		select {

@@ -147,6 +147,10 @@ type Provider struct {
 
 	leases   leasekit.Tracker[*lease]
 	removals removals // released leases' containers the engine is removing
+
+	// execsOnly: every command is an exec, none is run by the keeper
+	// (set by tests of the exec path).
+	execsOnly bool
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -567,18 +571,17 @@ func (l *lease) createContainer(ctx context.Context, cfg *container.Config, hc *
 // completion. The caller releases the lease on error.
 func (l *lease) startContainer(ctx context.Context, withFwd bool) error {
 	p := l.p
-	// The lifeline is attached while the container starts, so it costs
-	// the lease no time of its own. With forwards it is attached first:
-	// the entrypoint reports on its stdout when they listen. On Podman too:
-	// its attach initializes a created container itself, and fails with
-	// 409 when a concurrent start initialized it between its check of the
-	// state and its own initialization.
-	attachFirst := withFwd || p.flavor == flavorPodman
-	attached := l.attachLifeline(ctx, withFwd)
-	if attachFirst {
-		if err := <-attached; err != nil {
-			return err
-		}
+	// The lifeline is attached before the start. On Docker it carries the
+	// container's output, so nothing written is missed: the forwarders'
+	// report, the keeper's, and the output of a command the keeper runs
+	// (see keeperrun.go). On Podman, where the keeper runs nothing, only
+	// with forwards; and it must come first there: Podman's attach
+	// initializes a created container itself, and fails with 409 when a
+	// concurrent start initialized it between its check of the state and
+	// its own initialization.
+	podman := p.flavor == flavorPodman
+	if err := <-l.attachLifeline(ctx, withFwd || !podman); err != nil {
+		return err
 	}
 	sctx, cancel := p.opCtx(context.WithoutCancel(ctx))
 	err := p.cli.ContainerStart(sctx, l.id, container.StartOptions{})
@@ -588,13 +591,14 @@ func (l *lease) startContainer(ctx context.Context, withFwd bool) error {
 	} else if err != nil {
 		err = p.engineError(err, "start container")
 	}
-	switch {
-	case withFwd && err == nil:
-		return l.awaitForwards(ctx, l.lifeOut)
-	case attachFirst:
-		return err
+	if err == nil && withFwd {
+		err = l.awaitForwards(ctx, l.life)
 	}
-	return errors.Join(err, <-attached)
+	if err == nil && !podman && !p.execsOnly {
+		l.keeper.ready = make(chan struct{})
+		go l.serveLifeline(l.life)
+	}
+	return err
 }
 
 // hideMounts adds an empty read-only tmpfs over each Spec.Hide directory of

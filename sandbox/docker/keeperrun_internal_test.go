@@ -1,0 +1,300 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testenv"
+	"github.com/outpost-dev/outpost/sandbox"
+)
+
+// TestReportWriter: output passes through unchanged up to the marker,
+// whatever pieces it is written in; the report after the marker is read
+// once; what follows is dropped; a stream that ends without the marker
+// loses nothing, even a held-back start of it.
+func TestReportWriter(t *testing.T) {
+	marker := []byte(runExitMark + "n0nce:")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		// Output that holds pieces of the marker, the marker's start
+		// byte, and a fake marker with another nonce.
+		pieces := []string{"plain text ", "\x1e", string(marker[:5]), string(marker[:len(marker)-1]), runExitMark + "other:1:0\n", "\n"}
+		var want strings.Builder
+		for range rng.IntN(12) {
+			want.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		withReport := i%3 != 0
+		full := want.String()
+		if withReport {
+			full += string(marker) + "137:1\n" + "after the report"
+		}
+		var dst bytes.Buffer
+		var reports []string
+		w := &reportWriter{dst: &dst, marker: marker, report: func(f string) { reports = append(reports, f) }}
+		for rest := []byte(full); len(rest) > 0; {
+			n := 1 + rng.IntN(min(len(rest), 9))
+			k, err := w.Write(rest[:n])
+			require.NoError(t, err)
+			require.Equal(t, n, k)
+			rest = rest[n:]
+		}
+		w.flush()
+		assert.Equal(t, want.String(), dst.String(), "case %d: %q", i, full)
+		if withReport {
+			assert.Equal(t, []string{"137:1"}, reports, "case %d", i)
+		} else {
+			assert.Empty(t, reports, "case %d", i)
+		}
+	}
+
+	// A report that never ends is cut, not held without bound.
+	var reports []string
+	w := &reportWriter{dst: io.Discard, marker: marker, report: func(f string) { reports = append(reports, f) }}
+	_, _ = w.Write(append(bytes.Clone(marker), strings.Repeat("9", 100)...))
+	assert.Equal(t, []string{""}, reports)
+	assert.True(t, parseRunExit("").bad)
+}
+
+// TestParseRunExit: the keeper's status report.
+func TestParseRunExit(t *testing.T) {
+	assert.Equal(t, runExit{code: 3}, parseRunExit("3:0"))
+	assert.Equal(t, runExit{code: 137, leftovers: true}, parseRunExit("137:1"))
+	assert.Equal(t, runExit{neverRan: true}, parseRunExit("x:0"))
+	for _, bad := range []string{"", "3", "3:2", "-1:0", "256:0", "a:0"} {
+		assert.True(t, parseRunExit(bad).bad, bad)
+	}
+}
+
+// TestKeeperRunsScript runs the keeper's script with this machine's sh
+// and gives it a command as the provider does: the argv, environment,
+// working directory and stdin arrive as they were, however they are
+// quoted; the output ends with the reports; the status and the group's
+// leftovers are reported; a missing directory is reported as never run.
+func TestKeeperRunsScript(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	odd := "it's \"$HOME\" `id` \\n\nline two $(x) *"
+	cases := []struct {
+		name             string
+		argv             []string
+		dir              string
+		stdin            string
+		wantOut, wantErr string
+		status           string
+	}{
+		{
+			name:    "argv env stdin dir",
+			argv:    []string{"sh", "-c", `printf '%s|' "$1" "$ODD" "$(pwd)"; cat; echo err >&2; exit 3`, "x", odd},
+			dir:     dir,
+			stdin:   odd + "\n\tend",
+			wantOut: odd + "|" + odd + "|" + dir + "|" + odd + "\n\tend",
+			wantErr: "err\n",
+			status:  "3:0",
+		},
+		{
+			name:    "no trailing newline, no stdin",
+			argv:    []string{"sh", "-c", `printf partial; cat`},
+			dir:     "/",
+			wantOut: "partial",
+			status:  "0:0",
+		},
+		{
+			name:   "killed by a signal",
+			argv:   []string{"sh", "-c", `kill -9 $$`},
+			dir:    "/",
+			status: "137:0",
+		},
+		{
+			name:   "leaves a process behind that holds its output",
+			argv:   []string{"sh", "-c", `sleep 60 & exit 0`},
+			dir:    "/",
+			status: "0:1",
+		},
+		{
+			name:   "leaves a process behind that closed its output",
+			argv:   []string{"sh", "-c", `sleep 60 >/dev/null 2>&1 & exit 0`},
+			dir:    "/",
+			status: "0:0",
+		},
+		{
+			name:   "no such directory",
+			argv:   []string{"true"},
+			dir:    filepath.Join(dir, "missing"),
+			status: "x:0",
+		},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pidBase := filepath.Join(dir, "run"+strconv.Itoa(i))
+			nonce := "n0nce" + strconv.Itoa(i)
+			script := runScript(c.argv, map[string]string{"ODD": odd}, c.dir, pidBase, nonce, []byte(c.stdin))
+			keeper := exec.Command("sh", "-c", keeperScript, "outpost-keeper")
+			keeper.Env = append(os.Environ(), "ODD=not this one")
+			// The keeper's watcher kills its process group when its
+			// input ends: its own group, not this test's.
+			keeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			in, err := keeper.StdinPipe()
+			require.NoError(t, err)
+			var stdout, stderr lockedBuffer
+			keeper.Stdout, keeper.Stderr = &stdout, &stderr
+			require.NoError(t, keeper.Start())
+			t.Cleanup(func() { _ = keeper.Process.Kill(); _ = keeper.Wait() })
+			_, err = io.WriteString(in, "outpost-run "+strconv.Itoa(len(script))+"\n"+script)
+			require.NoError(t, err)
+
+			var reports []string
+			outw := &reportWriter{dst: io.Discard, marker: []byte(runEndMark + nonce + ":"), report: func(string) {}}
+			errw := &reportWriter{dst: io.Discard, marker: []byte(runExitMark + nonce + ":"), report: func(f string) { reports = append(reports, f) }}
+			var out, errOut bytes.Buffer
+			outw.dst, errw.dst = &out, &errOut
+			// The keeper's first line, then the command's output.
+			require.Eventually(t, func() bool {
+				return strings.Contains(stderr.String(), runExitMark+nonce) && strings.Contains(stdout.String(), runEndMark+nonce)
+			},
+				testWait, tick, "no reports: out %q err %q", stdout.String(), stderr.String())
+			first, rest, _ := strings.Cut(stdout.String(), "\n")
+			assert.Equal(t, keeperRuns, first)
+			_, _ = outw.Write([]byte(rest))
+			_, _ = errw.Write([]byte(stderr.String()))
+			assert.Equal(t, c.wantOut, out.String())
+			assert.Equal(t, c.wantErr, errOut.String())
+			assert.Equal(t, []string{c.status}, reports)
+			if strings.HasPrefix(c.name, "leaves") {
+				g, err := os.ReadFile(pidBase + ".pid")
+				require.NoError(t, err)
+				pgid, err := strconv.Atoi(strings.TrimSpace(string(g)))
+				require.NoError(t, err)
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			_, err = os.Stat(pidBase + ".in")
+			assert.True(t, os.IsNotExist(err), "the stdin file is removed")
+			// The keeper still holds its input, and ends at its end.
+			require.NoError(t, in.Close())
+			require.NoError(t, keeper.Wait())
+		})
+	}
+}
+
+// The bounds of the waits above: generous, for a loaded machine.
+const (
+	testWait = time.Minute
+	tick     = 5 * time.Millisecond
+)
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestKeeperEndsWithItsInput: while the keeper runs a command, its input
+// (the lifeline) is still watched: when it ends, the keeper and its group
+// end, without waiting for the command.
+func TestKeeperEndsWithItsInput(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	pidBase := filepath.Join(dir, "run")
+	script := runScript([]string{"sleep", "600"}, nil, dir, pidBase, "n0nce", nil)
+	keeper := exec.Command("sh", "-c", keeperScript, "outpost-keeper")
+	keeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := keeper.StdinPipe()
+	require.NoError(t, err)
+	// A file, not a pipe this test copies from: the command, in a
+	// session of its own, outlives the keeper here (in a lease, the
+	// container's end ends it) and would hold a pipe open.
+	out, err := os.Create(filepath.Join(dir, "stdout"))
+	require.NoError(t, err)
+	defer out.Close()
+	keeper.Stdout = out
+	require.NoError(t, keeper.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-keeper.Process.Pid, syscall.SIGKILL) })
+	_, err = io.WriteString(in, "outpost-run "+strconv.Itoa(len(script))+"\n"+script)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { b, err := os.ReadFile(pidBase + ".pid"); return err == nil && len(b) > 0 }, testWait, tick)
+	g, err := os.ReadFile(pidBase + ".pid")
+	require.NoError(t, err)
+	sleeper, err := strconv.Atoi(strings.TrimSpace(string(g)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(-sleeper, syscall.SIGKILL) })
+
+	require.NoError(t, in.Close())
+	err = keeper.Wait()
+	require.Error(t, err, "the keeper is killed")
+	assert.Contains(t, err.Error(), "killed")
+	got, err := os.ReadFile(out.Name())
+	require.NoError(t, err)
+	assert.Equal(t, keeperRuns+"\n", string(got), "no report: the command did not end")
+}
+
+// TestKeeperRunsTheFirstCommandOnly: a lease's keeper runs its first
+// command that can go that way, with the output and status an exec would
+// give; a command that keeps its stdin open is an exec and leaves the
+// keeper free; every command after the keeper's is an exec.
+func TestKeeperRunsTheFirstCommandOnly(t *testing.T) {
+	testenv.Short(t)
+	p := localProvider(t)
+	if p.flavor == flavorPodman {
+		t.Skip("on Podman every command is an exec")
+	}
+	sb, err := p.Acquire(context.Background(), sandbox.Spec{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, sb.Release(context.Background())) })
+
+	live, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"cat"}, KeepStdinOpen: true})
+	require.NoError(t, err)
+	assert.IsType(t, &process{}, live, "a live stdin needs an exec")
+	_, _ = io.WriteString(live.Stdin(), "live\n")
+	require.NoError(t, live.Stdin().Close())
+	out, _ := io.ReadAll(live.Stdout())
+	assert.Equal(t, "live\n", string(out))
+	_, _ = live.Wait()
+	require.NoError(t, live.Close())
+
+	for i, want := range []any{&runProc{}, &process{}, &process{}} {
+		pr, err := sb.Exec(context.Background(), sandbox.Command{
+			Args: []string{"sh", "-c", `cat; echo "$V" >&2; exit 4`}, Env: map[string]string{"V": "env " + strconv.Itoa(i)},
+			Stdin: []byte("in " + strconv.Itoa(i)),
+		})
+		require.NoError(t, err)
+		assert.IsType(t, want, pr, "command %d", i)
+		errOut := make(chan []byte, 1)
+		go func() { b, _ := io.ReadAll(pr.Stderr()); errOut <- b }()
+		out, _ := io.ReadAll(pr.Stdout())
+		st, err := pr.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, sandbox.ExitStatus{Code: 4}, st)
+		assert.Equal(t, "in "+strconv.Itoa(i), string(out))
+		assert.Equal(t, "env "+strconv.Itoa(i)+"\n", string(<-errOut))
+		require.NoError(t, pr.Close())
+	}
+}
