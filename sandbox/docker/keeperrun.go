@@ -203,14 +203,17 @@ const (
 // (a command in the background would start with SIGINT and SIGQUIT
 // ignored, which no shell can undo): a background watcher takes over the
 // lifeline meanwhile and, if it ends, kills the keeper's process group,
-// whose end ends the container and everything in it; the
-// keeper changes to dir, writes stdin to a file, and runs argv in a
-// subshell that exports env and becomes [wrapperScript], as an exec does;
-// then it stops the watcher and reports, saying whether a process of the
-// command's group outlived it holding its output for a quarter of a second
-// (which Close then kills, as it does for an exec whose stream such a
-// process holds open: a background child that is about to redirect its
-// output is given that moment). The keeper's own stderr goes to
+// whose end ends the container and everything in it; the keeper changes to
+// dir, writes stdin to a file, and runs argv in a subshell that exports
+// env, opens and removes that file and becomes [wrapperScript], as an exec
+// does; then it stops the watcher and reports, saying whether a process of
+// the command's group outlived it holding its output for a quarter of a
+// second (which Close then kills, as it does for an exec whose stream such
+// a process holds open: a background child that is about to redirect its
+// output is given that moment). Once the command ran, the keeper forks
+// nothing: a shell that cannot fork exits, and a command that filled the
+// lease's process limit must not end the lease with it. (So the quarter
+// of a second is counted on /proc/uptime, not slept.) The keeper's own stderr goes to
 // /dev/null (a shell reports a command killed by a signal there,
 // "Killed"); the command's and the report go to the container's, kept as
 // fd 3. Every value is single-quoted; nothing of it is parsed.
@@ -219,21 +222,24 @@ func runScript(argv []string, env map[string]string, dir, pidBase, nonce string,
 	b.WriteString("exec 3>&2 2>/dev/null 4<&0\n")
 	b.WriteString("(while read -r _; do :; done; kill -s KILL 0) <&4 &\nw=$!\n")
 	b.WriteString("p=" + shQuote(pidBase) + "\n")
-	in := "/dev/null"
 	setup := "cd -- " + shQuote(dir)
 	if len(stdin) > 0 {
-		in = `"$p.in"`
 		setup += " && printf %s " + shQuote(string(stdin)) + ` >"$p.in"`
 	}
 	b.WriteString("if " + setup + "; then\n(")
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		b.WriteString("export " + shQuote(k+"="+env[k]) + "\n")
 	}
+	if len(stdin) > 0 {
+		b.WriteString(`exec <"$p.in"; rm -f -- "$p.in"` + "\n")
+	} else {
+		b.WriteString("exec </dev/null\n")
+	}
 	b.WriteString("exec sh -c " + shQuote(wrapperScript) + ` outpost-exec "$p"`)
 	for _, a := range argv {
 		b.WriteString(" " + shQuote(a))
 	}
-	b.WriteString(" <" + in + " 2>&3 3>&- 4<&-)\n")
+	b.WriteString(" 2>&3 3>&- 4<&-)\n")
 	b.WriteString(`s=$? r=0
 held() {
 for d in /proc/[0-9]*; do
@@ -243,15 +249,15 @@ if [ "$3" = "$g" ] && { [ "$d/fd/1" -ef /proc/$$/fd/1 ] || [ "$d/fd/2" -ef /proc
 done
 return 1
 }
-if [ -s "$p.pid" ] && read -r g <"$p.pid"; then
-n=0
-while kill -s 0 -- "-$g" && held; do
-n=$((n+1)); if [ "$n" -gt 5 ]; then r=1; break; fi; sleep 0.05
+if [ -s "$p.pid" ] && read -r g <"$p.pid" && kill -s 0 -- "-$g" && held; then
+read -r t0 _ </proc/uptime; t0=${t0%.*}${t0#*.}
+while held; do
+read -r t _ </proc/uptime; t=${t%.*}${t#*.}
+if [ $((t - t0)) -ge 25 ]; then r=1; break; fi
 done
 fi
 else s=x r=0; fi
 kill "$w"
-rm -f -- "$p.in"
 printf '` + strings.ReplaceAll(runEndMark, "\x1e", `\036`) + `%s:\n' ` + nonce + `
 printf '` + strings.ReplaceAll(runExitMark, "\x1e", `\036`) + `%s:%s:%s\n' ` + nonce + ` "$s" "$r" >&3
 exec 2>&3 3>&- 4<&-
