@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -303,44 +302,27 @@ func (rp *runProc) streamEnded() {
 func (rp *runProc) watch(ctx context.Context) {
 	defer rp.Finish()
 	l := rp.l
-	ctxDone, closing := ctx.Done(), rp.Closing()
-	var giveUp <-chan time.Time
-	for {
+	giveUp := rp.GiveUpAfter(ctx, l.p.opts.OpTimeout, func(err error) {
+		l.p.log.Debug("kill on cancel", "container", shortID(l.id), "err", err)
+	})
+	select {
+	case e := <-rp.exited:
+		rp.finish(ctx, e)
+	case <-rp.ended:
 		select {
 		case e := <-rp.exited:
 			rp.finish(ctx, e)
 			return
-		case <-rp.ended:
-			select {
-			case e := <-rp.exited:
-				rp.finish(ctx, e)
-				return
-			default:
-			}
-			var err error
-			if !l.rel.Releasing() {
-				err = outposterr.New(outposterr.Sandbox, "%s: container %s ended while the command ran", rp.PIDBase(), shortID(l.id))
-			}
-			rp.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, err)
-			return
-		case <-ctxDone:
-			ctxDone = nil
-			if err := rp.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
-				l.p.log.Debug("kill on cancel", "container", shortID(l.id), "err", err)
-			}
-			if giveUp == nil {
-				giveUp = time.After(l.p.opts.OpTimeout)
-			}
-		case <-closing:
-			closing = nil
-			if giveUp == nil {
-				giveUp = time.After(l.p.opts.OpTimeout)
-			}
-		case <-giveUp:
-			rp.SetExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox,
-				"the command run by the keeper of %s did not report its exit within %s", shortID(l.id), l.p.opts.OpTimeout))
-			return
+		default:
 		}
+		var err error
+		if !l.rel.Releasing() {
+			err = outposterr.New(outposterr.Sandbox, "%s: container %s ended while the command ran", rp.PIDBase(), shortID(l.id))
+		}
+		rp.SetExit(sandbox.ExitStatus{Code: -1, Signal: "SIGKILL"}, err)
+	case <-giveUp:
+		rp.SetExit(sandbox.ExitStatus{Code: -1}, outposterr.New(outposterr.Sandbox,
+			"the command run by the keeper of %s did not report its exit within %s", shortID(l.id), l.p.opts.OpTimeout))
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -151,8 +150,9 @@ func TestKeeperRunsScript(t *testing.T) {
 			keeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			in, err := keeper.StdinPipe()
 			require.NoError(t, err)
-			var stdout, stderr lockedBuffer
-			keeper.Stdout, keeper.Stderr = &stdout, &stderr
+			// Files, read as the keeper writes them.
+			stdout, stderr := outFile(t, dir, "out"+strconv.Itoa(i)), outFile(t, dir, "err"+strconv.Itoa(i))
+			keeper.Stdout, keeper.Stderr = stdout.f, stderr.f
 			require.NoError(t, keeper.Start())
 			t.Cleanup(func() { _ = keeper.Process.Kill(); _ = keeper.Wait() })
 			_, err = io.WriteString(in, "outpost-run "+strconv.Itoa(len(script))+"\n"+script)
@@ -197,22 +197,19 @@ const (
 	tick     = 5 * time.Millisecond
 )
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// growingFile is a file a process writes to and a test reads as it grows.
+type growingFile struct{ f *os.File }
+
+func outFile(t *testing.T, dir, name string) growingFile {
+	f, err := os.Create(filepath.Join(dir, name))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return growingFile{f}
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func (o growingFile) String() string {
+	b, _ := os.ReadFile(o.f.Name())
+	return string(b)
 }
 
 // TestKeeperEndsWithItsInput: while the keeper runs a command, its input

@@ -6,6 +6,7 @@ import (
 	"path"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
@@ -136,6 +137,39 @@ func (p *Proc) SignalGroup(ctx context.Context, sig syscall.Signal, mark, clean 
 		p.mu.Unlock()
 	}
 	return p.send(ctx, []string{"sh", "-c", p.script, "outpost-signal", p.pidBase, name[3:], Flag(mark), Flag(clean)})
+}
+
+// GiveUpAfter is how a kind's watch stops waiting for an exit that does
+// not come: once ctx is done it kills the process group (logKill gets the
+// error of that kill), and timeout after that kill or after Close,
+// whichever comes first, the returned channel is closed: the watch then
+// records that the exit was not observed. Nothing happens once the status
+// is final.
+func (p *Proc) GiveUpAfter(ctx context.Context, timeout time.Duration, logKill func(error)) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-p.closing:
+		case <-p.done:
+		}
+		if IsClosed(p.done) {
+			return
+		}
+		if ctx.Err() != nil {
+			if err := p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, false); err != nil {
+				logKill(err)
+			}
+		}
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			close(out)
+		case <-p.done:
+		}
+	}()
+	return out
 }
 
 // CloseWith is the kind's Close: once, it marks the process closing, kills

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -140,4 +141,42 @@ func TestExec(t *testing.T) {
 	require.NotNil(t, started)
 	assert.Same(t, started, p)
 	require.NoError(t, p.Close())
+}
+
+// TestProcGiveUpAfter: a done context kills the group (marked, so a
+// command not started yet never starts) and the wait is given up a timeout
+// later; Close starts the same timeout without a kill; a final status
+// stops both.
+func TestProcGiveUpAfter(t *testing.T) {
+	s := &sent{err: errors.New("engine gone")}
+	p := NewProc("/tmp/outpost-x", "SCRIPT", s.send)
+	ctx, cancel := context.WithCancel(context.Background())
+	var logged []error
+	giveUp := p.GiveUpAfter(ctx, time.Millisecond, func(err error) { logged = append(logged, err) })
+	cancel()
+	<-giveUp
+	s.mu.Lock()
+	assert.Equal(t, [][]string{{"sh", "-c", "SCRIPT", "outpost-signal", "/tmp/outpost-x", "KILL", "1", "0"}}, s.argv)
+	s.mu.Unlock()
+	assert.Equal(t, []error{s.err}, logged, "the kill's error is logged")
+	assert.True(t, p.Killed())
+
+	s = &sent{}
+	p = NewProc("/tmp/outpost-y", "SCRIPT", s.send)
+	giveUp = p.GiveUpAfter(context.Background(), time.Millisecond, func(error) { t.Error("no kill to log") })
+	require.NoError(t, p.CloseWith(func() bool { return false }, func() {}))
+	<-giveUp
+	assert.Empty(t, s.argv, "Close alone kills nothing here")
+
+	p = NewProc("/tmp/outpost-z", "SCRIPT", s.send)
+	ctx, cancel = context.WithCancel(context.Background())
+	giveUp = p.GiveUpAfter(ctx, time.Millisecond, func(error) {})
+	p.Finish()
+	cancel()
+	select {
+	case <-giveUp:
+		t.Fatal("a final status is not given up")
+	case <-time.After(50 * time.Millisecond):
+	}
+	assert.Empty(t, s.argv)
 }
