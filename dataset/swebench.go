@@ -17,9 +17,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
+	"github.com/outpost-dev/outpost/batch"
+	"github.com/outpost-dev/outpost/grading"
 	"github.com/outpost-dev/outpost/internal/lines"
+	"github.com/outpost-dev/outpost/internal/shquote"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/source"
 )
 
 // SWEBenchRow is the part of a SWE-bench instance an import reads. Other
@@ -105,49 +110,11 @@ type SWEBenchOptions struct {
 	TestCommand string
 	// Attempts is every job's attempts (0: one).
 	Attempts int
-	// Timeout is the verifier's timeout ("": the default), a Go duration.
-	Timeout string
+	// Timeout is the verifier's timeout (0: the default).
+	Timeout time.Duration
 	// Image is every job's image; Environment instead a build context
 	// directory whose Dockerfile builds it (a job's "environment").
 	Image, Environment string
-}
-
-// Job is a job line an import writes: the fields of a jobs file's line
-// (package batch), the verifier's SWE-bench fields included.
-type Job struct {
-	ID       string    `json:"id"`
-	Agent    string    `json:"agent"`
-	Prompt   string    `json:"prompt"`
-	Source   JobSource `json:"source"`
-	Attempts int       `json:"attempts,omitempty"`
-	Image    string    `json:"image,omitempty"`
-	// Environment is the job's image recipe.
-	Environment *JobEnvironment `json:"environment,omitempty"`
-	Metadata    json.RawMessage `json:"metadata"`
-	Verify      JobVerify       `json:"verify"`
-}
-
-// JobEnvironment is a job's image recipe: a build context directory.
-type JobEnvironment struct {
-	Context string `json:"context"`
-}
-
-// JobSource is a job's git source.
-type JobSource struct {
-	Repo   string `json:"repo"`
-	Commit string `json:"commit"`
-}
-
-// JobVerify is a job's verifier: its command prints the test log the
-// parser reads; FailToPass must pass and PassToPass keep passing, after
-// TestPatch (the row's new tests) is applied over the attempt's patch.
-type JobVerify struct {
-	Command    string   `json:"command"`
-	Timeout    string   `json:"timeout,omitempty"`
-	FailToPass []string `json:"fail_to_pass"`
-	PassToPass []string `json:"pass_to_pass"`
-	Parser     string   `json:"parser"`
-	TestPatch  string   `json:"test_patch,omitempty"`
 }
 
 var (
@@ -161,11 +128,13 @@ var (
 const maxRow = 64 << 20
 
 // ImportSWEBench reads SWE-bench rows from r (a JSON array of rows, or
-// one row per line) and calls emit with each row's job, in order. A row
-// that lacks a field, names a repository without a mirror under
-// opts.Repos, or a base commit the mirror lacks is a configuration error
-// naming the row and what to do; nothing after it is read.
-func ImportSWEBench(ctx context.Context, r io.Reader, opts SWEBenchOptions, emit func(Job) error) (int, error) {
+// one row per line) and calls emit with each row's job, in order: a
+// [batch.Job] as a jobs file holds it, its mirror path relative to
+// opts.Base when it lies under it. A row that lacks a field, names a
+// repository without a mirror under opts.Repos, or a base commit the
+// mirror lacks is a configuration error naming the row and what to do;
+// nothing after it is read.
+func ImportSWEBench(ctx context.Context, r io.Reader, opts SWEBenchOptions, emit func(batch.Job) error) (int, error) {
 	if opts.Agent == "" {
 		return 0, outposterr.New(outposterr.Configuration, "no agent for the jobs")
 	}
@@ -269,46 +238,46 @@ func firstByte(br *bufio.Reader) (byte, int, error) {
 	}
 }
 
-func swebenchJob(ctx context.Context, row SWEBenchRow, opts SWEBenchOptions) (Job, error) {
+func swebenchJob(ctx context.Context, row SWEBenchRow, opts SWEBenchOptions) (batch.Job, error) {
 	switch {
 	case row.InstanceID == "":
-		return Job{}, errors.New("no instance_id")
+		return batch.Job{}, errors.New("no instance_id")
 	case !repoName.MatchString(row.Repo):
-		return Job{}, fmt.Errorf("instance %s: repo %q is not owner/name", row.InstanceID, row.Repo)
+		return batch.Job{}, fmt.Errorf("instance %s: repo %q is not owner/name", row.InstanceID, row.Repo)
 	case !commitID.MatchString(row.BaseCommit):
-		return Job{}, fmt.Errorf("instance %s: base_commit %q is not a full commit id", row.InstanceID, row.BaseCommit)
+		return batch.Job{}, fmt.Errorf("instance %s: base_commit %q is not a full commit id", row.InstanceID, row.BaseCommit)
 	case strings.TrimSpace(row.ProblemStatement) == "":
-		return Job{}, fmt.Errorf("instance %s: no problem_statement", row.InstanceID)
+		return batch.Job{}, fmt.Errorf("instance %s: no problem_statement", row.InstanceID)
 	case len(row.FailToPass) == 0:
-		return Job{}, fmt.Errorf("instance %s: FAIL_TO_PASS names no test (nothing would show a fix)", row.InstanceID)
+		return batch.Job{}, fmt.Errorf("instance %s: FAIL_TO_PASS names no test (nothing would show a fix)", row.InstanceID)
 	}
 	mirror, err := findMirror(opts.Repos, row.Repo)
 	if err != nil {
-		return Job{}, fmt.Errorf("instance %s: %w", row.InstanceID, err)
+		return batch.Job{}, fmt.Errorf("instance %s: %w", row.InstanceID, err)
 	}
 	if err := hasCommit(ctx, mirror, row.BaseCommit); err != nil {
-		return Job{}, fmt.Errorf("instance %s: %w", row.InstanceID, err)
+		return batch.Job{}, fmt.Errorf("instance %s: %w", row.InstanceID, err)
 	}
 	repo := relTo(opts.Base, mirror)
 	tests := make([]string, 0, len(row.FailToPass)+len(row.PassToPass))
 	for _, t := range append(append([]string{}, row.FailToPass...), row.PassToPass...) {
-		tests = append(tests, shellQuote(t))
+		tests = append(tests, shquote.Arg(t))
 	}
 	meta, _ := json.Marshal(map[string]string{"instance_id": row.InstanceID, "repo": row.Repo})
-	var env *JobEnvironment
+	var env *batch.EnvironmentSpec
 	if opts.Environment != "" {
-		env = &JobEnvironment{Context: opts.Environment}
+		env = &batch.EnvironmentSpec{Context: opts.Environment}
 	}
-	return Job{
+	return batch.Job{
 		ID: row.InstanceID, Agent: opts.Agent, Prompt: row.ProblemStatement,
 		Image: opts.Image, Environment: env,
-		Source:   JobSource{Repo: repo, Commit: row.BaseCommit},
+		Source:   &source.Spec{Repo: repo, Commit: row.BaseCommit},
 		Attempts: opts.Attempts, Metadata: meta,
-		Verify: JobVerify{
+		Verify: &batch.VerifySpec{
 			Command:    strings.ReplaceAll(opts.TestCommand, "{tests}", strings.Join(tests, " ")),
-			Timeout:    opts.Timeout,
-			FailToPass: nonNil(row.FailToPass), PassToPass: nonNil(row.PassToPass),
-			Parser: "pytest", TestPatch: row.TestPatch,
+			Timeout:    batch.Duration(opts.Timeout),
+			FailToPass: []string(row.FailToPass), PassToPass: []string(row.PassToPass),
+			Parser: string(grading.Pytest), TestPatch: row.TestPatch,
 		},
 	}, nil
 }
@@ -322,13 +291,6 @@ func relTo(base, p string) string {
 		return rel
 	}
 	return p
-}
-
-func nonNil(l []string) []string {
-	if l == nil {
-		return []string{}
-	}
-	return l
 }
 
 // findMirror returns the mirror of owner/name under dir.
@@ -378,14 +340,4 @@ func hasCommit(ctx context.Context, dir, commit string) error {
 		return fmt.Errorf("git cat-file in %s: %w", dir, err)
 	}
 	return nil
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@+,", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

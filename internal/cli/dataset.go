@@ -80,12 +80,9 @@ directory are written relative to it, others absolute (pass batch --allow-path D
 				base = filepath.Dir(abs)
 			}
 			opts := dataset.SWEBenchOptions{Repos: repos, Base: base, Agent: agent, TestCommand: testCommand, Attempts: attempts,
-				Image: img, Environment: environment}
-			if timeout > 0 {
-				opts.Timeout = timeout.String()
-			}
+				Image: img, Environment: environment, Timeout: timeout}
 			var buf []byte
-			n, err := dataset.ImportSWEBench(cmd.Context(), in, opts, func(j dataset.Job) error {
+			n, err := dataset.ImportSWEBench(cmd.Context(), in, opts, func(j batch.Job) error {
 				b, err := json.Marshal(j)
 				if err != nil {
 					return err
