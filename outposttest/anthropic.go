@@ -12,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/outpost-dev/outpost/internal/anthropicwire"
 )
 
 const apiAnthropic = "anthropic"
@@ -41,47 +43,6 @@ type anthropicMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-type anthropicBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-}
-
-// blocks decodes a content field that is either a string or a block list.
-func blocks(raw json.RawMessage) []anthropicBlock {
-	if len(raw) == 0 {
-		return nil
-	}
-	var str string
-	if json.Unmarshal(raw, &str) == nil {
-		return []anthropicBlock{{Type: "text", Text: str}}
-	}
-	var bs []anthropicBlock
-	if json.Unmarshal(raw, &bs) == nil {
-		return bs
-	}
-	return nil
-}
-
-// blockText is the text of a text block or of a tool result's content.
-func blockText(b anthropicBlock) string {
-	if b.Type != "tool_result" {
-		return b.Text
-	}
-	var parts []string
-	for _, c := range blocks(b.Content) {
-		if c.Type == "text" {
-			parts = append(parts, c.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 func decodeAnthropic(body []byte) (anthropicRequest, []Message, error) {
 	var req anthropicRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -93,8 +54,11 @@ func decodeAnthropic(body []byte) (anthropicRequest, []Message, error) {
 	msgs := make([]Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		msg := Message{Role: m.Role}
-		for _, b := range blocks(m.Content) {
-			c := Content{Type: b.Type, Text: blockText(b), IsError: b.IsError}
+		for _, b := range anthropicwire.Blocks(m.Content) {
+			c := Content{Type: b.Type, Text: b.Text, IsError: b.IsError}
+			if b.Type == "tool_result" {
+				c.Text = anthropicwire.ContentText(b.Content)
+			}
 			switch b.Type {
 			case "tool_use":
 				c.ToolUseID, c.ToolName, c.ToolInput = b.ID, b.Name, string(b.Input)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/reset"
+	"github.com/outpost-dev/outpost/internal/anthropicwire"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -111,18 +112,6 @@ type message struct {
 	Usage   *usage.Anthropic `json:"usage"`
 }
 
-type block struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-}
-
 type modelUsage struct {
 	InputTokens              int64   `json:"inputTokens"`
 	OutputTokens             int64   `json:"outputTokens"`
@@ -207,15 +196,12 @@ func (d *Decoder) system(l *line) []adapters.Event {
 	return nil
 }
 
-func (d *Decoder) blocks(m *message) []block {
-	if m == nil || len(m.Content) == 0 || m.Content[0] != '[' {
+// blocks are a message's content blocks.
+func blocks(m *message) []anthropicwire.Block {
+	if m == nil {
 		return nil
 	}
-	var bs []block
-	if !adapters.ParseLine(m.Content, &bs) {
-		return nil
-	}
-	return bs
+	return anthropicwire.Blocks(m.Content)
 }
 
 func (d *Decoder) assistant(l *line) []adapters.Event {
@@ -223,7 +209,7 @@ func (d *Decoder) assistant(l *line) []adapters.Event {
 	if m == nil {
 		return nil
 	}
-	bs := d.blocks(m)
+	bs := blocks(m)
 	if code := adapters.JSONString(l.Error); code != "" || l.IsAPIErrorMessage || m.Model == synthetic {
 		// A message Claude made up itself: the report of a failed API call,
 		// or (without an error) a notice such as "No response requested.".
@@ -298,46 +284,13 @@ func (d *Decoder) remember(id, name string) {
 
 func (d *Decoder) user(l *line) []adapters.Event {
 	var evs []adapters.Event
-	for _, b := range d.blocks(l.Message) {
+	for _, b := range blocks(l.Message) {
 		if b.Type != "tool_result" {
 			continue
 		}
-		evs = append(evs, adapters.ToolResultEvent(b.ToolUseID, d.names[b.ToolUseID], b.IsError, resultText(b.Content)))
+		evs = append(evs, adapters.ToolResultEvent(b.ToolUseID, d.names[b.ToolUseID], b.IsError, anthropicwire.ContentText(b.Content)))
 	}
 	return evs
-}
-
-// resultText flattens a tool_result content: a string, or an array of blocks
-// whose text parts are joined by newlines (other blocks show as "[type]").
-func resultText(c json.RawMessage) string {
-	if len(c) == 0 {
-		return ""
-	}
-	switch c[0] {
-	case '"':
-		return adapters.JSONString(c)
-	case '[':
-		var bs []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(c, &bs) != nil {
-			return ""
-		}
-		var sb strings.Builder
-		for i, b := range bs {
-			if i > 0 {
-				sb.WriteByte('\n')
-			}
-			if b.Type == "text" {
-				sb.WriteString(b.Text)
-			} else {
-				sb.WriteString("[" + b.Type + "]")
-			}
-		}
-		return sb.String()
-	}
-	return ""
 }
 
 // Preview returns the start of s, at most limit bytes, cut at a UTF-8
