@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outpost-dev/outpost/internal/shquote"
 )
 
 // Scenario names how the server answers a model request. The zero value
@@ -120,8 +122,8 @@ func RunDirective(command string) string {
 // with its parent directories), for [RunDirective]: an agent's scripted
 // edit. Any text survives: the content travels base64-encoded.
 func WriteCommand(path, content string) string {
-	return "mkdir -p \"$(dirname " + shellQuote(path) + ")\" && printf '%s' " +
-		shellQuote(base64.StdEncoding.EncodeToString([]byte(content))) + " | base64 -d > " + shellQuote(path)
+	return "mkdir -p \"$(dirname " + shquote.Quote(path) + ")\" && printf '%s' " +
+		shquote.Quote(base64.StdEncoding.EncodeToString([]byte(content))) + " | base64 -d > " + shquote.Quote(path)
 }
 
 // WriteDirective returns a prompt directive that makes the agent write
@@ -163,9 +165,6 @@ func (c conversation) runEach() ([]string, string, bool) {
 	}
 	return out, m[len(m)-1][0], true
 }
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // runRE matches a [RunDirective].
 var runRE = regexp.MustCompile(`\[\[outpost:run=([A-Za-z0-9_-]+)\]\]`)

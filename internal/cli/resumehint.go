@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/outpost-dev/outpost/internal/shquote"
 )
 
 // batchResumeCommand is the command that continues an interrupted batch:
@@ -56,7 +58,7 @@ func selfName() string {
 func shellJoin(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
-		q[i] = shellQuote(w)
+		q[i] = shquote.Arg(w)
 	}
 	return strings.Join(q, " ")
 }

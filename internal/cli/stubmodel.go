@@ -10,6 +10,7 @@ import (
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/agents"
+	"github.com/outpost-dev/outpost/internal/shquote"
 	"github.com/outpost-dev/outpost/outposttest"
 )
 
@@ -82,22 +83,14 @@ func runStubModel(ctx context.Context, f *Factory, opts *StubModelOptions) error
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, shellQuote(cmd.Env[k]))
+			fmt.Fprintf(opts.IO.Out, "export %s=%s\n", k, shquote.Arg(cmd.Env[k]))
 		}
 		args := make([]string, len(cmd.Args))
 		for i, a := range cmd.Args {
-			args[i] = shellQuote(a)
+			args[i] = shquote.Arg(a)
 		}
 		fmt.Fprintf(opts.IO.Out, "# %s   (the prompt on standard input)\n", strings.Join(args, " "))
 	}
 	<-ctx.Done()
 	return nil
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@+") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -154,7 +154,7 @@
 // quoted shell on the lifeline; the keeper runs it while a watcher holds
 // the lifeline (its end still ends the container), and its output comes
 // back on the container's streams, which the lifeline's attach carries.
-// Two lines with a random nonce the command never sees end its output and
+// Two lines with a random nonce the command is never given end its output and
 // report its status, and whether something of its group still holds its
 // output (Close kills the group then, as after an exec). Signals, Close,
 // cancellation and the out-of-memory check work as for an exec. A command

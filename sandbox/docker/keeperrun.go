@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outpost-dev/outpost/internal/shquote"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
@@ -26,9 +27,13 @@ import (
 // itself: the provider writes "outpost-run N" and N bytes of shell it
 // generated (runScript) on the lifeline, the keeper evaluates them and
 // runs the command, its output on the container's stdout and stderr,
-// which the lifeline's attach carries back (serveLifeline). When the command has exited, a line on each stream
-// ends its output and reports its status; both carry a random nonce the
-// command never sees, so its own output cannot end it early.
+// which the lifeline's attach carries back (serveLifeline). When the
+// command has exited, a line on each stream ends its output and reports
+// its status; both carry a random nonce the command is never given (not in
+// its argv, environment or stdin), so its own output cannot end it early
+// by chance. A command that reads the keeper's memory (same user, where
+// the kernel lets it) could forge them: that ends its output and reports a
+// status of its choosing, which exiting does as well.
 //
 // The keeper runs one command a lease at most, the first Exec that can go
 // this way: one whose stdin is a small text given in full (no
@@ -220,23 +225,23 @@ func runScript(argv []string, env map[string]string, dir, pidBase, nonce string,
 	var b strings.Builder
 	b.WriteString("exec 3>&2 2>/dev/null 4<&0\n")
 	b.WriteString("(while read -r _; do :; done; kill -s KILL 0) <&4 &\nw=$!\n")
-	b.WriteString("p=" + shQuote(pidBase) + "\n")
-	setup := "cd -- " + shQuote(dir)
+	b.WriteString("p=" + shquote.Quote(pidBase) + "\n")
+	setup := "cd -- " + shquote.Quote(dir)
 	if len(stdin) > 0 {
-		setup += " && printf %s " + shQuote(string(stdin)) + ` >"$p.in"`
+		setup += " && printf %s " + shquote.Quote(string(stdin)) + ` >"$p.in"`
 	}
 	b.WriteString("if " + setup + "; then\n(")
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		b.WriteString("export " + shQuote(k+"="+env[k]) + "\n")
+		b.WriteString("export " + shquote.Quote(k+"="+env[k]) + "\n")
 	}
 	if len(stdin) > 0 {
 		b.WriteString(`exec <"$p.in"; rm -f -- "$p.in"` + "\n")
 	} else {
 		b.WriteString("exec </dev/null\n")
 	}
-	b.WriteString("exec sh -c " + shQuote(wrapperScript) + ` outpost-exec "$p"`)
+	b.WriteString("exec sh -c " + shquote.Quote(wrapperScript) + ` outpost-exec "$p"`)
 	for _, a := range argv {
-		b.WriteString(" " + shQuote(a))
+		b.WriteString(" " + shquote.Quote(a))
 	}
 	b.WriteString(" 2>&3 3>&- 4<&-)\n")
 	b.WriteString(`s=$? r=0
@@ -263,11 +268,6 @@ exec 2>&3 3>&- 4<&-
 cd /
 `)
 	return b.String()
-}
-
-// shQuote quotes s for a POSIX shell: single quotes, each ' as '\”.
-func shQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // parseRunExit reads the STATUS:LEFT of an exit report.

@@ -23,6 +23,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/outpost-dev/outpost/internal/shquote"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
 	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
@@ -152,24 +153,10 @@ func header(nonce string, env map[string]string) []byte {
 	return b.Bytes()
 }
 
-// shellQuote single-quotes v for the wrapper's eval, on one line: a single
-// quote ends the quoting, adds an escaped quote and starts quoting again, and
-// a newline is spelled "$nl" between quotes (the wrapper sets nl to one).
+// shellQuote single-quotes v for the wrapper's eval, on one line: a
+// newline is spelled "$nl" between quotes (the wrapper sets nl to one).
 func shellQuote(v string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; c {
-		case '\'':
-			b.WriteString(`'\''`)
-		case '\n':
-			b.WriteString(`'"$nl"'`)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
+	return strings.ReplaceAll(shquote.Quote(v), "\n", `'"$nl"'`)
 }
 
 // executor returns the exec stream of argv: the WebSocket executor, and the
