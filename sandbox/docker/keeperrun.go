@@ -130,7 +130,7 @@ type runProc struct {
 	l       *lease
 	started time.Time
 
-	outw, errw *reportWriter // written by serveLifeline only
+	outw, errw *leasekit.Markers // written by serveLifeline only
 
 	exited  chan runExit  // the status report (one send)
 	ended   chan struct{} // closed when the lifeline's stream ended
@@ -163,11 +163,7 @@ func (l *lease) keeperRun(ctx context.Context, cmd sandbox.Command, env map[stri
 	pidBase := "/tmp/outpost-" + uuid.NewString()
 	rp := &runProc{l: l, started: time.Now(), exited: make(chan runExit, 1), ended: make(chan struct{})}
 	rp.Proc = leasekit.NewProc(pidBase, signalScript, l.sendSignal)
-	rp.outw = &reportWriter{dst: rp.Out(), marker: []byte(runEndMark + nonce + ":"), report: func(string) { rp.Out().CloseWrite() }}
-	rp.errw = &reportWriter{dst: rp.Err(), marker: []byte(runExitMark + nonce + ":"), report: func(f string) {
-		rp.Err().CloseWrite()
-		rp.exited <- parseRunExit(f)
-	}}
+	rp.outw, rp.errw = reportWriters(rp.Out(), rp.Err(), nonce, func(e runExit) { rp.exited <- e })
 
 	l.keeper.mu.Lock()
 	ended := l.keeper.ended
@@ -286,11 +282,33 @@ func parseRunExit(f string) runExit {
 	return runExit{code: code, leftovers: left == "1"}
 }
 
+// reportWriters return the writers of the command's stdout and stderr as
+// the lifeline's stream carries them: each passes the output on to its
+// pipe up to its report line, then ends the pipe; stderr's report, the
+// exit status, goes to exited.
+func reportWriters(out, errOut *leasekit.Pipe, nonce string, exited func(runExit)) (outw, errw *leasekit.Markers) {
+	outw = &leasekit.Markers{W: out, Prefix: []byte(runEndMark + nonce + ":"), End: '\n', Max: maxReportField,
+		DropAfter: true, Take: func(string) (bool, bool) {
+			out.CloseWrite()
+			return true, true
+		}}
+	errw = &leasekit.Markers{W: errOut, Prefix: []byte(runExitMark + nonce + ":"), End: '\n', Max: maxReportField,
+		DropAfter: true, Take: func(f string) (bool, bool) {
+			errOut.CloseWrite()
+			exited(parseRunExit(f))
+			return true, true
+		}}
+	return outw, errw
+}
+
+// maxReportField bounds a report line after its marker.
+const maxReportField = 64
+
 // streamEnded is called once the lifeline's stream ended: the container's
 // processes are gone. What a report writer held back goes out.
 func (rp *runProc) streamEnded() {
-	rp.outw.flush()
-	rp.errw.flush()
+	rp.outw.Flush()
+	rp.errw.Flush()
 	rp.Out().CloseWrite()
 	rp.Err().CloseWrite()
 	rp.end.Do(func() { close(rp.ended) })
@@ -368,96 +386,4 @@ func (rp *runProc) LimitsReached(ctx context.Context) []string {
 		return []string{sandbox.LimitPids}
 	}
 	return nil
-}
-
-// reportWriter passes a stream on to dst up to a marker (which starts with
-// a byte that appears nowhere else in it), then reads the report that
-// follows up to its newline, calls report with it once, and discards
-// everything after. A marker split over writes is held back until it is
-// whole or proves not to be one.
-type reportWriter struct {
-	dst    io.Writer
-	marker []byte
-	report func(field string)
-
-	held     []byte
-	inReport bool
-	done     bool
-	failed   bool // dst refused a write: the rest is dropped
-}
-
-// maxReportField bounds what may follow a marker before its newline.
-const maxReportField = 64
-
-func (w *reportWriter) Write(b []byte) (int, error) {
-	if w.done {
-		return len(b), nil
-	}
-	buf := b
-	if len(w.held) > 0 {
-		buf = append(w.held, b...)
-		w.held = nil
-	}
-	if !w.inReport {
-		i := bytes.Index(buf, w.marker)
-		if i < 0 {
-			k := markerPrefixAtEnd(buf, w.marker)
-			w.emit(buf[:len(buf)-k])
-			if k > 0 {
-				w.held = bytes.Clone(buf[len(buf)-k:])
-			}
-			return len(b), nil
-		}
-		w.emit(buf[:i])
-		buf = buf[i+len(w.marker):]
-		w.inReport = true
-	}
-	j := bytes.IndexByte(buf, '\n')
-	switch {
-	case j >= 0:
-		w.finish(string(buf[:j]))
-	case len(buf) > maxReportField:
-		w.finish("")
-	default:
-		w.held = bytes.Clone(buf)
-	}
-	return len(b), nil
-}
-
-// flush sends what was held back as possibly the marker's start: the
-// stream ended without it.
-func (w *reportWriter) flush() {
-	if !w.done && !w.inReport && len(w.held) > 0 {
-		w.emit(w.held)
-	}
-	w.held = nil
-}
-
-func (w *reportWriter) emit(b []byte) {
-	if len(b) == 0 || w.failed {
-		return
-	}
-	if _, err := w.dst.Write(b); err != nil {
-		w.failed = true
-	}
-}
-
-func (w *reportWriter) finish(field string) {
-	w.done, w.held = true, nil
-	w.report(field)
-}
-
-// markerPrefixAtEnd returns the length of the longest end of b that is a
-// proper beginning of marker, whose first byte appears nowhere else in it.
-func markerPrefixAtEnd(b, marker []byte) int {
-	from := max(0, len(b)-len(marker)+1)
-	i := bytes.LastIndexByte(b[from:], marker[0])
-	if i < 0 {
-		return 0
-	}
-	tail := b[from+i:]
-	if bytes.HasPrefix(marker, tail) {
-		return len(tail)
-	}
-	return 0
 }

@@ -19,53 +19,77 @@ import (
 
 	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
-// TestReportWriter: output passes through unchanged up to the marker,
-// whatever pieces it is written in; the report after the marker is read
-// once; what follows is dropped; a stream that ends without the marker
-// loses nothing, even a held-back start of it.
-func TestReportWriter(t *testing.T) {
-	marker := []byte(runExitMark + "n0nce:")
+// TestReportWriters: each stream passes its output through unchanged up
+// to its report line, whatever pieces it is written in, then ends its pipe
+// and drops what follows; stderr's report is the exit status, given once.
+// A stream that ends without its report loses nothing; a line too long to
+// be a report is output.
+func TestReportWriters(t *testing.T) {
+	const nonce = "n0nce"
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 300 {
-		// Output that holds pieces of the marker, the marker's start
-		// byte, and a fake marker with another nonce.
-		pieces := []string{"plain text ", "\x1e", string(marker[:5]), string(marker[:len(marker)-1]), runExitMark + "other:1:0\n", "\n"}
-		var want strings.Builder
+	for i := range 200 {
+		// Output that holds pieces of the markers, their start byte, and
+		// a fake report with another nonce.
+		pieces := []string{"plain text ", "\x1e", runExitMark[:3], runEndMark + "n0n", runExitMark + "other:1:0\n", "\n"}
+		var wantOut, wantErr strings.Builder
 		for range rng.IntN(12) {
-			want.WriteString(pieces[rng.IntN(len(pieces))])
+			wantOut.WriteString(pieces[rng.IntN(len(pieces))])
+			wantErr.WriteString(pieces[rng.IntN(len(pieces))])
 		}
 		withReport := i%3 != 0
-		full := want.String()
+		stdout, stderr := wantOut.String(), wantErr.String()
 		if withReport {
-			full += string(marker) + "137:1\n" + "after the report"
+			stdout += runEndMark + nonce + ":\n" + "after the report"
+			stderr += runExitMark + nonce + ":137:1\n" + "after the report"
 		}
-		var dst bytes.Buffer
-		var reports []string
-		w := &reportWriter{dst: &dst, marker: marker, report: func(f string) { reports = append(reports, f) }}
-		for rest := []byte(full); len(rest) > 0; {
-			n := 1 + rng.IntN(min(len(rest), 9))
-			k, err := w.Write(rest[:n])
-			require.NoError(t, err)
-			require.Equal(t, n, k)
-			rest = rest[n:]
+		out, errOut := leasekit.NewPipe(), leasekit.NewPipe()
+		var exits []runExit
+		outw, errw := reportWriters(out, errOut, nonce, func(e runExit) { exits = append(exits, e) })
+		for _, c := range []struct {
+			w    *leasekit.Markers
+			data string
+		}{{outw, stdout}, {errw, stderr}} {
+			for rest := []byte(c.data); len(rest) > 0; {
+				n := 1 + rng.IntN(min(len(rest), 9))
+				k, err := c.w.Write(rest[:n])
+				require.NoError(t, err)
+				require.Equal(t, n, k)
+				rest = rest[n:]
+			}
+			c.w.Flush()
 		}
-		w.flush()
-		assert.Equal(t, want.String(), dst.String(), "case %d: %q", i, full)
+		if !withReport {
+			out.CloseWrite()
+			errOut.CloseWrite()
+		}
+		gotOut, err := io.ReadAll(out)
+		require.NoError(t, err)
+		gotErr, err := io.ReadAll(errOut)
+		require.NoError(t, err)
+		assert.Equal(t, wantOut.String(), string(gotOut), "case %d: %q", i, stdout)
+		assert.Equal(t, wantErr.String(), string(gotErr), "case %d: %q", i, stderr)
 		if withReport {
-			assert.Equal(t, []string{"137:1"}, reports, "case %d", i)
+			assert.Equal(t, []runExit{{code: 137, leftovers: true}}, exits, "case %d", i)
 		} else {
-			assert.Empty(t, reports, "case %d", i)
+			assert.Empty(t, exits, "case %d", i)
 		}
 	}
 
-	// A report that never ends is cut, not held without bound.
-	var reports []string
-	w := &reportWriter{dst: io.Discard, marker: marker, report: func(f string) { reports = append(reports, f) }}
-	_, _ = w.Write(append(bytes.Clone(marker), strings.Repeat("9", 100)...))
-	assert.Equal(t, []string{""}, reports)
-	assert.True(t, parseRunExit("").bad)
+	// A line longer than a report is output, not a report.
+	long := runExitMark + nonce + ":" + strings.Repeat("9", maxReportField+1) + "\n"
+	out, errOut := leasekit.NewPipe(), leasekit.NewPipe()
+	var exits []runExit
+	_, errw := reportWriters(out, errOut, nonce, func(e runExit) { exits = append(exits, e) })
+	_, _ = errw.Write([]byte(long))
+	errw.Flush()
+	errOut.CloseWrite()
+	got, err := io.ReadAll(errOut)
+	require.NoError(t, err)
+	assert.Equal(t, long, string(got))
+	assert.Empty(t, exits)
 }
 
 // TestParseRunExit: the keeper's status report.
@@ -159,10 +183,14 @@ func TestKeeperRunsScript(t *testing.T) {
 			require.NoError(t, err)
 
 			var reports []string
-			outw := &reportWriter{dst: io.Discard, marker: []byte(runEndMark + nonce + ":"), report: func(string) {}}
-			errw := &reportWriter{dst: io.Discard, marker: []byte(runExitMark + nonce + ":"), report: func(f string) { reports = append(reports, f) }}
 			var out, errOut bytes.Buffer
-			outw.dst, errw.dst = &out, &errOut
+			take := func(reported *[]string) func(string) (bool, bool) {
+				return func(f string) (bool, bool) { *reported = append(*reported, f); return true, true }
+			}
+			outw := &leasekit.Markers{W: &out, Prefix: []byte(runEndMark + nonce + ":"), End: '\n', Max: maxReportField,
+				DropAfter: true, Take: take(new([]string))}
+			errw := &leasekit.Markers{W: &errOut, Prefix: []byte(runExitMark + nonce + ":"), End: '\n', Max: maxReportField,
+				DropAfter: true, Take: take(&reports)}
 			// The keeper's first line, then the command's output.
 			require.Eventually(t, func() bool {
 				return strings.Contains(stderr.String(), runExitMark+nonce) && strings.Contains(stdout.String(), runEndMark+nonce)

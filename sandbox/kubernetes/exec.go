@@ -105,7 +105,7 @@ type process struct {
 	*leasekit.Proc
 	l *lease
 
-	filter    *markerFilter
+	filter    *leasekit.Markers
 	stdinPipe *io.PipeWriter // nil unless live
 
 	cancelStream context.CancelFunc
@@ -494,116 +494,47 @@ type exitMarker struct {
 	changed  bool // the workspace changed since the last sync
 }
 
-// markerFilter passes stderr through to w and takes the wrapper's start and
-// exit markers out of it, also when a marker is split across writes. After
-// the exit marker everything passes unread.
-type markerFilter struct {
-	w       io.Writer
-	prefix  []byte // "\x1eoutpost:NONCE:"
-	onStart func()
-	onExit  func(exitMarker)
-	held    []byte // bytes that may be the start of a marker
-	started bool
-	done    bool
-	// mu orders Write and Flush: the exec client's copy goroutine may
-	// still write after StreamWithContext returned on a cancelled stream.
-	mu sync.Mutex
+// newMarkerFilter returns the writer of the exec's stderr: it passes the
+// stream through to w and takes the wrapper's start and exit markers out
+// of it, also when a marker is split across writes. After the exit marker
+// everything passes unread.
+func newMarkerFilter(w io.Writer, nonce string, onStart func(), onExit func(exitMarker)) *leasekit.Markers {
+	started := false
+	return &leasekit.Markers{W: w, Prefix: []byte("\x1eoutpost:" + nonce + ":"), End: 0x1e, Max: maxMarkerTail,
+		Take: func(payload string) (ok, last bool) {
+			if payload == "start" {
+				if !started {
+					started = true
+					onStart()
+				}
+				return true, false
+			}
+			m, ok := parseExitMarker(payload)
+			if ok {
+				onExit(m)
+			}
+			return ok, ok
+		}}
 }
 
 // maxMarkerTail bounds the part of a marker after the prefix
-// ("exit:CODE:OOMKILLS:CHANGED\x1e").
+// ("exit:CODE:OOMKILLS:CHANGED").
 const maxMarkerTail = 48
 
-func newMarkerFilter(w io.Writer, nonce string, onStart func(), onExit func(exitMarker)) *markerFilter {
-	return &markerFilter{w: w, prefix: []byte("\x1eoutpost:" + nonce + ":"), onStart: onStart, onExit: onExit}
-}
-
-func (f *markerFilter) Write(b []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.done {
-		return f.w.Write(b)
-	}
-	data := append(f.held, b...)
-	f.held = nil
-	var out []byte
-	for !f.done {
-		i := bytes.Index(data, f.prefix)
-		if i < 0 {
-			break
-		}
-		rest := data[i+len(f.prefix):]
-		end := bytes.IndexByte(rest, 0x1e)
-		if end < 0 && len(rest) < maxMarkerTail {
-			// Possibly a marker still arriving: hold it.
-			out = append(out, data[:i]...)
-			f.held = append([]byte(nil), data[i:]...)
-			data = nil
-			break
-		}
-		if end >= 0 && f.take(string(rest[:end])) {
-			out = append(out, data[:i]...)
-			data = rest[end+1:]
-			continue
-		}
-		// Not a marker of ours: it is output.
-		out = append(out, data[:i+1]...)
-		data = data[i+1:]
-	}
-	if !f.done && len(data) > 0 {
-		// Hold back the longest tail that could begin a marker.
-		keep := 0
-		for k := min(len(f.prefix)-1, len(data)); k > 0; k-- {
-			if bytes.HasSuffix(data, f.prefix[:k]) {
-				keep = k
-				break
-			}
-		}
-		f.held = append([]byte(nil), data[len(data)-keep:]...)
-		data = data[:len(data)-keep]
-	}
-	out = append(out, data...)
-	if len(out) > 0 {
-		if _, err := f.w.Write(out); err != nil {
-			return 0, err
-		}
-	}
-	return len(b), nil
-}
-
-// take handles one marker payload and reports whether it was well formed.
-func (f *markerFilter) take(payload string) bool {
-	if payload == "start" {
-		if !f.started {
-			f.started = true
-			f.onStart()
-		}
-		return true
-	}
+// parseExitMarker reads an exit marker's payload.
+func parseExitMarker(payload string) (exitMarker, bool) {
 	rest, ok := strings.CutPrefix(payload, "exit:")
 	if !ok {
-		return false
+		return exitMarker{}, false
 	}
 	fields := strings.Split(rest, ":")
 	if len(fields) != 3 || (fields[2] != "0" && fields[2] != "1") {
-		return false
+		return exitMarker{}, false
 	}
 	c, err1 := strconv.Atoi(fields[0])
 	o, err2 := strconv.Atoi(fields[1])
 	if err1 != nil || err2 != nil || c < 0 || c > 255 || o < 0 {
-		return false
+		return exitMarker{}, false
 	}
-	f.done = true
-	f.onExit(exitMarker{code: c, oomKills: o, changed: fields[2] == "1"})
-	return true
-}
-
-// Flush writes what was held back; call it when the stream ended.
-func (f *markerFilter) Flush() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.held) > 0 {
-		_, _ = f.w.Write(f.held)
-		f.held = nil
-	}
+	return exitMarker{code: c, oomKills: o, changed: fields[2] == "1"}, true
 }

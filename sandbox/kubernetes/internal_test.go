@@ -95,28 +95,6 @@ func TestMarkerFilterLeavesOtherDataAlone(t *testing.T) {
 	}
 }
 
-// TestMarkerFilterLateWrite writes to the filter while the stream's end
-// flushes it, as the exec client's copy goroutine can after a cancelled
-// StreamWithContext returned: under -race an unsynchronized filter fails.
-func TestMarkerFilterLateWrite(t *testing.T) {
-	out := &leasekit.TailBuffer{Max: 1 << 16}
-	f := newMarkerFilter(out, "0123abcd", func() {}, func(exitMarker) {})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range 100 {
-				_, _ = f.Write([]byte("late \x1eoutpost:0123"))
-			}
-		})
-	}
-	for range 100 {
-		f.Flush()
-	}
-	wg.Wait()
-	f.Flush()
-	assert.Equal(t, 400*len("late \x1eoutpost:0123"), len(out.Bytes()), "every byte passes, none twice")
-}
-
 // TestHeaderRoundTrip feeds the wrapper's header reader (the first lines of
 // wrapperScript) with hostile values through the real sh, and checks that
 // the values arrive verbatim and that none of them runs as code.

@@ -6,7 +6,8 @@
 // check around the kind's start ([Exec]), the exit-code
 // decoding ([StatusOf]), a lease's release bookkeeping ([ReleaseState]),
 // CopyIn and CopyOut through tar in the lease (the archive checked on its
-// way in), a bounded in-memory pipe for process output, a tail buffer for
+// way in), a bounded in-memory pipe for process output, the reader of the
+// markers a wrapper writes into a command's output ([Markers]), a tail buffer for
 // error messages, and Linux signal names. Every kind, the host's too,
 // tracks its leases for ReleaseAll with [Tracker] and [ReleaseAllWithin]
 // and checks a lease's workspace with [WorkspaceDir]; they archive a tree of this machine (a
