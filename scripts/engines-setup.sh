@@ -15,7 +15,8 @@
 #      values a process without CAP_SYS_RESOURCE may not set, and every
 #      container start then fails with "error setting rlimit";
 #   3. the Podman API service answers on unix:///run/podman/podman.sock
-#      (started in the background if not, logging to $OUTPOST_PODMAN_LOG);
+#      (started in the background if not, in $OUTPOST_ENGINES_DIR/podman,
+#      logging to $OUTPOST_PODMAN_LOG);
 #   4. the sandbox image (default outpost/base:dev) is in Podman's storage,
 #      loaded with `docker save | podman load` when missing or different
 #      from Docker's;
@@ -79,8 +80,11 @@ service_pid() { pgrep -o -f "^podman system service --time=0 unix://$podman_sock
 start_podman() {
 	if [ -z "$(service_pid)" ]; then
 		log "starting the podman service (log: $podman_log)"
-		mkdir -p "$(dirname "$podman_sock")" "$(dirname "$podman_log")"
-		nohup setsid podman system service --time=0 "unix://$podman_sock" >>"$podman_log" 2>&1 </dev/null &
+		mkdir -p "$(dirname "$podman_sock")" "$(dirname "$podman_log")" "$state/podman"
+		# In a directory of its own: after an OOM kill Podman leaves an empty
+		# file "oom" in the service's working directory, which must not land
+		# in whatever checkout ran this.
+		(cd "$state/podman" && nohup setsid podman system service --time=0 "unix://$podman_sock" >>"$podman_log" 2>&1 </dev/null &)
 	fi
 	local deadline=$((SECONDS + wait_s))
 	until podman_ok; do
