@@ -2,9 +2,9 @@ package adapters
 
 import (
 	"encoding/json"
-	"errors"
 	"unicode/utf8"
 
+	"github.com/outpost-dev/outpost/internal/jsonl"
 	"github.com/outpost-dev/outpost/usage"
 )
 
@@ -14,11 +14,7 @@ import (
 // ParseLine unmarshals one JSON line into v leniently: a field of an
 // unexpected type is skipped and the rest is kept. It reports false only
 // when b is not JSON at all (v is then partly filled at most).
-func ParseLine(b []byte, v any) bool {
-	err := json.Unmarshal(b, v)
-	var te *json.UnmarshalTypeError
-	return err == nil || errors.As(err, &te)
-}
+func ParseLine(b []byte, v any) bool { return jsonl.Lenient(b, v) }
 
 // DecodeJSON is the frame of a decoder of JSON lines: it reads line into a
 // T with [ParseLine] and hands that to decode. A line that is not JSON, or

@@ -6,8 +6,9 @@ package anthropicwire
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
+
+	"github.com/outpost-dev/outpost/internal/jsonl"
 )
 
 // Block is one content block: text, thinking, tool_use (and its server and
@@ -40,8 +41,7 @@ func Blocks(raw json.RawMessage) []Block {
 		return []Block{{Type: "text", Text: s}}
 	case '[':
 		var bs []Block
-		var te *json.UnmarshalTypeError
-		if err := json.Unmarshal(raw, &bs); err != nil && !errors.As(err, &te) {
+		if !jsonl.Lenient(raw, &bs) {
 			return nil
 		}
 		return bs

@@ -135,3 +135,13 @@ func Decode[T any](r io.Reader, name string, opts Options, fn func(line int, v T
 	}
 	return res, nil
 }
+
+// Lenient unmarshals b into v leniently: a field of an unexpected type is
+// skipped and the rest is kept. It reports false only when b is not JSON
+// at all (v is then partly filled at most). Readers of a CLI's or a
+// model API's JSON use it, where one odd field must not cost the rest.
+func Lenient(b []byte, v any) bool {
+	err := json.Unmarshal(b, v)
+	var te *json.UnmarshalTypeError
+	return err == nil || errors.As(err, &te)
+}

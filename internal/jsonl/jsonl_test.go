@@ -90,3 +90,17 @@ func FuzzDecode(f *testing.F) {
 		_, _ = Decode(strings.NewReader(string(b)), "f", Options{MaxLine: 64, MaxLines: 100}, func(int, rec) error { return nil })
 	})
 }
+
+// TestLenient: a field of the wrong type is skipped and the rest kept; only
+// what is not JSON at all is refused.
+func TestLenient(t *testing.T) {
+	var v struct {
+		A int    `json:"a"`
+		B string `json:"b"`
+	}
+	assert.True(t, Lenient([]byte(`{"a":"not a number","b":"kept"}`), &v))
+	assert.Equal(t, 0, v.A)
+	assert.Equal(t, "kept", v.B)
+	assert.False(t, Lenient([]byte(`{"a":`), &v))
+	assert.False(t, Lenient([]byte(`not json`), &v))
+}
