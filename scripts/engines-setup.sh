@@ -83,8 +83,10 @@ start_podman() {
 		mkdir -p "$(dirname "$podman_sock")" "$(dirname "$podman_log")" "$state/podman"
 		# In a directory of its own: after an OOM kill Podman leaves an empty
 		# file "oom" in the service's working directory, which must not land
-		# in whatever checkout ran this.
-		(cd "$state/podman" && nohup setsid podman system service --time=0 "unix://$podman_sock" >>"$podman_log" 2>&1 </dev/null &)
+		# in whatever checkout ran this. The redirections are the subshell's,
+		# so nothing left running holds this script's standard output: the
+		# caller reads it to its end (eval "$(…)") and would wait forever.
+		(cd "$state/podman" && exec nohup setsid podman system service --time=0 "unix://$podman_sock") >>"$podman_log" 2>&1 </dev/null &
 	fi
 	local deadline=$((SECONDS + wait_s))
 	until podman_ok; do
