@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -299,7 +300,7 @@ func TestPodmanHints(t *testing.T) {
 // over frames joined, nothing read past the line's frame, what follows the
 // line in its frame kept for the next line, and an early end is an error.
 func TestLifeStreamLine(t *testing.T) {
-	readStdoutLine := func(r io.Reader) (string, error) { return (&lifeStream{r: r}).line() }
+	readStdoutLine := func(r io.Reader) (string, error) { return newLifeStream(r).line() }
 	frame := func(stream byte, s string) []byte {
 		h := []byte{stream, 0, 0, 0, 0, 0, 0, 0}
 		binary.BigEndian.PutUint32(h[4:], uint32(len(s)))
@@ -321,7 +322,7 @@ func TestLifeStreamLine(t *testing.T) {
 	b.Write(frame(1, forwardReady+"\n"+keeperRuns+"\nout"))
 	b.Write(frame(2, "err"))
 	b.Write(frame(1, "put"))
-	s := &lifeStream{r: &b}
+	s := newLifeStream(&b)
 	line, err = s.line()
 	require.NoError(t, err)
 	assert.Equal(t, forwardReady, line)
@@ -338,10 +339,17 @@ func TestLifeStreamLine(t *testing.T) {
 	assert.Contains(t, err.Error(), "ended before")
 
 	// A header's length is not trusted: a stdout frame that claims 2 GiB
-	// is refused before anything is allocated for it, other streams'
-	// frames stream past, and a report that never ends is refused.
+	// is read as it streams, nothing allocated for its length (a line in
+	// it is a line; the stream cut short in it is an error), other
+	// streams' frames stream past, and a report that never ends is refused,
+	// within one frame or over many.
 	huge := []byte{1, 0, 0, 0, 0x80, 0, 0, 0}
-	_, err = readStdoutLine(bytes.NewReader(append(huge, "ready\n"...)))
+	s = newLifeStream(bytes.NewReader(append(huge, "ready\n"...)))
+	line, err = s.line()
+	require.NoError(t, err)
+	assert.Equal(t, "ready", line)
+	require.ErrorIs(t, s.copyTo(io.Discard, io.Discard), io.ErrUnexpectedEOF)
+	_, err = readStdoutLine(bytes.NewReader(append(huge, strings.Repeat("z", 5000)...)))
 	require.ErrorContains(t, err, "too long")
 	b.Reset()
 	b.Write(frame(2, strings.Repeat("x", 1<<20)))
@@ -355,4 +363,60 @@ func TestLifeStreamLine(t *testing.T) {
 	}
 	_, err = readStdoutLine(&b)
 	require.ErrorContains(t, err, "too long")
+}
+
+// TestLifeStreamFrames: two report lines and the output after them, cut
+// into stdout frames at random with stderr and stdin-numbered frames
+// between, read back as the lines, then the stdout after them and all
+// the stderr sent after the second line, in order; a stream cut inside a
+// header or a frame is an error, one that ends between frames is not.
+func TestLifeStreamFrames(t *testing.T) {
+	frame := func(stream byte, s string) []byte {
+		h := []byte{stream, 0, 0, 0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(h[4:], uint32(len(s)))
+		return append(h, s...)
+	}
+	rng := rand.New(rand.NewPCG(7, 25))
+	for i := range 300 {
+		stdout := "first report\nsecond\n" + strings.Repeat(fmt.Sprintf("out %d\n", i), rng.IntN(50))
+		reported := len("first report\nsecond\n")
+		var b bytes.Buffer
+		var wantErr strings.Builder
+		for at := 0; at < len(stdout); {
+			n := min(1+rng.IntN(40), len(stdout)-at)
+			if rng.IntN(3) == 0 {
+				noise := fmt.Sprintf("e%d.%d;", i, at)
+				b.Write(frame(2, noise))
+				if at >= reported {
+					wantErr.WriteString(noise)
+				}
+			}
+			if rng.IntN(5) == 0 {
+				b.Write(frame(0, "stdin?"))
+			}
+			b.Write(frame(1, ""))
+			b.Write(frame(1, stdout[at:at+n]))
+			at += n
+		}
+		b.Write(frame(2, "last"))
+		wantErr.WriteString("last")
+		whole := b.Bytes()
+
+		s := newLifeStream(bytes.NewReader(whole))
+		for _, want := range []string{"first report", "second"} {
+			line, err := s.line()
+			require.NoError(t, err, "stream %d", i)
+			require.Equal(t, want, line, "stream %d", i)
+		}
+		var out, errw bytes.Buffer
+		require.NoError(t, s.copyTo(&out, &errw), "stream %d", i)
+		require.Equal(t, stdout[reported:], out.String(), "stream %d", i)
+		require.Equal(t, wantErr.String(), errw.String(), "stream %d", i)
+
+		cut := len(whole) - 1 - rng.IntN(7) // inside the last frame or its header
+		s = newLifeStream(bytes.NewReader(whole[:cut]))
+		_, _ = s.line()
+		_, _ = s.line()
+		require.ErrorIs(t, s.copyTo(io.Discard, io.Discard), io.ErrUnexpectedEOF, "stream %d cut at %d", i, cut)
+	}
 }

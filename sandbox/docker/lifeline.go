@@ -54,7 +54,7 @@ func (l *lease) attachLifeline(ctx context.Context, output bool) <-chan error {
 		}
 		l.lifeMu.Lock()
 		l.lifeline = hr.Conn
-		l.life = &lifeStream{r: hr.Reader}
+		l.life = newLifeStream(hr.Reader)
 		l.lifeMu.Unlock()
 		done <- nil
 	}()

@@ -1,10 +1,11 @@
 package docker
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
+
+	"github.com/outpost-dev/outpost/internal/lines"
 )
 
 // lifeStream reads the output of the lifeline's attach: the engine's
@@ -13,86 +14,104 @@ import (
 // The forward entrypoint and the keeper report there in lines; a command
 // the keeper ran writes its output there (see keeperrun.go).
 type lifeStream struct {
-	r io.Reader
-	// rest is stdout read past the last line returned by line.
-	rest []byte
+	frames *demux
+	// lines reads the reports from stdout; what it read past the last one
+	// is its Rest.
+	lines *lines.Reader
 }
 
-// maxReportLine bounds a report line, with what follows it in the same
-// frame.
+// maxReportLine bounds a report line.
 const maxReportLine = 4096
 
-// line reads the next line written on stdout, skipping other streams'
-// frames. It reads no further than the frame that ends the line and keeps
-// what follows the line in that frame for the next call. A frame is never
-// read into memory beyond maxReportLine, whatever length its header
-// claims: other streams' frames are discarded as they stream past.
+func newLifeStream(r io.Reader) *lifeStream {
+	d := &demux{r: r, errw: io.Discard}
+	lr := lines.NewReader(d, maxReportLine)
+	lr.OversizedAtOnce()
+	return &lifeStream{frames: d, lines: lr}
+}
+
+// line reads the next line written on stdout; other streams' frames are
+// dropped until then. It reads no further than the frame that ends the
+// line; what follows the line there is kept for the next call. Whatever
+// length a frame's header claims, nothing is allocated for it: a line is
+// refused past maxReportLine.
 func (s *lifeStream) line() (string, error) {
-	line := s.rest
-	s.rest = nil
-	var hdr [8]byte
-	for {
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			if i+1 < len(line) {
-				s.rest = bytes.Clone(line[i+1:])
-			}
-			return string(line[:i]), nil
-		}
-		if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				err = errors.New("the container ended before it reported")
-			}
-			return "", err
-		}
-		n := int64(binary.BigEndian.Uint32(hdr[4:]))
-		if hdr[0] != 1 {
-			if _, err := io.CopyN(io.Discard, s.r, n); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if int64(len(line))+n > maxReportLine {
-			return "", errors.New("report line too long")
-		}
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(s.r, buf); err != nil {
-			return "", err
-		}
-		line = append(line, buf...)
+	b, oversized, err := s.lines.Next()
+	switch {
+	case oversized:
+		return "", errors.New("report line too long")
+	case err == nil && s.lines.Ended():
+		return string(b), nil
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "", errors.New("the container ended before it reported")
 	}
+	return "", err
 }
 
 // copyTo writes what is left of the stream to out (stdout) and errw
 // (stderr) until it ends: first what line read past its last line, then
 // frame by frame, streamed in pieces whatever length a header claims. It
-// returns nil at the stream's end. A writer's error does not stop it: the
+// returns nil when the stream ends between frames, io.ErrUnexpectedEOF
+// when it ends inside one. A writer's error does not stop it: the
 // stream is read to its end either way, so the engine is never held up by
 // an unread attach.
 func (s *lifeStream) copyTo(out, errw io.Writer) error {
-	if len(s.rest) > 0 {
-		_, _ = out.Write(s.rest)
-		s.rest = nil
-	}
+	s.frames.errw = errw
+	_, err := io.Copy(ignoreErrors{out}, s.lines.Rest())
+	return err
+}
+
+// demux reads the stdout frames of a multiplexed stream as one stream,
+// each read within one frame; the payloads of stderr frames go to errw as
+// they stream past, those of other streams nowhere.
+type demux struct {
+	r    io.Reader
+	errw io.Writer
+	left int64 // of the stdout frame being read
+}
+
+func (d *demux) Read(p []byte) (int, error) {
 	var hdr [8]byte
-	for {
-		if _, err := io.ReadFull(s.r, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
+	for d.left == 0 {
+		// io.EOF at a frame's end, io.ErrUnexpectedEOF inside a header.
+		if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
+			return 0, err
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[4:]))
-		w := io.Discard
 		switch hdr[0] {
 		case 1:
-			w = out
+			d.left = n
 		case 2:
-			w = errw
-		}
-		if _, err := io.CopyN(ignoreErrors{w}, s.r, n); err != nil {
-			return err
+			if err := skip(ignoreErrors{d.errw}, d.r, n); err != nil {
+				return 0, err
+			}
+		default:
+			if err := skip(io.Discard, d.r, n); err != nil {
+				return 0, err
+			}
 		}
 	}
+	if int64(len(p)) > d.left {
+		p = p[:d.left]
+	}
+	n, err := d.r.Read(p)
+	d.left -= int64(n)
+	if errors.Is(err, io.EOF) && d.left > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// skip copies the next n bytes of r to w; r ending before is
+// io.ErrUnexpectedEOF.
+func skip(w io.Writer, r io.Reader, n int64) error {
+	if _, err := io.CopyN(w, r, n); err != nil {
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
 }
 
 // ignoreErrors is a writer that reports every write as done: what its
