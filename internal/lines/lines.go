@@ -1,9 +1,9 @@
 // Package lines reads newline-delimited input with a bound on each line, so
 // memory never follows the input: a line longer than the bound is skipped up
-// to its newline and reported, never buffered. The turn engine, replay and
-// live input all read through a Reader; input pushed in pieces (the
-// gateway's usage meter sees a response as the proxy reads it) goes
-// through a Splitter.
+// to its newline and reported, never buffered. The turn engine, replay,
+// live input and the reports on a Docker lease's lifeline all read through
+// a Reader; input pushed in pieces (the gateway's usage meter sees a
+// response as the proxy reads it) goes through a Splitter.
 package lines
 
 import (
