@@ -63,7 +63,10 @@ func (s *lifeStream) copyTo(out, errw io.Writer) error {
 
 // demux reads the stdout frames of a multiplexed stream as one stream,
 // each read within one frame; the payloads of stderr frames go to errw as
-// they stream past, those of other streams nowhere.
+// they stream past, those of other streams nowhere. Not stdcopy, which the
+// execs use: it copies ahead into its writers, where the reports must be
+// read first and only what follows them goes to the keeper's command
+// (copyTo), and it buffers a whole frame, whatever length its header claims.
 type demux struct {
 	r    io.Reader
 	errw io.Writer
@@ -78,17 +81,19 @@ func (d *demux) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[4:]))
-		switch hdr[0] {
-		case 1:
+		if hdr[0] == 1 {
 			d.left = n
-		case 2:
-			if err := skip(ignoreErrors{d.errw}, d.r, n); err != nil {
-				return 0, err
+			continue
+		}
+		w := io.Discard
+		if hdr[0] == 2 {
+			w = ignoreErrors{d.errw}
+		}
+		if _, err := io.CopyN(w, d.r, n); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
 			}
-		default:
-			if err := skip(io.Discard, d.r, n); err != nil {
-				return 0, err
-			}
+			return 0, err
 		}
 	}
 	if int64(len(p)) > d.left {
@@ -100,18 +105,6 @@ func (d *demux) Read(p []byte) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err
-}
-
-// skip copies the next n bytes of r to w; r ending before is
-// io.ErrUnexpectedEOF.
-func skip(w io.Writer, r io.Reader, n int64) error {
-	if _, err := io.CopyN(w, r, n); err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	return nil
 }
 
 // ignoreErrors is a writer that reports every write as done: what its
