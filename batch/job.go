@@ -199,6 +199,11 @@ func Expand(jobs []Job) ([]Job, error) {
 			}
 			continue
 		}
+		// The job's own id names its task: no other job may have it.
+		if seen[j.ID] {
+			return nil, outposterr.New(outposterr.Configuration, "duplicate job id %q", j.ID)
+		}
+		seen[j.ID] = true
 		for k := 1; k <= j.Attempts; k++ {
 			t := j
 			t.Task, t.Trial, t.Attempts = j.ID, k, 0
