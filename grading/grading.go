@@ -157,7 +157,7 @@ func pytestLine(b []byte) (Outcome, bool) {
 			if rest == "" || rest[0] == '[' || rest[0] == ' ' {
 				return Outcome{}, false
 			}
-			name, _, _ := strings.Cut(rest, " - ")
+			name := cutMessage(rest)
 			first, _, _ := strings.Cut(name, " ")
 			// Only a node id or a test file ("ERROR tests/test_a.py -
 			// ImportError", a collection error), not a log record that
@@ -174,6 +174,31 @@ func pytestLine(b []byte) (Outcome, bool) {
 		return outcome(pytestStatuses[m[2]], m[1], first), true
 	}
 	return Outcome{}, false
+}
+
+// cutMessage is the node id of a short-summary line's rest: up to the
+// first " - " outside the id's brackets, for a parametrized id may hold
+// " - " itself ("test_sub[a - b] - AssertionError").
+func cutMessage(rest string) string {
+	depth := 0
+	for i := 0; i < len(rest); i++ {
+		switch rest[i] {
+		case '[':
+			depth++
+		case ']':
+			depth = max(depth-1, 0)
+		case ' ':
+			if depth == 0 && strings.HasPrefix(rest[i:], " - ") {
+				return rest[:i]
+			}
+		}
+	}
+	if depth > 0 {
+		// Unbalanced brackets: not an id's; cut at the first " - ".
+		name, _, _ := strings.Cut(rest, " - ")
+		return name
+	}
+	return rest
 }
 
 // outcome is an Outcome named name, then its other forms when they differ.
