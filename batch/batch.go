@@ -228,7 +228,8 @@ type Options struct {
 	SavePatch func(rec Record, diff []byte) (string, error)
 	// Verify grades a finished job that has a verifier (Job.Verify) given
 	// its patch (nil: none; the untouched source is graded), whatever the
-	// job's outcome; the verification holds one of the Concurrency slots.
+	// job's outcome (a job that never ran a turn, its Load failed, is not
+	// graded); the verification holds one of the Concurrency slots.
 	// Nil: jobs are not graded. [outpost.Runner.Batch] sets it.
 	Verify func(ctx context.Context, j Job, patch []byte) *harness.Verification
 	// OnRecord receives each finished job's record, from one goroutine at a time.
@@ -661,6 +662,12 @@ func (r *runner) job(ctx context.Context, j Job, after <-chan struct{}, admitted
 		if res.Err == nil {
 			res.Err = err
 		}
+		if res.Patch == nil && jr.earlier != nil && jr.last != nil {
+			// The turn ended before its patch was collected (no lease, a
+			// lease that vanished): the work of the earlier turns, which it
+			// was to continue from, is still the job's.
+			res.Patch = jr.last.Patch
+		}
 		jr.last = res
 		if err == nil {
 			return jr.finish(ctx, agent, res, nil)
@@ -743,7 +750,9 @@ func (jr *jobRun) finish(ctx context.Context, agent string, res *harness.Result,
 			}
 		}
 	}
-	if jr.j.Verify != nil && r.opts.Verify != nil {
+	// A job that never ran a turn (its Load failed) has no attempt to
+	// grade: it is not graded.
+	if jr.j.Verify != nil && r.opts.Verify != nil && rp.Turns > 0 {
 		if !jr.grade(ctx, res) {
 			return *rp, false
 		}
