@@ -446,7 +446,10 @@ func (g *RemoteGrant) Revoke() {
 	g.final = rep.Snapshot
 	if g.budget != nil {
 		for _, e := range g.final.Exchanges {
-			if e.HasUsage {
+			switch {
+			case e.Estimate != nil:
+				g.budget.charge(e.Estimate.CostUSD, e.Estimate.CostKnown, e.Model, e.Estimate.Tokens())
+			case e.HasUsage:
 				g.budget.charge(e.CostUSD, e.Priced, e.Model, e.Usage.Tokens())
 			}
 		}

@@ -148,6 +148,18 @@
 // each report that once, without retrying, with the message in their
 // failure text. A model without a price fails the budget closed.
 //
+// A successful model call whose usage did not come whole — cut before its
+// closing usage (the lease hung up, the turn ended, the upstream broke
+// off) or sent without any (a Chat stream without include_usage, a
+// compressed body) — was billed upstream all the same: the budget is
+// charged an estimate ([Exchange.Estimate]), what was measured with the
+// input raised to one token per two request bytes when none was measured
+// and the output to one token per four response bytes, priced for the
+// model the response named, else the one the request named. A stream that
+// ended with an error event is not charged. A grant records at most
+// Options.MaxRequestsPerGrant requests; later ones are refused and counted
+// ([Snapshot.Dropped]).
+//
 // # Evidence for classification
 //
 // [Snapshot.Evidence] reads the status history: a budget refusal anywhere

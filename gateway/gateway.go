@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -23,12 +24,15 @@ import (
 	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/usage"
 )
 
 // Defaults of [Options].
 const (
 	// DefaultMaxRequestBytes bounds a request body from a lease.
 	DefaultMaxRequestBytes = 64 << 20
+	// DefaultMaxRequestsPerGrant bounds the requests one grant records.
+	DefaultMaxRequestsPerGrant = 20_000
 	// DefaultLeasePort is the port a lease's forwarder listens on, inside
 	// the lease's own network namespace (see [LeaseURL]).
 	DefaultLeasePort = 47321
@@ -48,6 +52,11 @@ type Options struct {
 	Transport http.RoundTripper
 	// MaxRequestBytes bounds a request body (0: DefaultMaxRequestBytes).
 	MaxRequestBytes int64
+	// MaxRequestsPerGrant bounds the requests a grant records (0:
+	// DefaultMaxRequestsPerGrant). A request past it is refused (400, not
+	// forwarded) and only counted, so a lease can grow neither the
+	// gateway's memory nor a grant's snapshot without bound.
+	MaxRequestsPerGrant int
 	// Logger receives debug records of each exchange (never a credential
 	// or placeholder). Nil: discarded.
 	Logger *slog.Logger
@@ -93,6 +102,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.opts.MaxRequestBytes <= 0 {
 		g.opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if g.opts.MaxRequestsPerGrant <= 0 {
+		g.opts.MaxRequestsPerGrant = DefaultMaxRequestsPerGrant
 	}
 	if len(opts.Upstreams) == 0 {
 		return nil, outposterr.New(outposterr.Configuration, "gateway: no upstreams allowed (Options.Upstreams is empty)")
@@ -416,6 +428,8 @@ type call struct {
 	route   route
 	seq     int
 	started time.Time
+	// req meters the request body sent upstream.
+	req *requestMeter
 }
 
 // ServeHTTP authenticates the placeholder, checks the route and the
@@ -466,13 +480,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	seq := gr.record(ex)
+	if seq < 0 {
+		g.log.Debug("gateway: refused", "grant", gr.label, "method", r.Method, "path", ex.Path, "why", "too many requests")
+		writeError(w, api, http.StatusBadRequest, "invalid_request_error",
+			fmt.Sprintf("outpost gateway: this lease made %d requests, the most one lease may make", g.opts.MaxRequestsPerGrant))
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(gr.ctx, cancel)
 	defer stop()
-	c := &call{grant: gr, route: rt, seq: seq, started: started}
+	c := &call{grant: gr, route: rt, seq: seq, started: started,
+		req: &requestMeter{rc: http.MaxBytesReader(w, r.Body, g.opts.MaxRequestBytes)}}
 	r = r.WithContext(context.WithValue(ctx, ctxKey{}, c))
-	r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxRequestBytes)
+	r.Body = c.req
 	// A response that never reached the meter or the error handler is
 	// closed here, also when a broken stream aborts the handler.
 	defer gr.update(seq, func(e *Exchange) {
@@ -546,8 +567,9 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 		p = &jsonParser{api: c.route.api}
 	}
 	header := resp.Header.Clone()
+	status := resp.StatusCode
 	var body io.ReadCloser = &meter{rc: resp.Body, p: p, report: func(m measure, eof bool) {
-		g.finish(c, p, header, m, eof)
+		g.finish(c, p, status, header, m, eof)
 	}}
 	// The meter reads the upstream's bytes; the lease gets them with the
 	// credential redacted (headers, body, trailers).
@@ -564,30 +586,40 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	return nil
 }
 
-// finish records a response's measurement, prices it and charges the budget.
-func (g *Gateway) finish(c *call, p parser, header http.Header, m measure, eof bool) {
+// finish records a response's measurement, prices it and charges the
+// budget: what was measured, or an estimate for a successful model call
+// whose usage did not come whole (see estimate.go).
+func (g *Gateway) finish(c *call, p parser, status int, header http.Header, m measure, eof bool) {
 	gr := c.grant
 	var werr *WireError
 	if ep, ok := p.(*errorParser); ok {
 		werr = decodeError(ep.buf, header, gr.cred.Secret, g.now())
 	}
-	var cost float64
-	priced := false
-	if m.hasUsage && gr.price != nil {
-		cost, priced = gr.price(m.model, m.usage)
-		if !priced {
-			cost = 0
-		}
+	cost, priced := gr.priceOf(m.model, m.usage, m.hasUsage)
+	model, charge := m.model, m.usage
+	var est *usage.Usage
+	if c.route.model && status >= 200 && status < 300 && !m.final && !m.failed {
+		reqBytes, reqModel := c.req.read()
+		model = cmp.Or(model, reqModel)
+		u := estimate(m, reqBytes)
+		u.CostUSD, u.CostKnown = gr.priceOf(model, u, true)
+		est, charge = &u, u
 	}
-	if m.hasUsage && gr.budget != nil {
-		gr.budget.charge(cost, priced, m.model, m.usage.Tokens())
+	if gr.budget != nil {
+		switch {
+		case est != nil:
+			gr.budget.charge(est.CostUSD, est.CostKnown, model, est.Tokens())
+		case m.hasUsage:
+			gr.budget.charge(cost, priced, model, charge.Tokens())
+		}
 	}
 	var ex Exchange
 	gr.update(c.seq, func(e *Exchange) {
 		e.done = true
 		e.Duration = g.now().Sub(c.started)
-		e.Model, e.Usage, e.HasUsage = bound(m.model, 128), m.usage, m.hasUsage
+		e.Model, e.Usage, e.HasUsage = bound(model, 128), m.usage, m.hasUsage
 		e.CostUSD, e.Priced = cost, priced
+		e.Estimate = est
 		e.Error = werr
 		ex = *e
 	})

@@ -107,6 +107,7 @@ type Grant struct {
 	mu        sync.Mutex
 	revoked   bool
 	exchanges []Exchange
+	dropped   int // requests refused past Options.MaxRequestsPerGrant, not recorded
 }
 
 // newPlaceholder returns a random key that means nothing outside this
@@ -198,10 +199,28 @@ func (g *Grant) begin() bool {
 	return true
 }
 
-// record appends a new exchange and returns its index.
+// priceOf prices u of model with the grant's PriceFunc: (0, false) when u
+// was not measured, there is no PriceFunc or it knows no price.
+func (g *Grant) priceOf(model string, u usage.Usage, measured bool) (float64, bool) {
+	if !measured || g.price == nil {
+		return 0, false
+	}
+	cost, ok := g.price(model, u)
+	if !ok {
+		return 0, false
+	}
+	return cost, true
+}
+
+// record appends a new exchange and returns its index: -1 past
+// Options.MaxRequestsPerGrant, where the request is only counted.
 func (g *Grant) record(e Exchange) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if len(g.exchanges) >= g.gw.opts.MaxRequestsPerGrant {
+		g.dropped++
+		return -1
+	}
 	e.Seq = len(g.exchanges)
 	g.exchanges = append(g.exchanges, e)
 	return e.Seq
@@ -222,6 +241,10 @@ func (g *Grant) Snapshot() Snapshot {
 	g.mu.Lock()
 	ex := make([]Exchange, len(g.exchanges))
 	copy(ex, g.exchanges)
+	dropped := g.dropped
 	g.mu.Unlock()
-	return newSnapshot(g.label, ex)
+	s := newSnapshot(g.label, ex)
+	s.Requests += dropped
+	s.Dropped = dropped
+	return s
 }

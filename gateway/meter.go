@@ -35,6 +35,11 @@ type measure struct {
 	// final: the response's closing usage was seen (message_delta,
 	// response.completed, the Chat usage chunk, a whole JSON body).
 	final bool
+	// failed: the stream carried an error event (an error instead of an
+	// answer, which need not carry usage).
+	failed bool
+	// bytes counts the body's bytes that passed.
+	bytes int64
 }
 
 // parser consumes a response body as it passes through.
@@ -53,11 +58,13 @@ type meter struct {
 	p      parser
 	report func(m measure, eof bool)
 	once   sync.Once
+	n      int64 // bytes read
 }
 
 func (m *meter) Read(b []byte) (int, error) {
 	n, err := m.rc.Read(b)
 	if n > 0 {
+		m.n += int64(n)
 		m.p.feed(b[:n])
 	}
 	if err == io.EOF {
@@ -72,7 +79,11 @@ func (m *meter) Close() error {
 }
 
 func (m *meter) finish(eof bool) {
-	m.once.Do(func() { m.report(m.p.end(eof), eof) })
+	m.once.Do(func() {
+		ms := m.p.end(eof)
+		ms.bytes = m.n
+		m.report(ms, eof)
+	})
 }
 
 // sseParser splits a server-sent event stream into lines and decodes only
@@ -102,11 +113,29 @@ func (p *sseParser) feed(b []byte) {
 // line handles one complete line (without its "\n").
 func (p *sseParser) line(l []byte) {
 	l = bytes.TrimSuffix(l, []byte{'\r'})
+	if ev, ok := bytes.CutPrefix(l, []byte("event:")); ok {
+		switch string(bytes.TrimSpace(ev)) {
+		case "error", "response.failed":
+			p.m.failed = true
+		}
+		return
+	}
 	data, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok || !hasUsageObject(data) {
+	if !ok {
 		return
 	}
 	data = bytes.TrimLeft(data, " ")
+	if bytes.HasPrefix(data, []byte(`{"error"`)) {
+		p.m.failed = true // a Chat Completions stream's error chunk
+	}
+	if !hasUsageObject(data) {
+		if p.m.model == "" && bytes.Contains(data, []byte(`"model"`)) {
+			// The first event names the model (Responses' response.created,
+			// every Chat chunk): the price of a stream cut before its usage.
+			p.m.model = eventModel(data)
+		}
+		return
+	}
 	switch p.api {
 	case APIAnthropic:
 		var ev struct {
@@ -160,6 +189,20 @@ func (p *sseParser) line(l []byte) {
 		p.m.model = cmp.Or(ev.Model, p.m.model)
 		p.m.usage, p.m.hasUsage, p.m.final = ev.Usage.normalize(), true, true
 	}
+}
+
+// eventModel is the model an event names: Anthropic's message, the
+// Responses API's response, or a Chat chunk's own.
+func eventModel(data []byte) string {
+	var ev struct {
+		Model    string                 `json:"model"`
+		Message  struct{ Model string } `json:"message"`
+		Response struct{ Model string } `json:"response"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return ""
+	}
+	return bound(cmp.Or(ev.Model, ev.Message.Model, ev.Response.Model), 128)
 }
 
 func (p *sseParser) end(eof bool) measure {

@@ -70,6 +70,11 @@ type Exchange struct {
 	// CostUSD prices Usage with the grant's PriceFunc; Priced says it could.
 	CostUSD float64 `json:"cost_usd,omitempty"`
 	Priced  bool    `json:"priced,omitempty"`
+	// Estimate is what the budget was charged for a successful model call
+	// whose usage did not come whole (cut before its closing usage, or sent
+	// without any): a bound from the bytes that passed, its CostUSD priced
+	// when CostKnown (see the package doc). Nil when Usage was charged.
+	Estimate *usage.Usage `json:"estimate,omitempty"`
 	// Error describes a failed response (status >= 400).
 	Error *WireError `json:"error,omitempty"`
 	// modelCall marks an endpoint whose success must carry usage.
@@ -114,6 +119,10 @@ type Snapshot struct {
 	Usage usage.Usage `json:"usage"`
 	// BudgetExceeded is true when a request was refused for the budget.
 	BudgetExceeded bool `json:"budget_exceeded,omitempty"`
+	// Dropped counts the requests past the gateway's
+	// Options.MaxRequestsPerGrant: refused, counted in Requests, not
+	// recorded in Exchanges or Statuses.
+	Dropped int `json:"dropped,omitempty"`
 	// Exchanges holds every request in detail.
 	Exchanges []Exchange `json:"exchanges"`
 }
@@ -152,8 +161,11 @@ func newSnapshot(label string, ex []Exchange) Snapshot {
 // Since returns the part of s after prev, an earlier snapshot of the same
 // grant: the requests of one turn of a warm session that keeps its grant.
 func (s Snapshot) Since(prev Snapshot) Snapshot {
-	n := min(max(prev.Requests, 0), len(s.Exchanges))
-	return newSnapshot(s.Label, s.Exchanges[n:])
+	n := min(max(prev.Requests-prev.Dropped, 0), len(s.Exchanges))
+	out := newSnapshot(s.Label, s.Exchanges[n:])
+	out.Dropped = max(s.Dropped-prev.Dropped, 0)
+	out.Requests += out.Dropped
+	return out
 }
 
 // Priced reports whether Usage.CostUSD covers every response with usage.
