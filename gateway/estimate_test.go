@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,16 +21,7 @@ import (
 // post sends body to base+path with a bearer key and reads the whole answer.
 func post(t *testing.T, base, path, key string, body []byte) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, b
+	return postRaw(t, context.Background(), base+path, http.Header{"Authorization": {"Bearer " + key}}, body)
 }
 
 func ceilDiv(n, d int) int64 { return int64((n + d - 1) / d) }

@@ -127,9 +127,15 @@ func sendCtx(t *testing.T, ctx context.Context, base string, a apiRequest, key, 
 	t.Helper()
 	raw, err := json.Marshal(a.body(prompt, stream))
 	require.NoError(t, err)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+a.path, bytes.NewReader(raw))
+	return postRaw(t, ctx, base+a.path, a.header(key), raw)
+}
+
+// postRaw posts a JSON body to url with header and reads the whole answer.
+func postRaw(t *testing.T, ctx context.Context, url string, header http.Header, raw []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
 	require.NoError(t, err)
-	for k, v := range a.header(key) {
+	for k, v := range header {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
