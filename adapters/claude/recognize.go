@@ -3,6 +3,7 @@ package claude
 import (
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 	"github.com/outpost-dev/outpost/adapters/provider"
@@ -15,9 +16,11 @@ import (
 // the exclusions.
 var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	// The CLI's own "retrying" line; it is never the verdict.
-	Chatter:    regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`),
-	Wordings:   []adapters.Wordings{wordings, provider.Anthropic, lastWordings},
-	Reset:      reset.Parse,
+	Chatter:  regexp.MustCompile(`retrying in \d+(?:\.\d+)? ?(?:seconds?|s|ms)\b`),
+	Wordings: []adapters.Wordings{wordings, provider.Anthropic, lastWordings},
+	// Every sandbox runs the CLI with TZ=UTC: zone-less times ("resets
+	// 5am") are UTC, whatever the zone of the clock that stamped the text.
+	Reset:      func(text string, at time.Time) (time.Time, bool) { return reset.Parse(text, at.UTC()) },
 	Structured: structured,
 })
 
