@@ -23,14 +23,14 @@ var recognizer = adapters.NewRecognizer(adapters.Recognition{
 	Structured: structured,
 })
 
-// structured classifies a failure by Copilot's errorType (rate_limit: the
-// Copilot service's limit or retries exhausted on 429, quota by decision;
-// authentication), then by the provider's error type and code and the
+// structured classifies a failure by Copilot's errorType (quota; rate_limit:
+// the Copilot service's limit or retries exhausted on 429, quota by
+// decision; authentication), then by the provider's error type and code and the
 // status (package provider; 402 and quota_exceeded are the Copilot
 // service's "You have no quota").
 func structured(f adapters.FailureDetail) adapters.Verdict {
 	switch {
-	case f.Code == "rate_limit", f.Status == 402, f.ProviderCode == "quota_exceeded":
+	case f.Code == "rate_limit", f.Code == "quota", f.Status == 402, f.ProviderCode == "quota_exceeded":
 		return adapters.Verdict{Class: adapters.ClassQuota}
 	case f.Code == "authentication":
 		return adapters.Verdict{Class: adapters.ClassAuth, Reason: "authentication failed"}
