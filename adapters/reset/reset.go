@@ -61,8 +61,18 @@ func Parse(text string, at time.Time) (time.Time, bool) {
 	if t, ok := Relative(text, at); ok {
 		return t, true
 	}
-	return Compact(text, at)
+	// A compact duration counts only alone or after "in" / "after":
+	// elsewhere digits and a unit letter may be a piece of an id (an
+	// organization's UUID segment "120d").
+	for _, m := range compactLeadRE.FindAllStringSubmatch(text, -1) {
+		if t, ok := Compact(m[1], at); ok {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }
+
+var compactLeadRE = regexp.MustCompile(`(?i)(?:^\s*|\b(?:in|after)\s+)(\d[0-9dhms.]*)`)
 
 // Unix returns the instant of epoch seconds sec in UTC; ok is false for
 // non-positive or absurdly large values (beyond year 9999).
