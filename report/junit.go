@@ -61,13 +61,15 @@ type (
 func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }
 
 // xmlSafe drops characters XML 1.0 cannot carry (most control characters),
-// which encoding/xml would otherwise turn into U+FFFD silently, and bounds s.
+// which encoding/xml would otherwise turn into U+FFFD silently, and the DEL
+// and C1 controls XML 1.0 discourages (U+009B and U+009D are the 8-bit CSI
+// and OSC of a terminal the XML is printed to), and bounds s.
 func xmlSafe(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		switch {
 		case r == '\t' || r == '\n' || r == '\r':
 			return r
-		case r < 0x20, r == 0xFFFE, r == 0xFFFF, r >= 0xD800 && r <= 0xDFFF:
+		case r < 0x20, r >= 0x7f && r <= 0x9f, r == 0xFFFE, r == 0xFFFF, r >= 0xD800 && r <= 0xDFFF:
 			return '\uFFFD'
 		}
 		return r

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Location is a file and line a job's result names: a changed file of its
@@ -115,7 +116,8 @@ func TestLocations(output string, changed []Location, limit int) []Location {
 
 // safeRepoPath accepts a relative path inside a repository: no absolute
 // path, no "..", no control or separator characters a workflow command
-// could misread.
+// could misread, no C1 control (a terminal's 8-bit CSI and OSC) or
+// bidirectional formatting character (which reorders the name shown).
 func safeRepoPath(p string) bool {
 	if p == "" || len(p) > 500 || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `"`) {
 		return false
@@ -126,7 +128,7 @@ func safeRepoPath(p string) bool {
 		}
 	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return false
 		}
 	}

@@ -101,6 +101,14 @@ func (r *Report) Table(w io.Writer) error {
 // maxTaskRows bounds the per-task rows of the table and Markdown formats.
 const maxTaskRows = 500
 
+// Bounds on the Markdown's size: GitHub drops a step summary over 1 MiB
+// whole. The job rows stop at maxMarkdownJobBytes (the totals row and the
+// tasks follow), the task rows and notes at maxMarkdownBytes.
+const (
+	maxMarkdownJobBytes = 512 << 10
+	maxMarkdownBytes    = 1000 << 10
+)
+
 // summary is "11 ok, 4 failed" (and unfinished ones): how the runs ended.
 func summary(t Totals) string {
 	s := fmt.Sprintf("%d ok, %d failed", t.OK, t.Failed)
@@ -174,10 +182,31 @@ func passAtN(ts batch.TaskScore) string {
 var mdEscaper = strings.NewReplacer(
 	"&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;",
 	`\`, `\\`, "|", `\|`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`,
-	"#", `\#`, "~", `\~`, "!", `\!`, "$", `\$`, ":", "&#58;", "@", "&#64;",
+	"#", `\#`, "~", `\~`, "!", `\!`, "$", `\$`, ":", "&#58;",
 )
 
-func md(s string, n int) string { return mdEscaper.Replace(clean(s, n)) }
+func md(s string, n int) string { return mdEscaper.Replace(inertMentions(clean(s, n))) }
+
+// inertMentions puts a zero-width space after an @ that starts a word (a
+// mention: "@octocat", "@org/team"): GitHub finds mentions in the rendered
+// text, after "&#64;" or "\@" have become "@" again, so only a character
+// between @ and the name keeps it from pinging anyone. An @ inside a word
+// ("pass@1", an e-mail address) mentions no one and is kept as it is.
+func inertMentions(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	prev := ' '
+	for _, r := range s {
+		b.WriteRune(r)
+		if r == '@' && !unicode.IsLetter(prev) && !unicode.IsDigit(prev) && prev != '_' {
+			b.WriteRune('\u200b')
+		}
+		prev = r
+	}
+	return b.String()
+}
 
 var statusIcon = map[string]string{"ok": "✅", "unfinished": "⏸️"}
 
@@ -193,6 +222,7 @@ func icon(status string) string {
 func (r *Report) Markdown(w io.Writer) error {
 	t := r.Totals
 	var b strings.Builder
+	moreJobs := 0
 	b.WriteString("## Outpost report\n\n")
 	fmt.Fprintf(&b, "**%s**\n\n", md(r.Headline(), 1000))
 	fmt.Fprintf(&b, "%d jobs · %s tokens · cost %s", t.Jobs, formatTokens(t.Tokens), md(t.totalCost(), 60))
@@ -208,12 +238,20 @@ func (r *Report) Markdown(w io.Writer) error {
 		if d := j.Detail(); d != "" {
 			out = d
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s %s | %s | %d | %d | %d | %s | %s |\n", md(j.ID, 80), md(agentsOf(j), 40),
+		row := fmt.Sprintf("| %s | %s | %s %s | %s | %s %s | %s | %d | %d | %d | %s | %s |\n", md(j.ID, 80), md(agentsOf(j), 40),
 			gradeIcon(j.Grade()), j.Grade(), rewardText(j.Reward), icon(j.Status()), md(out, 120),
 			formatDuration(j.DurationMS), j.Turns, j.Retries, j.Parks, formatTokens(j.Usage.Tokens()), md(formatCost(j.Usage), 30))
+		if b.Len()+len(row) > maxMarkdownJobBytes {
+			moreJobs = len(r.Jobs) - i
+			break
+		}
+		b.WriteString(row)
 	}
 	fmt.Fprintf(&b, "| **total** | | **%s** | | **%s** | **%s** | **%d** | **%d** | **%d** | **%s** | **%s** |\n", solvedShort(t), summary(t),
 		formatDuration(t.DurationMS), t.Turns, t.Retries, t.Parks, formatTokens(t.Tokens), md(t.totalCost(), 60))
+	if moreJobs > 0 {
+		fmt.Fprintf(&b, "\n%d more jobs are in the HTML report.\n", moreJobs)
+	}
 	if t.CostEstimated > 0 || t.CostUnknown > 0 {
 		b.WriteString("\n~ marks a cost estimated from token counts at API list prices; unknown costs are not counted.\n")
 	}
@@ -221,16 +259,22 @@ func (r *Report) Markdown(w io.Writer) error {
 		b.WriteString("\n### Tasks\n\npass@1 and pass@n are unbiased estimates over each task's n attempts graded pass or fail (verifier errors count in neither); reward is the mean ± its standard error.\n\n")
 		b.WriteString("| task | graded | passed | errors | pass@1 | pass@n | reward |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		for i, ts := range r.Scores.Tasks {
-			if i == maxTaskRows {
+			row := fmt.Sprintf("| %s | %d | %d | %d | %s | %s | %s |\n", md(ts.Task, 80), ts.N, ts.C, ts.Errors, passText(ts.N, ts.PassAt1),
+				passAtN(ts), ts.RewardStats)
+			if i == maxTaskRows || b.Len()+len(row) > maxMarkdownBytes {
 				fmt.Fprintf(&b, "\n%d more tasks are in the HTML report.\n", len(r.Scores.Tasks)-i)
 				break
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %s | %s |\n", md(ts.Task, 80), ts.N, ts.C, ts.Errors, passText(ts.N, ts.PassAt1),
-				passAtN(ts), ts.RewardStats)
+			b.WriteString(row)
 		}
 	}
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "\n> note: %s\n", md(n, 300))
+	for i, n := range r.Notes {
+		note := fmt.Sprintf("\n> note: %s\n", md(n, 300))
+		if b.Len()+len(note) > maxMarkdownBytes {
+			fmt.Fprintf(&b, "\n> %d more notes are in the HTML report.\n", len(r.Notes)-i)
+			break
+		}
+		b.WriteString(note)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
