@@ -23,6 +23,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/outpost-dev/outpost/internal/safefs"
+	"github.com/outpost-dev/outpost/internal/safetar"
 )
 
 // Base is the state of a copy as [Copy] made it: [Sync] writes back only
@@ -219,10 +222,14 @@ func Sync(src, dst string, base Base, uid, gid int, skip []string) error {
 					return nil
 				}
 			}
-			if !inside(p, cur.target) {
+			if !inside(p, cur.target) || !realParent(to, p) {
 				// A new link out of the workspace is not made (as the
 				// Kubernetes sandbox's sync-back does not): something
-				// run as root later would write through it.
+				// run as root later would write through it. Nor is one
+				// whose parent in the original is reached through a
+				// link (changed there meanwhile): it would not be where
+				// its name says, and its target would be judged from
+				// the wrong place.
 				return nil
 			}
 			if exists {
@@ -238,6 +245,19 @@ func Sync(src, dst string, base Base, uid, gid int, skip []string) error {
 			if err != nil {
 				return err
 			}
+			if exists && shared(tfi) {
+				// A file with other names (a hard link, perhaps to a
+				// package manager's store outside the workspace) is
+				// replaced, not written in place: its other names keep
+				// their content. Its owner stays.
+				if err := to.Remove(p); err != nil {
+					return err
+				}
+				if err := copyFile(from, to, p, sfi); err != nil {
+					return err
+				}
+				return keepOwner(to, p, tfi)
+			}
 			if err := copyFile(from, to, p, sfi); err != nil {
 				return err
 			}
@@ -250,12 +270,27 @@ func Sync(src, dst string, base Base, uid, gid int, skip []string) error {
 }
 
 // inside reports whether the link target, read at the slash-separated path
-// p, stays inside the tree.
+// p, stays inside the tree. Judged lexically, as [safetar.CheckLink] judges
+// it: a target that goes down and back up ("q/..") is refused, since the
+// way down could be another link ("q" -> ".") and the chain lead out.
 func inside(p, target string) bool {
 	if path.IsAbs(target) || filepath.IsAbs(target) {
 		return false
 	}
-	return filepath.IsLocal(filepath.Join(filepath.Dir(filepath.FromSlash(p)), target))
+	return safetar.CheckLink(p, filepath.ToSlash(target)) == nil &&
+		filepath.IsLocal(filepath.Join(filepath.Dir(filepath.FromSlash(p)), target))
+}
+
+// realParent reports whether every directory above the slash-separated
+// path p in root is a directory, none of them a link.
+func realParent(root *os.Root, p string) bool {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		fi, err := root.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // copied reports whether Copy copies an entry of mode m.
@@ -298,6 +333,22 @@ func copyFile(from, to *os.Root, p string, fi fs.FileInfo) error {
 		return err
 	}
 	return to.Chtimes(p, fi.ModTime(), fi.ModTime())
+}
+
+// keepOwner gives p of r the owner of was, the file p replaced.
+func keepOwner(r *os.Root, p string, was fs.FileInfo) error {
+	uid, gid, ok := safefs.Owner(was)
+	if !ok {
+		return nil
+	}
+	fi, err := r.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if u, g, ok := safefs.Owner(fi); ok && u == uid && g == gid {
+		return nil
+	}
+	return r.Lchown(p, uid, gid)
 }
 
 func chown(r *os.Root, p string, uid, gid int) error {
