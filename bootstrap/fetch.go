@@ -153,19 +153,19 @@ func (b *Bootstrapper) copySource(ctx context.Context, d download, w io.Writer) 
 		u = TarballURL(base, d.src.Package, d.src.NPMVersion(d.row.Version))
 		n, err := b.get(ctx, d, u, w, lim)
 		if !errors.Is(err, errNotFound) {
-			return u, n, err
+			return shownURL(u), n, err
 		}
 		// A registry that keeps tarballs elsewhere: ask the version
 		// document for dist.tarball. Its digest is compared with the pin,
 		// never trusted instead of it.
 		alt, merr := b.metadataTarball(ctx, d, base)
 		if merr != nil {
-			return u, 0, errors.Join(err, merr)
+			return shownURL(u), 0, errors.Join(err, merr)
 		}
 		u = alt
 	}
 	n, err := b.get(ctx, d, u, w, lim)
-	return u, n, err
+	return shownURL(u), n, err
 }
 
 var errNotFound = errors.New("not found")
@@ -176,22 +176,22 @@ func (b *Bootstrapper) get(ctx context.Context, d download, u string, w io.Write
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, outposterr.Wrap(outposterr.Bootstrap, err, "download %s", u)
+		return 0, outposterr.Wrap(outposterr.Bootstrap, err, "download %s", shownURL(u))
 	}
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return 0, outposterr.Wrap(outposterr.Bootstrap, err, "download %s", u)
+		return 0, outposterr.Wrap(outposterr.Bootstrap, err, "download %s", shownURL(u))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
-		return 0, outposterr.Wrap(outposterr.Bootstrap, errNotFound, "download %s: %s", u, resp.Status)
+		return 0, outposterr.Wrap(outposterr.Bootstrap, errNotFound, "download %s: %s", shownURL(u), resp.Status)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, outposterr.New(outposterr.Bootstrap, "download %s: %s", u, resp.Status)
+		return 0, outposterr.New(outposterr.Bootstrap, "download %s: %s", shownURL(u), resp.Status)
 	}
 	n, err := b.copyBody(ctx, d, w, resp.Body, resp.ContentLength, lim)
 	if err != nil {
-		return 0, outposterr.Wrap(outposterr.Bootstrap, err, "download %s", u)
+		return 0, outposterr.Wrap(outposterr.Bootstrap, err, "download %s", shownURL(u))
 	}
 	return n, nil
 }
@@ -262,11 +262,11 @@ func (b *Bootstrapper) metadataTarball(ctx context.Context, d download, base str
 	req.Header.Set("Accept", "application/json")
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return "", outposterr.Wrap(outposterr.Bootstrap, err, "package metadata %s", u)
+		return "", outposterr.Wrap(outposterr.Bootstrap, err, "package metadata %s", shownURL(u))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", outposterr.New(outposterr.Bootstrap, "package metadata %s: %s", u, resp.Status)
+		return "", outposterr.New(outposterr.Bootstrap, "package metadata %s: %s", shownURL(u), resp.Status)
 	}
 	var doc struct {
 		Dist struct {
@@ -275,7 +275,7 @@ func (b *Bootstrapper) metadataTarball(ctx context.Context, d download, base str
 		} `json:"dist"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&doc); err != nil {
-		return "", outposterr.Wrap(outposterr.Bootstrap, err, "package metadata %s", u)
+		return "", outposterr.Wrap(outposterr.Bootstrap, err, "package metadata %s", shownURL(u))
 	}
 	if got, err := ParseIntegrity(doc.Dist.Integrity); err == nil && !got.Equal(d.pin) {
 		return "", outposterr.Wrap(outposterr.Bootstrap, ErrIntegrity, "registry lists %s for %s@%s, the catalog pins %s",
@@ -283,7 +283,7 @@ func (b *Bootstrapper) metadataTarball(ctx context.Context, d download, base str
 	}
 	t, err := url.Parse(doc.Dist.Tarball)
 	if err != nil || (t.Scheme != "https" && t.Scheme != "http") {
-		return "", outposterr.New(outposterr.Bootstrap, "package metadata %s: bad dist.tarball %q", u, doc.Dist.Tarball)
+		return "", outposterr.New(outposterr.Bootstrap, "package metadata %s: bad dist.tarball %q", shownURL(u), shownURL(doc.Dist.Tarball))
 	}
 	return t.String(), nil
 }

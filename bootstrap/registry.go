@@ -170,7 +170,7 @@ func (c NPMConfig) Resolve() (Registry, error) {
 func registryBase(v string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(v))
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", fmt.Errorf("registry %q is not an http(s) URL", v)
+		return "", fmt.Errorf("registry %q is not an http(s) URL", shownURL(strings.TrimSpace(v)))
 	}
 	u.RawQuery, u.Fragment = "", ""
 	if !strings.HasSuffix(u.Path, "/") {
@@ -180,6 +180,26 @@ func registryBase(v string) (string, error) {
 		}
 	}
 	return u.String(), nil
+}
+
+// shownURL is u as errors and the cache's manifest show it: without its
+// user information, since a registry URL may carry basic-auth credentials
+// (https://user:password@host/), which authenticate requests and are never
+// shown or stored. A value that does not parse as a URL with a host, yet
+// may hold credentials, is not shown at all.
+func shownURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Opaque != "" {
+		if strings.Contains(u, "@") {
+			return "(not shown: it may hold credentials)"
+		}
+		return u
+	}
+	if p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
 }
 
 var envRef = regexp.MustCompile(`\$\{([^${}]+)\}`)
