@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -328,8 +329,11 @@ func run(ctx context.Context, sb sandbox.Sandbox, cmd sandbox.Command, secrets [
 }
 
 // Redact replaces every occurrence of each non-trivial secret in s by
-// "[REDACTED]", as the harness and the model gateway do.
+// "[REDACTED]", as the harness and the model gateway do: longest first, so
+// a secret holding another value is replaced whole.
 func Redact(s string, secrets ...string) string {
+	secrets = slices.Clone(secrets)
+	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	for _, v := range secrets {
 		if len(v) >= 4 {
 			s = strings.ReplaceAll(s, v, "[REDACTED]")
