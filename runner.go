@@ -805,7 +805,7 @@ func (r *Runner) turnCredentials(names []string) (*harness.Credentials, error) {
 	}
 	for _, name := range names {
 		if !sandbox.ValidEnvName(name) {
-			return nil, outposterr.New(outposterr.Configuration, "env takes variable names, not %q", name)
+			return nil, outposterr.New(outposterr.Configuration, "env takes variable names, not %q", credentials.ShownName(name))
 		}
 		if credentials.Reserved(name, r.reloc...) {
 			return nil, outposterr.New(outposterr.Configuration,

@@ -149,7 +149,7 @@ func (j *Job) Compile() error {
 	}
 	for _, name := range j.Env {
 		if !sandbox.ValidEnvName(name) {
-			return bad("env takes variable names, not %q", name)
+			return bad("env takes variable names, not %q (values never go in a jobs file)", credentials.ShownName(name))
 		}
 		if credentials.Reserved(name) {
 			return bad("env %s is reserved: Outpost or the sandbox sets it, or it loads other code", name)

@@ -110,3 +110,15 @@ func TestParkedWorkSurvivesAFailedResume(t *testing.T) {
 	assert.Equal(t, "half", saved)
 	assert.Equal(t, "sandbox", recs[0].Outcome.Class, "the outcome is still the last turn's")
 }
+
+// TestJobEnvValueNotEchoed: a jobs file that gives an env value where a
+// name belongs gets an error that names the variable, never the value
+// (it may be a secret).
+func TestJobEnvValueNotEchoed(t *testing.T) {
+	j := Job{ID: "x", Agent: "a", Prompt: "p", Env: []string{"DEPLOY_TOKEN=MARK-secret-value"}}
+	err := j.Compile()
+	require.Error(t, err)
+	assert.True(t, outposterr.Is(err, outposterr.Configuration), "%v", err)
+	assert.Contains(t, err.Error(), "DEPLOY_TOKEN=…")
+	assert.NotContains(t, err.Error(), "MARK-secret-value")
+}

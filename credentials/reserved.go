@@ -31,3 +31,13 @@ func Reserved(name string, relocation ...string) bool {
 	}
 	return false
 }
+
+// ShownName is s as an error may quote a string given where a variable's
+// name belongs: "NAME=value" shows as "NAME=…", for the value may be a
+// secret.
+func ShownName(s string) string {
+	if name, _, ok := strings.Cut(s, "="); ok {
+		return name + "=…"
+	}
+	return s
+}

@@ -67,7 +67,7 @@ func newJobTrust(base, baseHelp string, allowPaths, allowEnv, forwarded []string
 	for _, name := range allowEnv {
 		switch {
 		case !sandbox.ValidEnvName(name):
-			return nil, &flagError{fmt.Errorf("--allow-env takes variable names, not %q", name)}
+			return nil, &flagError{fmt.Errorf("--allow-env takes variable names, not %q (values never go on the command line)", credentials.ShownName(name))}
 		case credentials.Reserved(name):
 			return nil, &flagError{fmt.Errorf("--allow-env %s: the name is reserved (Outpost or the sandbox sets it, or it loads other code)", name)}
 		}

@@ -209,12 +209,12 @@ func readSchema(name string) (*typed.Schema, error) {
 func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpost.AgentTable) (*session, error) {
 	for _, name := range opts.Credentials.Env {
 		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
-			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", redactArg(name))}
+			return nil, &flagError{fmt.Errorf("--env takes a variable name, not %q (values never go on the command line)", credentials.ShownName(name))}
 		}
 	}
 	for _, name := range opts.Credentials.Secret {
 		if strings.Contains(name, "=") || !sandbox.ValidEnvName(name) {
-			return nil, &flagError{fmt.Errorf("--secret takes a variable name, not %q (values never go on the command line)", redactArg(name))}
+			return nil, &flagError{fmt.Errorf("--secret takes a variable name, not %q (values never go on the command line)", credentials.ShownName(name))}
 		}
 	}
 	// Zero would silently mean the default deadline, a negative one an
@@ -317,11 +317,3 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 }
 
 func (s *session) close() { s.r.Close() }
-
-// redactArg hides the value part of NAME=VALUE.
-func redactArg(s string) string {
-	if name, _, ok := strings.Cut(s, "="); ok {
-		return name + "=…"
-	}
-	return s
-}
