@@ -170,7 +170,13 @@ func (a *attempt) run(ctx context.Context) (*Result, error) {
 		a.configure, a.installCredentials, a.resolveDirs, a.restore, a.turnFiles,
 	} {
 		if err := step(turnCtx); err != nil {
-			return a.finish(vanished(ctx, a.res.Agent, a.sb, classifyInfraCtx(ctx, a.res.Agent, err)))
+			err = classifyInfraCtx(ctx, a.res.Agent, err)
+			if ctx.Err() == nil && errors.Is(turnCtx.Err(), context.DeadlineExceeded) {
+				// The turn's deadline cut the step off (a restore, an
+				// installation): a timeout, as during acquisition or seeding.
+				err = outposterr.Wrap(outposterr.Timeout, err, "%s: over the turn's deadline", a.res.Agent)
+			}
+			return a.finish(vanished(ctx, a.res.Agent, a.sb, err))
 		}
 	}
 	return a.finish(vanished(ctx, a.res.Agent, a.sb, a.execute(ctx, turnCtx)))
