@@ -191,6 +191,14 @@ func ImportSWEBench(ctx context.Context, r io.Reader, opts SWEBenchOptions, emit
 				return n, err
 			}
 		}
+		// A file cut between two rows (a download that stopped) must not
+		// pass for a smaller dataset, nor anything after the array go unread.
+		if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
+			return n, outposterr.New(outposterr.Configuration, "the dataset's JSON array ends after row %d without its closing ]: the file is cut", n)
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return n, outposterr.New(outposterr.Configuration, "text after the dataset's JSON array")
+		}
 		return n, nil
 	}
 	lr := lines.NewReader(br, maxRow)
