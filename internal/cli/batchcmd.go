@@ -27,6 +27,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/lines"
 	"github.com/outpost-dev/outpost/internal/progress"
 	"github.com/outpost-dev/outpost/outposterr"
+	"github.com/outpost-dev/outpost/runrec"
 )
 
 // BatchOptions are the flags of `outpost batch`.
@@ -325,10 +326,17 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	if jobs, err = batch.Expand(jobs); err != nil {
 		return err
 	}
+	// Locked from reading it back to the verdict: one batch at a time.
+	rf, err := openResults(o.Results)
+	if err != nil {
+		return err
+	}
+	defer rf.close()
 	prev, err := readResults(o.Results)
 	if err != nil {
 		return err
 	}
+	prev.exists = prev.exists && !rf.created
 	done := map[string]bool{}
 	switch {
 	case o.Resume || o.RetryFailed != "":
@@ -378,7 +386,7 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 	}
 	finished := 0
 	if len(done) < len(jobs) {
-		if finished, err = runPending(ctx, cmd, f, o, table, jobs, batch.Options{
+		if finished, err = runPending(ctx, cmd, f, o, table, jobs, rf, batch.Options{
 			Concurrency: total, AgentConcurrency: perAgent, MaxParks: noneIfZero(o.MaxParks), MaxPark: o.MaxPark,
 			MaxRetries: noneIfZero(o.MaxRetries), Done: done, Attempts: prev.count,
 			MaxJobCostUSD: o.MaxCostUSD, MaxCostUSD: o.MaxBatchCostUSD, MaxTurns: o.MaxTurns,
@@ -410,7 +418,7 @@ func runBatch(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptio
 }
 
 // runPending runs the jobs not in opts.Done and appends their records.
-func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions, table *outpost.AgentTable, jobs []batch.Job, opts batch.Options) (int, error) {
+func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOptions, table *outpost.AgentTable, jobs []batch.Job, rf *resultsFile, opts batch.Options) (int, error) {
 	if err := buildEnvironments(ctx, f, o, jobs, opts.Done); err != nil {
 		return 0, err
 	}
@@ -425,12 +433,17 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 	if err := s.r.CheckPrices(jobs, opts); err != nil {
 		return 0, err
 	}
-	out, err := os.OpenFile(o.Results, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return 0, outposterr.Wrap(outposterr.Configuration, err, "open results")
+	// Lines are appended after whole lines only, never glued to a torn one.
+	if err := rf.mend(f.IO.ErrOut); err != nil {
+		return 0, err
 	}
-	defer out.Close()
+	out := rf.fh
 	patchDir := o.Results + ".patches"
+	if o.Run.Output.Out != "" {
+		if err := mendResultsTail(f.IO.ErrOut, filepath.Join(o.Run.Output.Out, runrec.ResultsFile)); err != nil {
+			return 0, err
+		}
+	}
 	rec, err := openRecord(cmd, &o.Run, f.IO.ErrOut)
 	if err != nil {
 		return 0, err
@@ -448,16 +461,28 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 		}
 	}
 	p := newPendingRun(f.IO.ErrOut)
+	// A line that cannot be written (a full disk) stops the batch: the jobs
+	// after it would run for results nobody keeps.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var writeErr error // under p.mu
 	// Records go to the results file as they come; none is kept.
 	opts.DiscardRecords = true
 	opts.OnRecord = func(r batch.Record) {
 		b, _ := json.Marshal(r)
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if writeErr != nil {
+			return
+		}
+		// One write per line, synced: a crash never leaves half a record;
+		// a line written in part is cut off again.
+		if err := appendLine(out, append(b, '\n')); err != nil {
+			writeErr = err
+			stop(err)
+			return
+		}
 		p.finished++
-		// One write per line, synced: a crash never leaves half a record.
-		_, _ = out.Write(append(b, '\n'))
-		_ = out.Sync()
 		if o.Run.Output.JSON {
 			fmt.Fprintf(f.IO.Out, "%s\n", b)
 		}
@@ -477,7 +502,35 @@ func runPending(ctx context.Context, cmd *cobra.Command, f *Factory, o *BatchOpt
 		}
 	}
 	_, err = s.r.Batch(ctx, jobs, outpost.BatchOptions{Options: opts, Attempt: attempt})
+	p.mu.Lock()
+	werr, n := writeErr, p.finished
+	p.mu.Unlock()
+	if werr != nil {
+		p.prog.finish()
+		return n, outposterr.Wrap(outposterr.Configuration, werr,
+			"append to %s: the batch stopped (%d results written this run); once it can be written, continue with:\n  %s",
+			o.Results, n, batchResumeCommand(cmd, o))
+	}
 	return p.end(ctx, f.IO.ErrOut, err, "jobs finished", "batch", batchResumeCommand(cmd, o))
+}
+
+// appendLine appends line to the results file in one write and syncs it;
+// when the write fails, what it wrote of the line is cut off again.
+func appendLine(out *os.File, line []byte) error {
+	fi, err := out.Stat()
+	if err != nil {
+		return err
+	}
+	if _, err := out.Write(line); err != nil {
+		if fi.Mode().IsRegular() {
+			_ = out.Truncate(fi.Size())
+		}
+		return err
+	}
+	if err := out.Sync(); err != nil && fi.Mode().IsRegular() {
+		return err // a pipe or /dev/null cannot be synced
+	}
+	return nil
 }
 
 // pendingRun is what a run of pending jobs (batch's or grade's) holds while

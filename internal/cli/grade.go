@@ -385,6 +385,10 @@ func gradePending(ctx context.Context, cmd *cobra.Command, f *Factory, o *GradeO
 		return 0, err
 	}
 	defer s.close()
+	// Lines are appended after whole lines only, never glued to a torn one.
+	if err := mendResultsTail(f.IO.ErrOut, filepath.Join(run.Output.Out, runrec.ResultsFile)); err != nil {
+		return 0, err
+	}
 	rec, err := openRecord(cmd, &run, io.Discard) // grade says itself that it continues
 	if err != nil {
 		return 0, err
