@@ -306,6 +306,20 @@ func (s *FileStore) SaveWith(ctx context.Context, m Manifest, tarStream io.Reade
 	if err != nil {
 		return m, err
 	}
+	// Replacing the pair is one step for every other store on this
+	// directory: saves of one id racing (a fork and a resume) would
+	// otherwise leave one's manifest beside the other's archive.
+	unlock, err := lockStore(root, true)
+	if err != nil {
+		return m, outposterr.Wrap(outposterr.Session, err, "lock conversation store")
+	}
+	defer unlock()
+	if opts.NoReplace {
+		if _, err := root.Lstat(manifestName(m.ID)); !errors.Is(err, fs.ErrNotExist) {
+			return m, outposterr.Wrap(outposterr.Configuration, fmt.Errorf("%w: %s", ErrExists, m.ID),
+				"the store already holds conversation %s", m.ID)
+		}
+	}
 	// The archive first: a manifest never points at a missing archive.
 	if err := root.Rename(tmp.name, archiveName(m.ID)); err != nil {
 		return m, outposterr.Wrap(outposterr.Session, err, "write conversation %s", m.ID)
@@ -513,6 +527,20 @@ func ParseManifest(b []byte) (Manifest, error) {
 // bounded to [MaxArchiveBytes]. Any failure is a session error; a read
 // error of the stream is one too, and nothing unauthenticated is returned.
 func (s *FileStore) Load(ctx context.Context, id string) (Manifest, io.ReadCloser, error) {
+	if err := checkID(id); err != nil {
+		return Manifest{}, nil, err
+	}
+	// The manifest and its archive are read as one pair: a save or delete
+	// of id waits until the archive is open.
+	unlock := func() {}
+	defer func() { unlock() }()
+	if root, err := s.open(false); err == nil {
+		u, err := lockStore(root, false)
+		if err != nil {
+			return Manifest{}, nil, outposterr.Wrap(outposterr.Session, err, "lock conversation store")
+		}
+		unlock = u
+	}
 	m, err := s.Stat(ctx, id)
 	if err != nil {
 		return m, nil, err
@@ -535,6 +563,8 @@ func (s *FileStore) Load(ctx context.Context, id string) (Manifest, io.ReadClose
 		return m, nil, outposterr.Wrap(outposterr.Session, err, "open conversation store")
 	}
 	f, fi, err := safefs.OpenIn(root, archiveName(id))
+	unlock() // the open file is this version's, whatever replaces it now
+	unlock = func() {}
 	if err != nil {
 		return m, nil, outposterr.Wrap(outposterr.Session, err, "read conversation %s", id)
 	}
@@ -662,6 +692,11 @@ func (s *FileStore) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return outposterr.Wrap(outposterr.Session, err, "open conversation store")
 	}
+	unlock, err := lockStore(root, true)
+	if err != nil {
+		return outposterr.Wrap(outposterr.Session, err, "lock conversation store")
+	}
+	defer unlock()
 	var errs []error
 	for _, p := range []string{manifestName(id), archiveName(id)} {
 		if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
