@@ -4,6 +4,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/outpost-dev/outpost/adapters"
 )
@@ -20,6 +21,7 @@ type liveFeed struct {
 	waiting []string // caller messages not yet deliverable
 	queued  liveQueue
 	closed  bool
+	late    int // caller messages that arrived after the turn ended
 }
 
 // Live input queues hold at most this many messages, or bytes, that the
@@ -37,12 +39,26 @@ func (q *liveQueue) add(m string)  { q.n++; q.bytes += len(m) }
 func (q *liveQueue) take(m string) { q.n--; q.bytes -= len(m) }
 func (q liveQueue) full() bool     { return q.n >= MaxLiveQueue || q.bytes >= MaxLiveQueueBytes }
 
-// full reports whether the feed takes no message now.
+// full reports whether the feed takes no message now: the messages that
+// wait, in the feed and in the stdin writer's hands (not yet written), are
+// counted against the bounds together.
 func (f *liveFeed) full() bool {
 	if f == nil {
 		return false
 	}
-	return f.queued.full()
+	q := f.pump.held()
+	q.n += f.queued.n
+	q.bytes += f.queued.bytes
+	return q.full()
+}
+
+// room fires when the stdin writer has written messages, so a full feed
+// may take more; nil without a feed.
+func (f *liveFeed) room() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
+	return f.pump.room
 }
 
 func newLiveFeed(s adapters.LiveSession, stdin io.WriteCloser, src <-chan string, col *collector) *liveFeed {
@@ -59,11 +75,11 @@ func (f *liveFeed) messages() <-chan string {
 	return f.src
 }
 
-// add queues one caller message and delivers what it can; a message that
-// arrives after the turn ended is reported at once.
+// add queues one caller message and delivers what it can; messages that
+// arrive after the turn ended are counted and reported together on close.
 func (f *liveFeed) add(m string) {
 	if f.closed {
-		f.col.warn("1 live input message(s) not delivered: the turn had ended")
+		f.late++ // reported once, when supervision ends: a sender may keep sending
 		return
 	}
 	f.waiting = append(f.waiting, m)
@@ -96,7 +112,7 @@ func (f *liveFeed) flush() {
 			f.col.warn("live input not delivered: " + err.Error())
 			continue
 		}
-		f.pump.write(b)
+		f.pump.writeMessage(b, len(m))
 		f.col.emit(adapters.Event{Kind: adapters.KindInput, Text: m})
 	}
 }
@@ -129,8 +145,32 @@ func (f *liveFeed) finish() {
 
 // close ends the feed when supervision ends.
 func (f *liveFeed) close() {
-	if f != nil {
-		f.finish()
+	if f == nil {
+		return
+	}
+	f.finish()
+	if f.late > 0 {
+		f.col.warn(strconv.Itoa(f.late) + " live input message(s) not delivered: the turn had ended")
+		f.late = 0
+	}
+}
+
+// reportDropped runs once the process is closed: it waits, bounded, for
+// the stdin writer to return and reports the messages it could not write
+// (the CLI stopped reading or exited first).
+func (f *liveFeed) reportDropped(wait time.Duration) {
+	if f == nil {
+		return
+	}
+	select {
+	case <-f.pump.done:
+	case <-time.After(wait):
+	}
+	f.pump.mu.Lock()
+	n := f.pump.dropped + f.pump.unwritten.n
+	f.pump.mu.Unlock()
+	if n > 0 {
+		f.col.warn(strconv.Itoa(n) + " live input message(s) not delivered: the CLI did not read them")
 	}
 }
 
@@ -138,23 +178,52 @@ func (f *liveFeed) close() {
 // that stops reading never blocks the supervision loop; Process.Close
 // unblocks a stuck write.
 type stdinPump struct {
-	mu      sync.Mutex
-	queue   [][]byte
-	closing bool
-	wake    chan struct{}
+	mu        sync.Mutex
+	queue     []pumpWrite
+	closing   bool
+	unwritten liveQueue // caller messages queued or being written
+	dropped   int       // caller messages whose write failed or was skipped
+	wake      chan struct{}
+	room      chan struct{} // a caller message was written (or dropped)
+	done      chan struct{} // run returned
+}
+
+// pumpWrite is one write; size > 0 marks a caller message of that size.
+type pumpWrite struct {
+	b    []byte
+	size int
+	msg  bool
 }
 
 func newStdinPump(w io.WriteCloser) *stdinPump {
-	p := &stdinPump{wake: make(chan struct{}, 1)}
+	p := &stdinPump{wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
 	go p.run(w)
 	return p
 }
 
 func (p *stdinPump) write(b []byte) {
 	p.mu.Lock()
-	p.queue = append(p.queue, b)
+	p.queue = append(p.queue, pumpWrite{b: b})
 	p.mu.Unlock()
 	p.signal()
+}
+
+// writeMessage queues a caller message of size bytes, encoded as b; it
+// counts against the live queue bounds until written.
+func (p *stdinPump) writeMessage(b []byte, size int) {
+	p.mu.Lock()
+	p.queue = append(p.queue, pumpWrite{b: b, size: size, msg: true})
+	p.unwritten.n++
+	p.unwritten.bytes += size
+	p.mu.Unlock()
+	p.signal()
+}
+
+// held is what the caller's messages not yet written amount to.
+func (p *stdinPump) held() liveQueue {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unwritten
 }
 
 // backlog is how many writes wait for the CLI to read them.
@@ -179,6 +248,7 @@ func (p *stdinPump) signal() {
 }
 
 func (p *stdinPump) run(w io.WriteCloser) {
+	defer close(p.done)
 	failed := w == nil
 	for range p.wake {
 		for {
@@ -188,8 +258,21 @@ func (p *stdinPump) run(w io.WriteCloser) {
 			p.mu.Unlock()
 			for _, b := range q {
 				if !failed {
-					if _, err := w.Write(b); err != nil {
+					if _, err := w.Write(b.b); err != nil {
 						failed = true // the CLI stopped reading: drop later writes, still close stdin at the end
+					}
+				}
+				if b.msg {
+					p.mu.Lock()
+					p.unwritten.n--
+					p.unwritten.bytes -= b.size
+					if failed {
+						p.dropped++
+					}
+					p.mu.Unlock()
+					select {
+					case p.room <- struct{}{}:
+					default:
 					}
 				}
 			}

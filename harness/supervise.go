@@ -128,6 +128,8 @@ func (s *supervisor) watch() {
 		case <-spent:
 			spent = nil
 			s.refused()
+		case <-s.feed.room():
+			// The CLI took messages: a full feed may take more.
 		case m, ok := <-in:
 			if !ok {
 				messages = nil
@@ -278,6 +280,7 @@ func (s *supervisor) end() {
 	case <-s.readersDone:
 	case <-time.After(5 * time.Second):
 	}
+	s.feed.reportDropped(5 * time.Second)
 	if s.v.stop != stopNone {
 		select {
 		case <-s.stopped:
