@@ -25,9 +25,28 @@ if [ -n "$image" ]; then
 	docker pull "$image"
 	exit 0
 fi
-recipe="${OUTPOST_ACTION_DIR:-}/.outpost"
-if [ -z "${OUTPOST_ACTION_DIR:-}" ] || [ ! -f "$recipe/Dockerfile" ]; then
+# The recipe is the trusted directory's (never the workspace's, which the
+# pull request controls: run.sh refuses it too, but only after this step).
+recipe=""
+if [ -n "${OUTPOST_ACTION_DIR:-}" ]; then
+	ws="$(cd "${GITHUB_WORKSPACE:?}" && pwd -P)"
+	trusted="$(cd "$OUTPOST_ACTION_DIR" && pwd -P)" || {
+		echo "::error title=outpost::working-directory '$OUTPOST_ACTION_DIR' does not exist"
+		exit 1
+	}
+	case "$trusted/" in
+	"$ws"/*)
+		echo "::error title=outpost::working-directory '$OUTPOST_ACTION_DIR' is inside the workspace, which the pull request controls: check the trusted configuration out elsewhere (see the README's CI section)"
+		exit 1
+		;;
+	esac
+	recipe="$OUTPOST_ACTION_DIR/.outpost"
+fi
+if [ -z "$recipe" ] || [ ! -f "$recipe/Dockerfile" ]; then
 	recipe="$RUNNER_TEMP/outpost-recipe/.outpost"
-	outpost init --dir "$RUNNER_TEMP/outpost-recipe" >/dev/null
+	# outpost reads the configuration (drivers) of the directory it runs in:
+	# never the workspace's.
+	mkdir -p "$RUNNER_TEMP/outpost-recipe"
+	(cd "$RUNNER_TEMP/outpost-recipe" && outpost init --dir "$RUNNER_TEMP/outpost-recipe" >/dev/null)
 fi
 outpost image build --dir "$recipe" --tag "$tag"

@@ -45,7 +45,9 @@ fi
 if [ -n "${OUTPOST_ACTION_MAX_COST:-}" ]; then
 	args+=(--max-cost-usd "$OUTPOST_ACTION_MAX_COST")
 fi
-read -r -a extra <<<"${OUTPOST_ACTION_ARGS:-}"
+# -d '': every line (read stops at the first newline otherwise, dropping the
+# flags of the lines after it); read then ends at EOF with status 1.
+read -r -d '' -a extra <<<"${OUTPOST_ACTION_ARGS:-}" || true
 # (The + form: bash 3.2, macOS's, calls an empty array unbound under set -u.)
 args+=(${extra[@]+"${extra[@]}"})
 
