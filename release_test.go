@@ -21,10 +21,11 @@ import (
 // runRelease runs scripts/release.sh for linux/amd64 only, offline
 // (GOPROXY=off) and with VCS stamping off, as a go build outside a checkout
 // would be.
-func runRelease(t *testing.T, ver, out string) (string, error) {
+func runRelease(t *testing.T, ver, out string, env ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("bash", "scripts/release.sh", ver, out)
 	cmd.Env = append(os.Environ(), "OUTPOST_RELEASE_PLATFORMS=linux/amd64", "GOPROXY=off", "GOFLAGS=-buildvcs=false")
+	cmd.Env = append(cmd.Env, env...)
 	b, err := cmd.CombinedOutput()
 	return string(b), err
 }
@@ -32,8 +33,8 @@ func runRelease(t *testing.T, ver, out string) (string, error) {
 // TestReleaseScript: scripts/release.sh builds a static linux/amd64 binary
 // offline and its SHA256SUMS line; the binary's --version names the declared
 // version, the commit and the pinned CLIs even though -buildvcs=false; the
-// same build twice gives the same bytes; a VERSION other than the declared
-// one is refused.
+// same build twice gives the same bytes (the second with GOAMD64 and GOARM64
+// in the environment); a VERSION other than the declared one is refused.
 func TestReleaseScript(t *testing.T) {
 	testenv.Short(t) // builds the outpost command
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -54,9 +55,10 @@ func TestReleaseScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 2, "only the requested platform and the checksums")
 
-	// The same source gives the same bytes.
+	// The same source gives the same bytes, whatever the releaser's
+	// environment says of the target CPU.
 	again := t.TempDir()
-	msg, err = runRelease(t, version.Declared, again)
+	msg, err = runRelease(t, version.Declared, again, "GOAMD64=v3", "GOARM64=v9.0")
 	require.NoError(t, err, msg)
 	sums2, err := os.ReadFile(filepath.Join(again, "SHA256SUMS"))
 	require.NoError(t, err)

@@ -57,7 +57,9 @@ for p in $platforms; do
 	esac
 	name=outpost-$os-$arch
 	printf 'release: %s %s\n' "$name" "$version" >&2
-	(cd "$repo_root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS=-mod=readonly \
+	# GOAMD64 and GOARM64 at their defaults: one from the environment (or go
+	# env -w) would change the bytes and make a binary older CPUs refuse.
+	(cd "$repo_root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOAMD64=v1 GOARM64=v8.0 GOFLAGS=-mod=readonly \
 		go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$outdir/$name" ./cmd/outpost)
 	names+=("$name")
 done
