@@ -218,6 +218,10 @@ func (p *Pool) Acquire(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox,
 				p.mu.Unlock()
 				return nil, outposterr.New(outposterr.Sandbox, "the lease pool is closed")
 			}
+			// The spec's idle time may have run out meanwhile: the
+			// expiry retired b, which makes nothing any more.
+			b = p.bucketLocked(key, spec)
+			b.failed = false
 			continue
 		}
 		p.mu.Lock()
@@ -335,8 +339,10 @@ func (p *Pool) create(b *bucket) {
 		w := b.waiters[0]
 		b.waiters = b.waiters[1:]
 		p.refillLocked(b)
-		p.mu.Unlock()
+		// Sent under mu (w holds one result): a waiter that gave up and
+		// no longer finds itself among the waiters finds the lease in w.
 		w <- result{sb: sb}
+		p.mu.Unlock()
 		return
 	}
 	b.ready = append(b.ready, sb)
