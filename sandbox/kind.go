@@ -181,6 +181,25 @@ const (
 	DefaultUser = "1000:1000"
 )
 
+// MinCPUs is the smallest CPU limit a lease takes: the kernel's smallest
+// CFS quota (1 ms per 100 ms period). Below it, engines round a limit to
+// none (a Kubernetes limit under 1m is written as 0: no quota at all) or
+// refuse it only when the container starts.
+const MinCPUs = 0.01
+
+// CheckCPUs refuses a CPU limit (a Spec's, or a provider option's: 0 the
+// default, negative none) that no isolated kind applies as asked: NaN,
+// infinite, or positive and below [MinCPUs].
+func CheckCPUs(cpus float64) error {
+	switch {
+	case math.IsNaN(cpus) || math.IsInf(cpus, 0):
+		return outposterr.New(outposterr.Configuration, "cpu limit %v is not a number of CPUs", cpus)
+	case cpus > 0 && cpus < MinCPUs:
+		return outposterr.New(outposterr.Configuration, "cpu limit %v is below the smallest a lease takes (%v CPUs)", cpus, MinCPUs)
+	}
+	return nil
+}
+
 // Resources are the CPU, memory and process limits of one lease; zero
 // means no limit.
 type Resources struct {
@@ -291,6 +310,27 @@ func (o Override) Apply(spec Spec, kind string, isolated bool) (Spec, error) {
 		spec.Pids = o.Pids
 	}
 	return spec, nil
+}
+
+// CheckLimits refuses limits no isolated kind can apply as given: a CPU
+// limit [CheckCPUs] refuses, and a memory or pids limit that is NaN,
+// infinite or beyond an int64 ([Limit.Int] would turn it into a negative
+// number, which providers read as no limit at all).
+func (c Common) CheckLimits() error {
+	if c.CPUs.IsSet() && !c.CPUs.IsNone() {
+		if err := CheckCPUs(float64(c.CPUs)); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		name string
+		l    Limit
+	}{{"memory", c.Memory}, {"pids", c.Pids}} {
+		if f := float64(l.l); math.IsNaN(f) || math.IsInf(f, 0) || f >= math.MaxInt64 {
+			return outposterr.New(outposterr.Configuration, "%s limit %v is not a usable number", l.name, f)
+		}
+	}
+	return nil
 }
 
 // CheckUser refuses a lease user that is root or in the root group.

@@ -134,6 +134,9 @@ func openEngine(ctx context.Context, ep Endpoint, c sandbox.Config) (sandbox.Eng
 	if err := c.CheckUser(); err != nil {
 		return nil, err
 	}
+	if err := c.CheckLimits(); err != nil {
+		return nil, err
+	}
 	p, err := New(ctx, Options{Host: ep.Host, TLS: ep.TLS, SSHFlags: ep.SSHFlags, Remote: ep.Remote,
 		Logger: c.Logger, Version: c.Version, User: c.User,
 		CPUs: c.CPUs.Float(), MemoryBytes: c.Memory.Int(), Pids: c.Pids.Int()})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -204,8 +203,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if _, _, err := parseUser(opts.User); err != nil {
 		return nil, err
 	}
-	if math.IsNaN(opts.CPUs) || math.IsInf(opts.CPUs, 0) {
-		return nil, outposterr.New(outposterr.Configuration, "cpu limit %v is not a number of CPUs", opts.CPUs)
+	if err := sandbox.CheckCPUs(opts.CPUs); err != nil {
+		return nil, err
 	}
 	if err := checkNetwork(opts.Network); err != nil {
 		return nil, err
@@ -406,8 +405,11 @@ func (p *Provider) plan(spec sandbox.Spec) (acquirePlan, error) {
 			return pl, outposterr.New(outposterr.Configuration, "invalid environment variable name %q", k)
 		}
 	}
-	if spec.CPUs < 0 || math.IsNaN(spec.CPUs) || math.IsInf(spec.CPUs, 0) || spec.MemoryBytes < 0 || spec.Pids < 0 {
+	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
 		return pl, outposterr.New(outposterr.Configuration, "negative resource limit")
+	}
+	if err := sandbox.CheckCPUs(spec.CPUs); err != nil {
+		return pl, err
 	}
 	if err := p.checkRemote(spec); err != nil {
 		return pl, err
@@ -560,10 +562,34 @@ func (l *lease) createContainer(ctx context.Context, cfg *container.Config, hc *
 	l.id = created.ID
 	p.leases.Track(l)
 	p.log.Debug("container created", "id", shortID(l.id), "image", pl.image, "network", pl.network, "user", pl.user)
+	if w := droppedLimits(created.Warnings); w != "" {
+		// The engine made the container without a limit it was asked
+		// for (no pids or memory cgroup: rootless engines, cgroup v1):
+		// a lease never runs with less isolation than asked.
+		return errors.Join(outposterr.New(outposterr.Configuration,
+			"the %s engine at %s cannot apply the lease's resource limits (%s): give it the cgroup controllers (cgroup v2 with delegation for a rootless engine), or run without the limit", p.flavor, p.host, w),
+			l.Release(ctx))
+	}
 	if ctx.Err() != nil {
 		return errors.Join(fmt.Errorf("create container: %w", ctx.Err()), l.Release(ctx))
 	}
 	return nil
+}
+
+// droppedLimits returns the engine's create warnings that say it dropped
+// a resource limit ("PIDs limit discarded", "Resource limits are not
+// supported and ignored on cgroups V1 rootless systems"), joined; "" for
+// none.
+func droppedLimits(warnings []string) string {
+	var out []string
+	for _, w := range warnings {
+		lw := strings.ToLower(w)
+		dropped := strings.Contains(lw, "discarded") || strings.Contains(lw, "ignored")
+		if dropped && (strings.Contains(lw, "limit") || strings.Contains(lw, "memory") || strings.Contains(lw, "cpu")) {
+			out = append(out, strings.TrimSpace(w))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // startContainer starts the created container with its lifeline attached and, with

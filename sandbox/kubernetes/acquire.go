@@ -63,6 +63,9 @@ func (p *Provider) acquire(ctx context.Context, spec sandbox.Spec, sc *Sidecar) 
 	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.Pids < 0 {
 		return nil, outposterr.New(outposterr.Configuration, "negative resource limit")
 	}
+	if err := sandbox.CheckCPUs(spec.CPUs); err != nil {
+		return nil, err
+	}
 	if len(spec.Forwards) > 0 {
 		return nil, outposterr.New(outposterr.Configuration,
 			"kubernetes leases cannot reach this machine's unix sockets (%s): run the gateway as a sidecar or service", spec.Forwards[0].Socket)

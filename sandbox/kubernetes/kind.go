@@ -77,6 +77,9 @@ func open(ctx context.Context, c sandbox.Config) (sandbox.Engine, error) {
 	if err := c.CheckUser(); err != nil {
 		return nil, err
 	}
+	if err := c.CheckLimits(); err != nil {
+		return nil, err
+	}
 	p, err := New(ctx, Options{Kubeconfig: path, Context: c.Settings[SettingContext],
 		Namespace: c.Settings[SettingNamespace], Image: c.Image, User: c.User, Logger: c.Logger, Version: c.Version,
 		CPUs: c.CPUs.Float(), MemoryBytes: c.Memory.Int(), Pids: c.Pids.Int()})

@@ -247,6 +247,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if _, err := hostNetwork(opts.Network); err != nil {
 		return nil, err
 	}
+	if err := sandbox.CheckCPUs(opts.CPUs); err != nil {
+		return nil, err
+	}
 	if opts.HomeBytes < 0 || opts.TmpBytes < 0 || opts.WorkspaceBytes < 0 || opts.CPURequest < 0 || opts.MemoryRequestBytes < 0 {
 		return nil, outposterr.New(outposterr.Configuration, "negative volume size or resource request")
 	}
