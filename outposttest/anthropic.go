@@ -8,8 +8,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -357,7 +357,16 @@ func chunks(s string, n int) []string {
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 func (s *Server) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := readBody(r)
+	if err != nil {
+		s.annotate(r.Context(), func(e *Request) { e.API, e.Endpoint = apiAnthropic, "count_tokens" })
+		if errors.Is(err, errBodyTooLarge) {
+			writeTooLarge(w, apiAnthropic)
+		} else {
+			writeAnthropicError(w, failure{status: http.StatusBadRequest, kind: "invalid_request_error", message: "read body: " + err.Error()})
+		}
+		return
+	}
 	req, msgs, err := decodeAnthropic(body)
 	s.annotate(r.Context(), func(e *Request) {
 		e.API, e.Endpoint, e.Model, e.Messages = apiAnthropic, "count_tokens", req.Model, msgs

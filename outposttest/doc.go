@@ -33,7 +33,9 @@
 //     GET /models.
 //
 // HEAD/GET /api/hello and / answer 200 (Claude Code's connectivity probe);
-// other /v1/ paths answer an Anthropic not_found_error.
+// other /v1/ paths answer an Anthropic not_found_error. A request body over
+// 64 MiB is answered 413 in the API's error shape (request_too_large on the
+// Messages API).
 //
 // # Scenarios
 //
@@ -190,7 +192,9 @@
 //
 // # Request log
 //
-// [Server.Requests] returns a copy of every request: method, path, query,
+// [Server.Requests] returns a copy of every request (the newest
+// [MaxLoggedRequests], so a long-running server's log stays bounded):
+// method, path, query,
 // headers with credential values replaced by [Redacted] (and the
 // credential itself only as a [KeyFingerprint]), the decoded model,
 // stream flag, tools, messages (roles; text, tool_use and tool_result

@@ -148,7 +148,13 @@ func (r Request) UserText() string {
 	return strings.Join(parts, "\n")
 }
 
-// Requests returns a copy of the request log, oldest first.
+// MaxLoggedRequests bounds the request log: once it holds this many
+// entries, each new request drops the oldest, so a long-running server
+// keeps bounded memory.
+const MaxLoggedRequests = 10000
+
+// Requests returns a copy of the request log, oldest first: the newest
+// [MaxLoggedRequests] requests.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,6 +182,7 @@ func (s *Server) ResetRequests() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = nil
+	s.logBase = 0
 	s.logGen++
 }
 
@@ -232,8 +239,14 @@ func (s *Server) logged(next http.Handler) http.Handler {
 			KeyFingerprint: keyFingerprint(r.Header),
 		}
 		s.mu.Lock()
-		idx := len(s.requests)
+		idx := s.logBase + len(s.requests)
 		s.requests = append(s.requests, entry)
+		if len(s.requests) > MaxLoggedRequests {
+			// Drop the oldest; clearing it frees its messages now.
+			s.requests[0] = Request{}
+			s.requests = s.requests[1:]
+			s.logBase++
+		}
 		gen := s.logGen
 		s.mu.Unlock()
 		rec := &statusWriter{ResponseWriter: w}
@@ -257,10 +270,11 @@ func (s *Server) annotate(ctx context.Context, f func(*Request)) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ref.gen != s.logGen || ref.idx >= len(s.requests) {
+	i := ref.idx - s.logBase
+	if ref.gen != s.logGen || i < 0 || i >= len(s.requests) {
 		return
 	}
-	f(&s.requests[ref.idx])
+	f(&s.requests[i])
 }
 
 // statusWriter records the status and passes flushes through.

@@ -225,7 +225,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		c.out = wire{
 			failure: func(p plan) { writeResponsesError(w, s.responsesFailure(p)) },
 			stream:  func(p plan) { s.streamResponses(w, r, req.Model, p, tools, u) },
-			json:    func(p plan) { s.writeResponsesJSON(w, r, req.Model, p, u) },
+			json:    func(p plan) { s.writeResponsesJSON(w, r, req.Model, p, tools, u) },
 		}
 		return c, nil
 	})
@@ -279,17 +279,17 @@ func estimateResponsesUsage(body []byte, msgs []Message) responsesUsage {
 // reasoningSummary is the reasoning summary every successful answer carries.
 const reasoningSummary = "**Answering** Following the outposttest script."
 
-func (s *Server) writeResponsesJSON(w http.ResponseWriter, r *http.Request, model string, p plan, u responsesUsage) {
+func (s *Server) writeResponsesJSON(w http.ResponseWriter, r *http.Request, model string, p plan, tools []responsesTool, u responsesUsage) {
 	// Output includes the reasoning part, as in the stream.
 	u.Output = outputTokens(p) + reasoningTokens
 	u.Reasoning = reasoningTokens
 	s.reportUsage(r, u.normalized())
-	items := responsesItems(p, nil)
+	items := responsesItems(p, tools)
 	out := make([]map[string]any, len(items))
 	for i, it := range items {
 		out[i] = it.done
 	}
-	writeJSON(w, http.StatusOK, p.header, "x-request-id", requestID(), map[string]any{
+	writeJSON(w, http.StatusOK, openAIHeader(p.header), "x-request-id", requestID(), map[string]any{
 		"id": randomID("resp_", 24), "object": "response", "status": "completed",
 		"model": model, "output": out, "usage": u.json(),
 	})
@@ -403,7 +403,7 @@ func jsString(s string) string {
 // arguments or custom tool input) and response.output_item.done, then
 // response.completed with usage. Every event carries a sequence_number.
 func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, model string, p plan, tools []responsesTool, u responsesUsage) {
-	e := s.openStream(w, r, p, p.header, "x-request-id")
+	e := s.openStream(w, r, p, openAIHeader(p.header), "x-request-id")
 	seq := 0
 	send := func(typ string, data map[string]any) {
 		data["type"] = typ

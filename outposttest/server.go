@@ -200,6 +200,9 @@ type Server struct {
 	sequence []Scenario
 	answers  []string
 	requests []Request
+	// logBase is the number of entries dropped from the front of requests
+	// (see MaxLoggedRequests): entry i of the log is requests[i-logBase].
+	logBase  int
 	logGen   int
 	ln       net.Listener
 	srv      *http.Server
@@ -447,8 +450,13 @@ type modelCall struct {
 // otherwise responds (see [Server.respond]). A request that neither streams
 // nor declares tools is auxiliary.
 func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, api string, bad func(string), decode func(body []byte) (modelCall, error)) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := readBody(r)
 	if err != nil {
+		s.annotate(r.Context(), func(e *Request) { e.API = api })
+		if errors.Is(err, errBodyTooLarge) {
+			writeTooLarge(w, api)
+			return
+		}
 		bad("read body: " + err.Error())
 		return
 	}
@@ -470,6 +478,29 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, api string, 
 	}
 	c.out.badRequest = bad
 	s.respond(r, c.conv, directive, derr, aux, c.stream, c.out)
+}
+
+// errBodyTooLarge is readBody's error for a body over maxBody.
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads a request body of at most maxBody bytes; a longer one is
+// errBodyTooLarge (never parsed truncated).
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil && len(body) > maxBody {
+		return nil, errBodyTooLarge
+	}
+	return body, err
+}
+
+// writeTooLarge answers a body over maxBody with 413 in api's error shape.
+func writeTooLarge(w http.ResponseWriter, api string) {
+	msg := fmt.Sprintf("Request exceeds the maximum allowed number of bytes (%d).", maxBody)
+	if api == apiAnthropic {
+		writeAnthropicError(w, failure{status: http.StatusRequestEntityTooLarge, kind: "request_too_large", message: msg})
+		return
+	}
+	writeResponsesError(w, responsesError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", message: msg})
 }
 
 // openStream starts a Server-Sent Events answer of plan p: header, the
