@@ -220,8 +220,8 @@
 // is removed by force (a Podman lease is gone when Release returns).
 //
 // Every resource carries [LabelManaged], [LabelRun], [LabelSession] (when
-// given), [LabelVersion], [LabelOwnerPID], [LabelOwnerHost] and
-// [LabelOwnerStart]. [Reap] (outpost gc) removes labelled containers, volumes
+// given), [LabelVersion], [LabelOwnerPID], [LabelOwnerHost],
+// [LabelOwnerStart] and [LabelOwnerPIDNS]. [Reap] (outpost gc) removes labelled containers, volumes
 // and networks whose owning process is gone: what the lifeline cannot
 // remove (a container created by a process that died before it attached,
 // or left by an engine that was down). A Provider also tracks its live

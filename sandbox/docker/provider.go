@@ -262,6 +262,9 @@ func ownerLabels() map[string]string {
 	if o.Start != "" {
 		l[LabelOwnerStart] = o.Start
 	}
+	if ns := leasekit.PIDNamespace(); ns != "" {
+		l[LabelOwnerPIDNS] = ns
+	}
 	return l
 }
 

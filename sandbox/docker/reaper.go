@@ -16,6 +16,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // The reaper exists because a lease is removed by its owner's Release, and an
@@ -144,6 +145,9 @@ func policy(o ReapOptions) procowner.Policy {
 // leftover decides whether lo has lost its owner and sets lo.Reason.
 func leftover(lo *Leftover, pol procowner.Policy) bool {
 	pid, _ := strconv.Atoi(lo.Labels[LabelOwnerPID])
+	if leasekit.OtherPIDNamespace(lo.Labels[LabelOwnerPIDNS]) {
+		pid = 0 // not a pid of this pid namespace: judged by age, as another host's
+	}
 	o := procowner.Owner{PID: pid, Host: lo.Labels[LabelOwnerHost], Start: lo.Labels[LabelOwnerStart]}
 	var left bool
 	lo.Reason, left = pol.Leftover(o, lo.Created, "it")

@@ -186,6 +186,9 @@ func (p *Provider) labels(callerLabels map[string]string, leaseID string) (label
 	if p.owner.Start != "" {
 		labels[LabelOwnerStart] = p.owner.Start
 	}
+	if ns := leasekit.PIDNamespace(); ns != "" {
+		labels[LabelOwnerPIDNS] = ns
+	}
 	if labels[LabelRun] == "" && annotations[LabelRun] == "" {
 		setLabel(labels, annotations, LabelRun, p.opts.RunID)
 	}

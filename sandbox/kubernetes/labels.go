@@ -28,6 +28,10 @@ const (
 	// LabelOwnerStart is the owning process's start time (Linux clock ticks
 	// since boot), so a reused pid is not mistaken for the owner.
 	LabelOwnerStart = "outpost.dev/owner-start"
+	// LabelOwnerPIDNS is the owning process's pid namespace (the inode
+	// number of /proc/self/ns/pid): a pid of another pid namespace cannot be
+	// checked here even when the host name is this host's.
+	LabelOwnerPIDNS = "outpost.dev/owner-pidns"
 	// LabelCreated is the creation time in Unix seconds.
 	LabelCreated = "outpost.dev/created"
 )

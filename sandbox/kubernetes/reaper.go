@@ -13,6 +13,7 @@ import (
 	"github.com/outpost-dev/outpost/internal/procowner"
 	"github.com/outpost-dev/outpost/outposterr"
 	"github.com/outpost-dev/outpost/sandbox"
+	"github.com/outpost-dev/outpost/sandbox/internal/leasekit"
 )
 
 // The reaper exists because a lease is removed by its owner's Release, and an
@@ -50,7 +51,10 @@ type Leftover struct {
 	Namespace string
 	Name      string
 	Labels    map[string]string
-	Created   time.Time
+	// Annotations carry the owner's full host name when it does not fit a
+	// label ([AnnotationOwnerHost]).
+	Annotations map[string]string
+	Created     time.Time
 	// Heartbeat is the pod's last heartbeat (zero for Secrets).
 	Heartbeat time.Time
 	// Reason says why it counts as left over.
@@ -114,7 +118,8 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 	}
 	leasePod := map[string]bool{} // namespace/lease id -> the pod is left over
 	for _, pod := range pods {
-		lo := Leftover{Kind: "pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Created: pod.CreationTimestamp.Time}
+		lo := Leftover{Kind: "pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations,
+			Created: pod.CreationTimestamp.Time}
 		if t, err := time.Parse(time.RFC3339, pod.Annotations[AnnotationHeartbeat]); err == nil {
 			lo.Heartbeat = t
 		}
@@ -127,7 +132,8 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 		remove(lo, metav1.DeleteOptions{GracePeriodSeconds: &now})
 	}
 	for _, s := range secrets {
-		lo := Leftover{Kind: "secret", Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Created: s.CreationTimestamp.Time}
+		lo := Leftover{Kind: "secret", Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations,
+			Created: s.CreationTimestamp.Time}
 		left, hasPod := leasePod[s.Namespace+"/"+s.Labels[LabelLease]]
 		switch {
 		case hasPod && !left:
@@ -145,12 +151,14 @@ func (p *Provider) Reap(ctx context.Context, opts ReapOptions) ([]Leftover, erro
 	return out, nil
 }
 
-// policy is how Reap judges owners: opts with the defaults filled in, the
-// host name spelled as owner labels spell it.
+// policy is how Reap judges owners: opts with the defaults filled in. The
+// host name stays whole: an owner's is its AnnotationOwnerHost when its
+// label had to be cut (63 characters), else the label, which then is the
+// whole name (two hosts whose names share their first 63 characters are
+// not one host).
 func (o ReapOptions) policy() procowner.Policy {
 	pol := procowner.Policy{Grace: o.Grace, Hostname: o.Hostname, Now: o.Now, Alive: o.Alive}
 	pol.Defaults(DefaultReapGrace)
-	pol.Hostname = labelValue(pol.Hostname)
 	return pol
 }
 
@@ -159,7 +167,14 @@ func (o ReapOptions) policy() procowner.Policy {
 // creation.
 func leftover(lo *Leftover, pol procowner.Policy) bool {
 	pid, _ := strconv.Atoi(lo.Labels[LabelOwnerPID])
-	o := procowner.Owner{PID: pid, Host: lo.Labels[LabelOwnerHost], Start: lo.Labels[LabelOwnerStart]}
+	if leasekit.OtherPIDNamespace(lo.Labels[LabelOwnerPIDNS]) {
+		pid = 0 // not a pid of this pid namespace: judged by its heartbeat, as another host's
+	}
+	host := lo.Labels[LabelOwnerHost]
+	if full := lo.Annotations[AnnotationOwnerHost]; full != "" && labelValue(full) == host {
+		host = full
+	}
+	o := procowner.Owner{PID: pid, Host: host, Start: lo.Labels[LabelOwnerStart]}
 	last := lo.Heartbeat
 	if last.IsZero() {
 		last = lo.Created

@@ -1,0 +1,31 @@
+package leasekit
+
+import (
+	"os"
+	"strings"
+	"sync"
+)
+
+// PIDNamespace is this process's pid namespace: the inode number of
+// /proc/self/ns/pid ("4026531836"), "" where it cannot be read. Owner
+// labels carry it beside the pid and host name: a process in another pid
+// namespace (outpost in a container on the host network, whose host name
+// is the host's) has pids this process cannot check.
+var PIDNamespace = sync.OnceValue(func() string {
+	l, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	ino, ok := strings.CutPrefix(l, "pid:[")
+	if ino, ok = strings.CutSuffix(ino, "]"); !ok || ino == "" || strings.Trim(ino, "0123456789") != "" {
+		return ""
+	}
+	return ino
+})
+
+// OtherPIDNamespace reports whether an owner recorded in pid namespace ns
+// ("" for owners that recorded none) is outside this process's, so that its
+// pid cannot be checked here.
+func OtherPIDNamespace(ns string) bool {
+	return ns != "" && ns != PIDNamespace()
+}
