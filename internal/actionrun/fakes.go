@@ -49,11 +49,23 @@ func FileServer(dir string) *httptest.Server {
 type Comment struct {
 	ID   int64  `json:"id"`
 	Body string `json:"body"`
+	User User   `json:"user"`
 }
+
+// User is a comment's author.
+type User struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+// FakeLogin is the token's identity in FakeGitHub (GraphQL viewer), the
+// author of the comments it posts.
+const FakeLogin = "github-actions[bot]"
 
 // FakeGitHub fakes the GitHub REST calls a pull-request comment needs:
 // GET /repos/O/R/issues/N/comments (paged), POST the same path, and
-// PATCH /repos/O/R/issues/comments/ID. It checks the bearer token.
+// PATCH /repos/O/R/issues/comments/ID, and the GraphQL viewer (POST
+// /graphql: [FakeLogin]). It checks the bearer token.
 type FakeGitHub struct {
 	*httptest.Server
 	Token string
@@ -82,6 +94,10 @@ func NewFakeGitHub(token, owner, repo string) *FakeGitHub {
 			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
 			return
 		}
+		if r.URL.Path == "/graphql" && r.Method == http.MethodPost {
+			_ = json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"viewer": map[string]string{"login": FakeLogin}}})
+			return
+		}
 		if m := listRe.FindStringSubmatch(r.URL.Path); m != nil && m[1] == owner && m[2] == repo {
 			n, _ := strconv.Atoi(m[3])
 			switch r.Method {
@@ -102,7 +118,7 @@ func NewFakeGitHub(token, owner, repo string) *FakeGitHub {
 					return
 				}
 				g.next++
-				c := &Comment{ID: g.next, Body: in.Body}
+				c := &Comment{ID: g.next, Body: in.Body, User: User{Login: FakeLogin, Type: "Bot"}}
 				g.comments[n] = append(g.comments[n], c)
 				w.WriteHeader(http.StatusCreated)
 				_ = json.NewEncoder(w).Encode(c)
@@ -138,7 +154,7 @@ func (g *FakeGitHub) Seed(n int, body string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.next++
-	g.comments[n] = append(g.comments[n], &Comment{ID: g.next, Body: body})
+	g.comments[n] = append(g.comments[n], &Comment{ID: g.next, Body: body, User: User{Login: "someone", Type: "User"}})
 }
 
 // Comments returns issue n's comments.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -255,9 +256,11 @@ func newCmdCIComment(f *Factory) *cobra.Command {
 		Short: "Post the report as one pull-request comment, or edit the one an earlier run posted",
 		Long: `comment posts FILE as a comment on the pull request of the workflow's event
 ($GITHUB_EVENT_PATH; --pr N names another), starting with the hidden marker
-` + CommentMarker + `. A comment of the pull request that starts with the marker is edited
-instead, so the pull request keeps one comment however often the workflow runs. The API
-is $GITHUB_API_URL (default https://api.github.com), the repository
+` + CommentMarker + `. A comment of the pull request that starts with the marker and that the
+token's identity wrote (github-actions[bot] for the workflow's token; asked of the GraphQL
+API, $GITHUB_GRAPHQL_URL) is edited instead, so the pull request keeps one comment however
+often the workflow runs; someone else's comment is never edited. The API is
+$GITHUB_API_URL (default https://api.github.com; https only), the repository
 $GITHUB_REPOSITORY, the token $OUTPOST_GITHUB_TOKEN (never printed); the workflow needs
 the permission pull-requests: write. An event that is not a pull request posts
 nothing.`,
@@ -301,11 +304,20 @@ func runCIComment(ctx context.Context, f *Factory, bodyFile string, pr int) erro
 	if api == "" {
 		api = "https://api.github.com"
 	}
+	if err := checkAPIURL("GITHUB_API_URL", api); err != nil {
+		return err
+	}
+	graphql := f.Getenv("GITHUB_GRAPHQL_URL")
+	if graphql == "" {
+		graphql = graphqlURL(api)
+	} else if err := checkAPIURL("GITHUB_GRAPHQL_URL", graphql); err != nil {
+		return err
+	}
 	text := string(body)
 	if len(text) > maxCommentBytes {
 		text = strings.ToValidUTF8(text[:maxCommentBytes], "") + "\n\n… (cut; the workflow run has the whole report)\n"
 	}
-	c := &commentClient{api: strings.TrimSuffix(api, "/"), token: token, owner: owner, repo: name,
+	c := &commentClient{api: strings.TrimSuffix(api, "/"), graphql: graphql, token: token, owner: owner, repo: name,
 		http: &http.Client{Timeout: time.Minute}}
 	id, err := c.find(ctx, pr)
 	if err != nil {
@@ -324,6 +336,36 @@ func runCIComment(ctx context.Context, f *Factory, bodyFile string, pr int) erro
 	}
 	fmt.Fprintf(f.IO.Out, "outpost: updated comment %d on pull request #%d\n", id, pr)
 	return nil
+}
+
+// checkAPIURL refuses an API URL the token must not be sent to: anything
+// but https, except plain http to this machine (a test's fake API).
+func checkAPIURL(variable, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return outposterr.New(outposterr.Configuration, "$%s must be an https URL, not %q", variable, raw)
+	}
+	switch {
+	case strings.EqualFold(u.Scheme, "https"):
+		return nil
+	case strings.EqualFold(u.Scheme, "http"):
+		h := u.Hostname()
+		if ip := net.ParseIP(h); h == "localhost" || ip != nil && ip.IsLoopback() {
+			return nil
+		}
+	}
+	return outposterr.New(outposterr.Configuration, "$%s must be an https URL (the token is sent to it), not %q", variable, raw)
+}
+
+// graphqlURL is the GraphQL endpoint beside the REST API api:
+// https://api.github.com/graphql, or https://HOST/api/graphql for GitHub
+// Enterprise Server's https://HOST/api/v3.
+func graphqlURL(api string) string {
+	api = strings.TrimSuffix(api, "/")
+	if base, ok := strings.CutSuffix(api, "/api/v3"); ok {
+		return base + "/api/graphql"
+	}
+	return api + "/graphql"
 }
 
 // eventPullRequest reads the pull request's number from a workflow event
@@ -353,14 +395,19 @@ func eventPullRequest(path string) (int, error) {
 // commentClient makes the two calls a comment needs: list the pull
 // request's comments, then create or edit one.
 type commentClient struct {
-	api, token, owner, repo string
-	http                    *http.Client
+	api, graphql, token, owner, repo string
+	http                             *http.Client
 }
 
 func (c *commentClient) esc(s string) string { return url.PathEscape(s) }
 
 func (c *commentClient) do(ctx context.Context, method, path string, body io.Reader) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.api+path, body)
+	return c.call(ctx, method, c.api+path, path, body)
+}
+
+// call makes one request to target (shown as path in errors).
+func (c *commentClient) call(ctx context.Context, method, target, path string, body io.Reader) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		return nil, outposterr.Wrap(outposterr.Configuration, err, "GitHub API request")
 	}
@@ -382,6 +429,15 @@ func (c *commentClient) do(ctx context.Context, method, path string, body io.Rea
 	switch {
 	case resp.StatusCode/100 == 2:
 		return b, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden &&
+		(resp.Header.Get("X-RateLimit-Remaining") == "0" || resp.Header.Get("Retry-After") != ""):
+		when := "later"
+		if s := resp.Header.Get("Retry-After"); s != "" {
+			when = "in " + s + "s"
+		} else if n, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+			when = "after " + time.Unix(n, 0).UTC().Format(time.RFC3339)
+		}
+		return nil, outposterr.New(outposterr.Process, "GitHub API %s %s: %s: rate limit exceeded: retry %s", method, path, resp.Status, when)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound:
 		return nil, outposterr.New(outposterr.Configuration, "GitHub API %s %s: %s: the token cannot comment on this pull request (the workflow needs permissions: pull-requests: write; a pull request from a fork gets a read-only token)", method, path, resp.Status)
 	}
@@ -392,11 +448,47 @@ func (c *commentClient) do(ctx context.Context, method, path string, body io.Rea
 type issueComment struct {
 	ID   int64  `json:"id"`
 	Body string `json:"body"`
+	User struct {
+		Login string `json:"login"`
+		Type  string `json:"type"`
+	} `json:"user"`
+}
+
+// viewer is the login of the token's identity (github-actions[bot] for a
+// workflow's token), asked of the GraphQL API: the REST API's /user
+// refuses an app's token.
+func (c *commentClient) viewer(ctx context.Context) (string, error) {
+	b, err := c.call(ctx, http.MethodPost, c.graphql, "graphql viewer", strings.NewReader(`{"query":"query { viewer { login } }"}`))
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		Data struct {
+			Viewer struct {
+				Login string `json:"login"`
+			} `json:"viewer"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Data.Viewer.Login == "" {
+		return "", outposterr.New(outposterr.Process, "GitHub API: the token's identity (GraphQL viewer) could not be read")
+	}
+	return r.Data.Viewer.Login, nil
+}
+
+// ours reports whether the token's identity login wrote comment cm: a
+// comment someone else wrote with the marker is never edited.
+func (cm issueComment) ours(login string) bool {
+	return cm.User.Login == login || cm.User.Type == "Bot" && !strings.HasSuffix(login, "[bot]") && cm.User.Login == login+"[bot]"
 }
 
 // find returns the id of the pull request's comment that starts with the
-// marker (0: none), reading every page of comments.
+// marker and that the token's identity wrote (0: none), reading every page
+// of comments.
 func (c *commentClient) find(ctx context.Context, pr int) (int64, error) {
+	login, err := c.viewer(ctx)
+	if err != nil {
+		return 0, err
+	}
 	for page := 1; ; page++ {
 		b, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/repos/%s/%s/issues/%d/comments?per_page=100&page=%d", c.esc(c.owner), c.esc(c.repo), pr, page), nil)
 		if err != nil {
@@ -406,7 +498,7 @@ func (c *commentClient) find(ctx context.Context, pr int) (int64, error) {
 		if err := json.Unmarshal(b, &list); err != nil {
 			return 0, outposterr.Wrap(outposterr.Process, err, "GitHub API: read the pull request's comments")
 		}
-		if i := slices.IndexFunc(list, func(c issueComment) bool { return strings.HasPrefix(c.Body, CommentMarker) }); i >= 0 {
+		if i := slices.IndexFunc(list, func(c issueComment) bool { return strings.HasPrefix(c.Body, CommentMarker) && c.ours(login) }); i >= 0 {
 			return list[i].ID, nil
 		}
 		if len(list) < 100 {

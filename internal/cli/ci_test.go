@@ -143,7 +143,7 @@ func prEvent(t *testing.T, n int) string {
 // listing is paged); the token is sent, never printed.
 func TestCIComment(t *testing.T) {
 	const token = "ghs_secret-token-value"
-	gh := actionrun.NewFakeGitHub(token, "acme", "widgets")
+	gh := newAuthorGitHub(token, "github-actions[bot]")
 	defer gh.Close()
 	for i := range 120 {
 		gh.Seed(7, fmt.Sprintf("looks good %d", i))
@@ -163,7 +163,7 @@ func TestCIComment(t *testing.T) {
 	assert.Contains(t, out.stdout, "updated comment")
 	assert.NotContains(t, out.stdout+out.stderr, token)
 
-	var ours []actionrun.Comment
+	var ours []authorComment
 	for _, c := range gh.Comments(7) {
 		if strings.HasPrefix(c.Body, CommentMarker) {
 			ours = append(ours, c)
@@ -173,7 +173,8 @@ func TestCIComment(t *testing.T) {
 	assert.Equal(t, CommentMarker+"\n## second\n", ours[0].Body)
 	assert.Len(t, gh.Comments(7), 122)
 	calls := gh.Calls()
-	assert.Equal(t, "POST /repos/acme/widgets/issues/7/comments", calls[2], "two pages listed, then the post: %v", calls)
+	assert.Equal(t, "POST /graphql", calls[0], "the token's identity first: %v", calls)
+	assert.Equal(t, "POST /repos/acme/widgets/issues/7/comments", calls[3], "two pages listed, then the post: %v", calls)
 	assert.Equal(t, fmt.Sprintf("PATCH /repos/acme/widgets/issues/comments/%d", ours[0].ID), calls[len(calls)-1])
 
 	// A body over GitHub's limit is cut, on a character boundary.
