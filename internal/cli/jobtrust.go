@@ -174,6 +174,22 @@ func (t *jobTrust) check(j *batch.Job, where string) error {
 	return nil
 }
 
+// checkFile refuses a file whose content becomes part of a job (a task's
+// instruction.md and task.json) when it resolves, links and ".." included,
+// outside the roots: a link to a host file would hand its content to the
+// agent as the prompt. where names the task for messages.
+func (t *jobTrust) checkFile(p, where string) error {
+	real, err := resolveExisting(p)
+	if err != nil {
+		return outposterr.New(outposterr.Configuration, "%s: %s: %v", where, filepath.Base(p), err)
+	}
+	if !t.inside(real) {
+		return outposterr.New(outposterr.Configuration, "%s: %s %s (%s) is outside %s: a task reaches only what the command line allows; pass --allow-path %s to allow it",
+			where, filepath.Base(p), p, real, t.rootsHelp, filepath.Dir(real))
+	}
+	return nil
+}
+
 // inside reports whether real is one of the roots or below one.
 func (t *jobTrust) inside(real string) bool {
 	for _, r := range t.roots {

@@ -86,6 +86,11 @@ func readTasks(dir string, o *BatchOptions) ([]batch.Job, error) {
 	}
 	jobs := make([]batch.Job, 0, len(dirs))
 	for _, d := range dirs {
+		for _, f := range []string{taskInstruction, taskConfig} {
+			if err := trust.checkFile(filepath.Join(d, f), "task "+d); err != nil {
+				return nil, err
+			}
+		}
 		j, err := readTask(d, o)
 		if err != nil {
 			return nil, err
