@@ -147,7 +147,8 @@
 // deletions of paths the pod had reported before. What comes back is
 // hostile input: names are checked, nothing is written through a link or
 // outside the directory, absolute or escaping links are not recreated, and
-// one sync is bounded by Options.MaxSyncBytes. Changes made on the host
+// one sync is bounded by Options.MaxSyncBytes. A sync that fails is sent
+// again, whole, by the next one. Changes made on the host
 // during the lease are not seen by the pod. Without Spec.Workspace, Root is
 // an empty directory and nothing is synced.
 //

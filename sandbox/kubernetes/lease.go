@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +61,9 @@ type lease struct {
 
 	syncMu sync.Mutex
 	known  map[string]bool // workspace paths the pod had at the last sync
+	// syncRunner, when set (tests), runs a sync script in place of an exec
+	// in the pod.
+	syncRunner func(ctx context.Context, script string, stdin io.Reader, apply func(io.Reader) error) error
 }
 
 var _ sandbox.Sandbox = (*lease)(nil)

@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,15 +39,28 @@ const workspaceInScript = `cd ` + Root + ` && tar -x -p --no-same-owner -f - && 
 
 // syncScript writes the sync archive: first the manifest (NUL-separated
 // names of every file, directory and link under Root), then the entries
-// changed since the last stamp, hard links stored as files.
+// changed since the last stamp, hard links stored as files. The stamp moves
+// only once the host says on standard input that it applied the archive
+// ("ok"): after a sync that failed half-way the next one sends again
+// everything changed since the last one that succeeded.
 const syncScript = `cd ` + Root + ` || exit 3
 s=` + syncStamp + `
 : >"$s.new" || exit 4
 find . -mindepth 1 \( -type f -o -type d -o -type l \) -print0 >"$s.all" || exit 4
 if [ -e "$s.stamp" ]; then find . -mindepth 1 -cnewer "$s.stamp" \( -type f -o -type d -o -type l \) -print0 >"$s.chg" || exit 4
 else cp "$s.all" "$s.chg" || exit 4; fi
-mv -f "$s.new" "$s.stamp" || exit 4
-exec tar -c -f - --hard-dereference -C /tmp .outpost-sync.all -C ` + Root + ` --no-recursion --null -T "$s.chg"`
+tar -c -f - --hard-dereference -C /tmp .outpost-sync.all -C ` + Root + ` --no-recursion --null -T "$s.chg" || exit
+IFS= read -r a && [ "$a" = ok ] || exit 6
+mv -f "$s.new" "$s.stamp" || exit 4`
+
+// syncNamesScript writes a sync archive of the entries named on standard
+// input (NUL-separated): those the manifest lists but that the host has
+// never had and that the last archive left out. A directory renamed (or
+// moved in) changes its own status, not its content's, so the entries
+// beneath it are not "changed since the stamp".
+const syncNamesScript = `cd ` + Root + ` || exit 3
+find . -mindepth 1 \( -type f -o -type d -o -type l \) -print0 >` + syncStamp + `.all || exit 4
+exec tar -c -f - --hard-dereference -C /tmp .outpost-sync.all -C ` + Root + ` --no-recursion --null -T -`
 
 // manifestName is the first entry of a sync archive.
 const manifestName = ".outpost-sync.all"
@@ -117,13 +131,41 @@ func (l *lease) syncWorkspace(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*l.p.opts.OpTimeout)
 	defer cancel()
-	p, err := l.start(ctx, execSpec{args: []string{"sh", "-c", syncScript}, dir: "/"})
+	ack := &syncAck{ch: make(chan struct{})}
+	var missing []string
+	err := l.syncExec(ctx, syncScript, ack, func(r io.Reader) error {
+		var err error
+		missing, err = l.applySyncMissing(&limitReader{r: r, n: l.p.opts.MaxSyncBytes})
+		ack.give(err == nil)
+		return err
+	})
+	ack.give(false)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	var names bytes.Buffer
+	for _, n := range missing {
+		names.WriteString("./" + n + "\x00")
+	}
+	return l.syncExec(ctx, syncNamesScript, &names, func(r io.Reader) error {
+		_, err := l.applySyncMissing(&limitReader{r: r, n: l.p.opts.MaxSyncBytes})
+		return err
+	})
+}
+
+// syncExec runs script in the pod with stdin and hands its standard
+// output to apply (l.syncRunner instead, in tests).
+func (l *lease) syncExec(ctx context.Context, script string, stdin io.Reader, apply func(io.Reader) error) error {
+	if l.syncRunner != nil {
+		return l.syncRunner(ctx, script, stdin, apply)
+	}
+	p, err := l.start(ctx, execSpec{args: []string{"sh", "-c", script}, dir: "/", stream: stdin})
 	if err != nil {
 		return fmt.Errorf("sync workspace: %w", err)
 	}
 	defer p.Close()
 	stderr, errDone := leasekit.TailOf(p.Stderr(), 4096)
-	applyErr := l.applySync(&limitReader{r: p.Stdout(), n: l.p.opts.MaxSyncBytes})
+	applyErr := apply(p.Stdout())
 	if applyErr != nil {
 		_ = p.SignalGroup(context.WithoutCancel(ctx), syscall.SIGKILL, true, true)
 	}
@@ -138,6 +180,31 @@ func (l *lease) syncWorkspace(ctx context.Context) error {
 		return outposterr.New(outposterr.Sandbox, "sync workspace: %s: %s", st, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
+}
+
+// syncAck is syncScript's standard input: it blocks until give, then
+// yields "ok" when the archive was applied, else nothing.
+type syncAck struct {
+	ch   chan struct{}
+	once sync.Once
+	ok   bool
+	sent bool
+}
+
+func (a *syncAck) give(ok bool) {
+	a.once.Do(func() {
+		a.ok = ok
+		close(a.ch)
+	})
+}
+
+func (a *syncAck) Read(b []byte) (int, error) {
+	<-a.ch
+	if !a.ok || a.sent {
+		return 0, io.EOF
+	}
+	a.sent = true
+	return copy(b, "ok\n"), nil
 }
 
 // limitReader fails once more than n bytes were read.
@@ -157,14 +224,22 @@ func (r *limitReader) Read(b []byte) (int, error) {
 
 // applySync applies a sync archive to the host workspace.
 func (l *lease) applySync(r io.Reader) error {
+	_, err := l.applySyncMissing(r)
+	return err
+}
+
+// applySyncMissing is applySync; it also returns the names the manifest
+// lists that the host never had and the archive did not bring, which are
+// then not learned as known (a later sync asks for them again).
+func (l *lease) applySyncMissing(r io.Reader) ([]string, error) {
 	tr := tar.NewReader(r)
 	h, err := tr.Next()
 	if err != nil || h.Name != manifestName || h.Typeflag != tar.TypeReg || h.Size > maxManifest {
-		return outposterr.Wrap(outposterr.Sandbox, errors.Join(err, errors.New("no manifest")), "sync workspace")
+		return nil, outposterr.Wrap(outposterr.Sandbox, errors.Join(err, errors.New("no manifest")), "sync workspace")
 	}
 	raw, err := io.ReadAll(io.LimitReader(tr, maxManifest))
 	if err != nil {
-		return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: read manifest")
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: read manifest")
 	}
 	now := map[string]bool{}
 	for n := range bytes.SplitSeq(raw, []byte{0}) {
@@ -174,7 +249,7 @@ func (l *lease) applySync(r io.Reader) error {
 	}
 	root, err := os.OpenRoot(l.workspace)
 	if err != nil {
-		return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: open %s", l.workspace)
+		return nil, outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: open %s", l.workspace)
 	}
 	defer root.Close()
 	type dirMode struct {
@@ -183,44 +258,46 @@ func (l *lease) applySync(r io.Reader) error {
 		mt   time.Time
 	}
 	var dirs []dirMode
+	got := map[string]bool{}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: read archive")
+			return nil, outposterr.Wrap(outposterr.Sandbox, err, "sync workspace: read archive")
 		}
 		name, ok := syncName(h.Name)
 		if !ok || hidden(name, l.hide) {
 			l.p.log.Warn("workspace sync: entry refused", "name", h.Name)
 			continue
 		}
+		got[name] = true
 		// A pod's tar never holds an entry beneath a link (tar does not
 		// follow links): one that does would land elsewhere than its name
 		// says, a link perhaps outside the workspace.
 		if link, ok := underLink(root, name); ok {
-			return syncErr(fmt.Errorf("%s is beneath the symbolic link %s", name, link), name)
+			return nil, syncErr(fmt.Errorf("%s is beneath the symbolic link %s", name, link), name)
 		}
 		mode := fs.FileMode(h.Mode) & fs.ModePerm
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if fi, err := root.Lstat(name); err == nil && !fi.IsDir() {
 				if err := root.RemoveAll(name); err != nil {
-					return syncErr(err, name)
+					return nil, syncErr(err, name)
 				}
 			}
 			if err := root.MkdirAll(name, 0o700); err != nil {
-				return syncErr(err, name)
+				return nil, syncErr(err, name)
 			}
 			// Owner access while children are written; the mode is set at the end.
 			if err := root.Chmod(name, mode|0o700); err != nil {
-				return syncErr(err, name)
+				return nil, syncErr(err, name)
 			}
 			dirs = append(dirs, dirMode{name, mode, h.ModTime})
 		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old-style regular files are still regular files
 			if err := writeSyncFile(root, name, mode, h.ModTime, tr); err != nil {
-				return syncErr(err, name)
+				return nil, syncErr(err, name)
 			}
 		case tar.TypeSymlink:
 			check := *h
@@ -230,13 +307,13 @@ func (l *lease) applySync(r io.Reader) error {
 				continue
 			}
 			if err := ensureParent(root, name); err != nil {
-				return syncErr(err, name)
+				return nil, syncErr(err, name)
 			}
 			if err := root.RemoveAll(name); err != nil {
-				return syncErr(err, name)
+				return nil, syncErr(err, name)
 			}
 			if err := root.Symlink(h.Linkname, name); err != nil {
-				return syncErr(err, name)
+				return nil, syncErr(err, name)
 			}
 		default:
 			l.p.log.Debug("workspace sync: entry type skipped", "name", name, "type", h.Typeflag)
@@ -249,13 +326,27 @@ func (l *lease) applySync(r io.Reader) error {
 	}
 	for name := range l.known {
 		if !now[name] {
+			// Beneath a link (a directory the pod replaced by one), the
+			// name went with the directory: removing it would follow the
+			// link and remove another path.
+			if _, ok := underLink(root, name); ok {
+				continue
+			}
 			if err := root.RemoveAll(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				l.p.log.Debug("workspace sync: remove", "name", name, "err", err)
 			}
 		}
 	}
+	var missing []string
+	for name := range now {
+		if !l.known[name] && !got[name] {
+			missing = append(missing, name)
+			delete(now, name)
+		}
+	}
+	slices.Sort(missing)
 	l.known = now
-	return nil
+	return missing, nil
 }
 
 func syncErr(err error, name string) error {
