@@ -129,6 +129,10 @@ type Options struct {
 	// TempDir is where task workspaces' sources are prepared (empty:
 	// os.TempDir()).
 	TempDir string
+	// SourceSSHIdentity lets git fetch a job's source over ssh with this
+	// user's SSH keys and configuration (source.Options.SSHIdentity); off,
+	// an ssh source is fetched without them.
+	SourceSSHIdentity bool
 	// Pool keeps leases created and started ahead of demand (package
 	// sandbox/pool); zero: none, every turn makes its own lease.
 	Pool PoolOptions
@@ -436,7 +440,7 @@ func (r *Runner) prepareSource(ctx context.Context, s source.Spec) (*source.Snap
 		return nil, outposterr.New(outposterr.Configuration, "the runner is closed")
 	}
 	if r.sources == nil {
-		p, err := source.NewPreparer(source.Options{TempDir: r.opts.TempDir, Logger: r.logger})
+		p, err := source.NewPreparer(source.Options{TempDir: r.opts.TempDir, Logger: r.logger, SSHIdentity: r.opts.SourceSSHIdentity})
 		if err != nil {
 			r.mu.Unlock()
 			return nil, err

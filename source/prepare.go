@@ -39,6 +39,12 @@ type Options struct {
 	MaxEntries int
 	// GitTimeout bounds one git command (0: DefaultGitTimeout).
 	GitTimeout time.Duration
+	// SSHIdentity lets git fetch a repository over ssh as this user: with
+	// the SSH keys and configuration in the user's home, which ssh reads
+	// whatever HOME says. Off, ssh offers no key and reads no
+	// configuration, so a repository named by a jobs file from elsewhere
+	// cannot be fetched with the user's identity.
+	SSHIdentity bool
 	// Logger receives debug logs (nil: none).
 	Logger *slog.Logger
 }
@@ -247,6 +253,9 @@ func (p *Preparer) git(ctx context.Context, dir string, args ...string) ([]byte,
 	cmd := exec.CommandContext(ctx, path, argv...)
 	cmd.Dir = dir
 	cmd.Env = gitEnv(p.dir, filepath.Dir(path))
+	if !p.opts.SSHIdentity {
+		cmd.Env = append(cmd.Env, "GIT_SSH_COMMAND="+anonymousSSH)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	ownGroup(cmd)
 	var stdout bytes.Buffer
@@ -262,6 +271,11 @@ func (p *Preparer) git(ctx context.Context, dir string, args ...string) ([]byte,
 	}
 	return stdout.Bytes(), nil
 }
+
+// anonymousSSH is the ssh git runs without Options.SSHIdentity: no
+// configuration file (so no IdentityFile or ProxyCommand of the user's), no
+// key, no agent, no prompt.
+const anonymousSSH = "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityFile=none -o IdentityAgent=none"
 
 // gitEnv is git's whole environment: nothing of the process's (no
 // GIT_DIR, no credentials helpers configured globally, no askpass).

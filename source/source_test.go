@@ -300,3 +300,37 @@ func TestHostileRepositoryConfig(t *testing.T) {
 	_ = cmd.Run()
 	assert.FileExists(t, marker, "control: git in the repository runs its fsmonitor")
 }
+
+// TestSSHIdentity: git fetches an ssh source with an ssh that reads no
+// configuration and offers no key or agent, unless SSHIdentity lets it use
+// the user's: a jobs file from elsewhere cannot fetch a repository as you.
+func TestSSHIdentity(t *testing.T) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	for _, identity := range []bool{false, true} {
+		bin := t.TempDir()
+		require.NoError(t, os.Symlink(gitBin, filepath.Join(bin, "git")))
+		log := filepath.Join(t.TempDir(), "ssh.args")
+		// The ssh git finds first on its PATH (the git binary's directory
+		// leads it): it records its arguments and fails.
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "ssh"),
+			[]byte("#!/bin/sh\nprintf '%s\\n' \"$@\" >>"+log+"\nexit 255\n"), 0o755))
+		p, err := source.NewPreparer(source.Options{TempDir: t.TempDir(), Git: filepath.Join(bin, "git"), SSHIdentity: identity})
+		require.NoError(t, err)
+		_, err = p.Prepare(context.Background(), source.Spec{Repo: "ssh://git@example.invalid/x.git", Commit: "main"})
+		require.Error(t, err, "the fake ssh fails the fetch")
+		require.NoError(t, p.Close())
+		b, err := os.ReadFile(log)
+		require.NoError(t, err, "git ran ssh")
+		args := string(b)
+		if identity {
+			assert.NotContains(t, args, "IdentitiesOnly", "with SSHIdentity ssh runs as the user's")
+			continue
+		}
+		for _, want := range []string{"-F\n/dev/null\n", "IdentitiesOnly=yes", "IdentityFile=none", "IdentityAgent=none", "BatchMode=yes"} {
+			assert.Contains(t, args, want)
+		}
+	}
+}

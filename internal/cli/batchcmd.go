@@ -210,6 +210,7 @@ its job, trial and verdict. "{trial}" in FILE writes one file per trial instead.
 
 	fl.IntVar(&o.Attempts, "attempts", 0, "attempts of every job or task that names none (\"attempts\"), ids ID#1…ID#K")
 	fl.StringArrayVar(&o.AllowEnv, "allow-env", nil, "a host variable a job's env may forward into that job's sandbox (repeatable; names only)")
+	fl.BoolVar(&o.Run.SSHIdentity, "allow-ssh-identity", false, "fetch jobs' ssh:// sources with your SSH keys and configuration (off: without them)")
 	return cmd
 }
 

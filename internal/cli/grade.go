@@ -98,6 +98,7 @@ verifiers' leases and prints the command that continues.`,
 	fl.BoolVar(&o.Run.Output.JSON, "json", false, "print each result line on standard output as well")
 	fl.BoolVarP(&o.Run.Output.Verbose, "verbose", "v", false, "debug logs on stderr")
 	fl.StringArrayVar(&o.AllowPaths, "allow-path", nil, "a directory (links resolved) task paths may name besides the tasks file's own (repeatable)")
+	fl.BoolVar(&o.Run.SSHIdentity, "allow-ssh-identity", false, "fetch tasks' ssh:// sources with your SSH keys and configuration (off: without them)")
 	return cmd
 }
 

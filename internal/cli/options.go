@@ -28,6 +28,9 @@ type RunOptions struct {
 	// Pool is how many leases the runner keeps warm (batch --pool; 0:
 	// none).
 	Pool int
+	// SSHIdentity lets git fetch jobs' sources over ssh with the user's
+	// SSH identity (batch --allow-ssh-identity).
+	SSHIdentity bool
 }
 
 // TurnOptions say what to run.

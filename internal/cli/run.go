@@ -268,7 +268,7 @@ func newSession(ctx context.Context, f *Factory, opts *RunOptions, table *outpos
 		NoStore:     opts.Store.NoStore, Offline: opts.Offline.Enabled, Reseed: opts.Turn.Reseed,
 		Limits: harness.Limits{Deadline: opts.Turn.Timeout, IdleTimeout: opts.Turn.IdleTimeout, MaxCostUSD: opts.Turn.MaxCostUSD},
 		Getenv: f.Getenv, Logger: slog.New(slog.DiscardHandler), Version: Version,
-		Pool: outpost.PoolOptions{Size: opts.Pool},
+		Pool: outpost.PoolOptions{Size: opts.Pool}, SourceSSHIdentity: opts.SSHIdentity,
 	}
 	// This executable can run the model gateway beside a lease (the
 	// kubernetes kind's sidecar), when the lease can run it (a Linux build).
