@@ -17,6 +17,9 @@ var PIDNamespace = sync.OnceValue(func() string {
 		return ""
 	}
 	ino, ok := strings.CutPrefix(l, "pid:[")
+	if !ok {
+		return ""
+	}
 	if ino, ok = strings.CutSuffix(ino, "]"); !ok || ino == "" || strings.Trim(ino, "0123456789") != "" {
 		return ""
 	}
