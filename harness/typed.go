@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/outpost-dev/outpost/outposterr"
@@ -26,7 +28,7 @@ func runTyped(ctx context.Context, t Turn, started time.Time) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	value, cerr := schema.Check(res.Text)
+	value, cerr := checkAnswer(t, res)
 	if cerr == nil {
 		res.Value = value
 		return res, nil
@@ -60,12 +62,21 @@ func runTyped(ctx context.Context, t Turn, started time.Time) (*Result, error) {
 	if err2 != nil {
 		return res2, err2
 	}
-	value, cerr = schema.Check(res2.Text)
+	value, cerr = checkAnswer(t, res2)
 	if cerr != nil {
 		return protocolFailure(res2, name, cerr.Error()+" (after one repair turn)")
 	}
 	res2.Value = value
 	return res2, nil
+}
+
+// checkAnswer validates res's answer. A cut answer (Limits.TextBytes) is
+// not the CLI's: a prefix that happens to be valid JSON is never taken.
+func checkAnswer(t Turn, res *Result) (json.RawMessage, error) {
+	if res.TextTruncated {
+		return nil, fmt.Errorf("the answer was cut at %d bytes (the bound on an answer); a shorter one is needed", t.Limits.TextBytes)
+	}
+	return t.Schema.Check(res.Text)
 }
 
 // protocolFailure fails res with a protocol error naming what failed.

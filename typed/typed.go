@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -99,6 +101,11 @@ func (s *Schema) Check(answer string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the answer is not a JSON value: %s", oneLine(err.Error()))
 	}
+	// A repeated key is validated as its last value only, while a reader of
+	// the returned value may take the first: refuse the ambiguity.
+	if err := duplicateKey(compact.Bytes()); err != nil {
+		return nil, err
+	}
 	if err := s.schema.Validate(inst); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
@@ -141,6 +148,51 @@ func unfence(text string) string {
 		return text
 	}
 	return strings.TrimSpace(body)
+}
+
+// duplicateKey reports an object in the JSON value b (valid, compact) that
+// names one key twice (after unescaping: "a" and "\u0061" are one key).
+func duplicateKey(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	type frame struct {
+		keys     map[string]struct{} // nil for an array
+		wantsKey bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("the answer is not a JSON value: %s", oneLine(err.Error()))
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil && stack[n-1].wantsKey {
+			if k, ok := tok.(string); ok {
+				if _, dup := stack[n-1].keys[k]; dup {
+					return fmt.Errorf("the answer is not a usable JSON value: an object repeats the key %s", bound(strconv.Quote(k), 100))
+				}
+				stack[n-1].keys[k] = struct{}{}
+				stack[n-1].wantsKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]struct{}{}, wantsKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: its object wants the next key.
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].wantsKey = true
+		}
+	}
 }
 
 // describe flattens a validation error into "at /path: message" items, the
