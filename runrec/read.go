@@ -212,6 +212,10 @@ func (rd *reader) jobs(root string) {
 	for _, name := range names {
 		dir := filepath.Join(root, name)
 		id, err := jobOwner(dir)
+		if errors.Is(err, errTornJob) {
+			rd.note("%s: %v; skipped", rd.rel(dir), err)
+			continue
+		}
 		if err != nil {
 			rd.errs = append(rd.errs, fmt.Errorf("%s: %w", rd.rel(dir), err))
 			continue

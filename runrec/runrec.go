@@ -409,9 +409,11 @@ func (r *Recorder) jobLocked(id string) (*jobState, error) {
 		}
 		dir := filepath.Join(r.dir, JobsDir, cand)
 		switch owner, err := jobOwner(dir); {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := os.Mkdir(dir, dirPerm); err != nil {
-				return nil, fmt.Errorf("record job %q: %w", id, err)
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, errTornJob):
+			if !errors.Is(err, errTornJob) {
+				if err := os.Mkdir(dir, dirPerm); err != nil {
+					return nil, fmt.Errorf("record job %q: %w", id, err)
+				}
 			}
 			b, _ := json.Marshal(struct {
 				ID string `json:"id"`
@@ -431,6 +433,10 @@ func (r *Recorder) jobLocked(id string) (*jobState, error) {
 	return nil, fmt.Errorf("record job %q: no free directory name", id)
 }
 
+// errTornJob is a job directory without job.json and without anything
+// else of a job: a run stopped between making it and writing job.json.
+var errTornJob = errors.New("a job directory without job.json (the run stopped while creating it)")
+
 // jobOwner reads the id a job directory belongs to.
 func jobOwner(dir string) (string, error) {
 	st, err := os.Lstat(dir)
@@ -441,6 +447,20 @@ func jobOwner(dir string) (string, error) {
 		return "", fmt.Errorf("%s: not a directory", filepath.Base(dir))
 	}
 	b, err := readSmall(filepath.Join(dir, JobFile), maxSmallFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		// job.json is written right after the directory is made: without
+		// it and without attempts, a run stopped in between.
+		entries, rerr := os.ReadDir(dir)
+		if rerr != nil {
+			return "", rerr
+		}
+		for _, e := range entries {
+			if e.IsDir() || e.Name() == InputFile {
+				return "", fmt.Errorf("%s/%s: no job id (missing)", filepath.Base(dir), JobFile)
+			}
+		}
+		return "", errTornJob
+	}
 	if err != nil {
 		return "", err
 	}
