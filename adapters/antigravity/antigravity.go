@@ -163,7 +163,7 @@ func (d *decoder) Decode(b []byte) []adapters.Event {
 		return nil // a blank line carries nothing
 	}
 	var l line
-	if err := json.Unmarshal(b, &l); err != nil {
+	if !adapters.ParseLine(b, &l) {
 		return raw(b)
 	}
 	switch {
@@ -207,8 +207,7 @@ func (d *decoder) step(l line, b []byte) []adapters.Event {
 					text = string(s.ToolInfo.Result)
 				}
 			}
-			return []adapters.Event{{Kind: adapters.KindToolResult, ToolResult: &adapters.ToolResult{
-				CallID: callID, Name: s.ToolName, IsError: s.State == "ERROR", Preview: preview(text), Characters: len(text)}}}
+			return []adapters.Event{adapters.ToolResultEvent(callID, s.ToolName, s.State == "ERROR", text)}
 		}
 	}
 	return raw(b)
@@ -241,8 +240,6 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
-
-func preview(s string) string { return adapters.Preview(s, adapters.PreviewLimit) }
 
 var (
 	quotaRE = regexp.MustCompile(`(?i)resource_exhausted|individual quota reached|exhausted your capacity|exceeded your current quota|quota will reset|resource has been exhausted`)

@@ -3,6 +3,7 @@ package codex
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/outpost-dev/outpost/adapters"
@@ -239,7 +240,8 @@ var _ adapters.Decoder = (*AppSession)(nil)
 //
 //	response to thread/start|resume|fork   conversation; queues turn/start
 //	response to turn/start                 (turn id noted) raw
-//	error response to our requests         failure (the server's message), finished not ok
+//	error response to our requests         failure (the server's message), finished not ok;
+//	                                       to a turn/steer: warning (the turn goes on)
 //	server request                         raw; queues a -32601 refusal
 //	thread/started                         conversation (once)
 //	item/completed agentMessage            text; reasoning → reasoning (summary)
@@ -273,6 +275,11 @@ func (s *AppSession) decode(l *appLine) []adapters.Event {
 		s.out.Queue(adapters.AppendJSONLine(nil, map[string]any{"id": l.ID, "error": adapters.Unsupported(l.Method)}))
 		return nil
 	case hasID && l.Error != nil:
+		if n, err := strconv.Atoi(string(l.ID)); err == nil && n > idTurn && n < s.nextID {
+			// A refused turn/steer: that message did not reach the turn,
+			// which goes on (or already ended) and keeps its own verdict.
+			return []adapters.Event{{Kind: adapters.KindWarning, Text: "live input not delivered: " + l.Error.Message}}
+		}
 		s.done = true
 		return []adapters.Event{
 			{Kind: adapters.KindFailure, Text: l.Error.Message, Failure: &adapters.FailureDetail{Code: "jsonrpc " + string(l.ID)}},
@@ -418,10 +425,10 @@ func (s *AppSession) item(completed bool, it *appItem) []adapters.Event {
 
 func (s *AppSession) tool(completed bool, id, name string, input json.RawMessage, out string, isErr bool) []adapters.Event {
 	var evs []adapters.Event
-	if s.tools == nil {
-		s.tools = map[string]bool{}
-	}
-	if !s.tools[id] && len(s.tools) < maxAnnounced {
+	if !s.tools[id] {
+		if s.tools == nil || len(s.tools) >= maxAnnounced {
+			s.tools = map[string]bool{}
+		}
 		s.tools[id] = true
 		evs = append(evs, adapters.ToolEvent(id, name, input))
 	}
