@@ -205,7 +205,7 @@ func maxUsage(a, b Usage) Usage {
 		return y
 	}
 	return Usage{Input: m(a.Input, b.Input), Cached: m(a.Cached, b.Cached),
-		CacheCreated: m(a.CacheCreated, b.CacheCreated), Output: m(a.Output, b.Output),
+		CacheCreated: m(a.CacheCreated, b.CacheCreated), CacheCreated1h: m(a.CacheCreated1h, b.CacheCreated1h), Output: m(a.Output, b.Output),
 		Reasoning: m(a.Reasoning, b.Reasoning), CostUSD: max(a.CostUSD, b.CostUSD)}
 }
 

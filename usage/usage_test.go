@@ -15,9 +15,11 @@ func TestLedgerDedupesMessages(t *testing.T) {
 	// Claude repeats a message's usage once per content block.
 	l.Add(Report{Scope: ScopeMessage, MessageID: "m1", Usage: Usage{Input: 10, Output: 2}})
 	l.Add(Report{Scope: ScopeMessage, MessageID: "m1", Usage: Usage{Input: 10, Output: 7}})
-	l.Add(Report{Scope: ScopeMessage, MessageID: "m2", Usage: Usage{Input: 5, Cached: 100, CacheCreated: 3, Output: 1}})
+	l.Add(Report{Scope: ScopeMessage, MessageID: "m2", Usage: Usage{Input: 5, Cached: 100, CacheCreated: 3, CacheCreated1h: 2, Output: 1}})
+	l.Add(Report{Scope: ScopeMessage, MessageID: "m2", Usage: Usage{Input: 5, Cached: 100, CacheCreated: 3, CacheCreated1h: 2, Output: 1}})
 	got := l.Total()
-	assert.Equal(t, Usage{Input: 15, Cached: 100, CacheCreated: 3, Output: 8}, got)
+	// The one-hour part of the cache writes is kept: it is billed higher.
+	assert.Equal(t, Usage{Input: 15, Cached: 100, CacheCreated: 3, CacheCreated1h: 2, Output: 8}, got)
 	assert.False(t, got.Complete)
 }
 
