@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -144,11 +143,7 @@ func policy(o ReapOptions) procowner.Policy {
 
 // leftover decides whether lo has lost its owner and sets lo.Reason.
 func leftover(lo *Leftover, pol procowner.Policy) bool {
-	pid, _ := strconv.Atoi(lo.Labels[LabelOwnerPID])
-	if leasekit.OtherPIDNamespace(lo.Labels[LabelOwnerPIDNS]) {
-		pid = 0 // not a pid of this pid namespace: judged by age, as another host's
-	}
-	o := procowner.Owner{PID: pid, Host: lo.Labels[LabelOwnerHost], Start: lo.Labels[LabelOwnerStart]}
+	o := leasekit.Owner(lo.Labels[LabelOwnerPID], lo.Labels[LabelOwnerHost], lo.Labels[LabelOwnerStart], lo.Labels[LabelOwnerPIDNS])
 	var left bool
 	lo.Reason, left = pol.Leftover(o, lo.Created, "it")
 	return left

@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -166,15 +165,11 @@ func (o ReapOptions) policy() procowner.Policy {
 // pod's last sign of life is its heartbeat, else (and for Secrets) its
 // creation.
 func leftover(lo *Leftover, pol procowner.Policy) bool {
-	pid, _ := strconv.Atoi(lo.Labels[LabelOwnerPID])
-	if leasekit.OtherPIDNamespace(lo.Labels[LabelOwnerPIDNS]) {
-		pid = 0 // not a pid of this pid namespace: judged by its heartbeat, as another host's
-	}
 	host := lo.Labels[LabelOwnerHost]
 	if full := lo.Annotations[AnnotationOwnerHost]; full != "" && labelValue(full) == host {
 		host = full
 	}
-	o := procowner.Owner{PID: pid, Host: host, Start: lo.Labels[LabelOwnerStart]}
+	o := leasekit.Owner(lo.Labels[LabelOwnerPID], host, lo.Labels[LabelOwnerStart], lo.Labels[LabelOwnerPIDNS])
 	last := lo.Heartbeat
 	if last.IsZero() {
 		last = lo.Created

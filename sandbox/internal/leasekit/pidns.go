@@ -2,8 +2,11 @@ package leasekit
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/outpost-dev/outpost/internal/procowner"
 )
 
 // PIDNamespace is this process's pid namespace: the inode number of
@@ -31,4 +34,16 @@ var PIDNamespace = sync.OnceValue(func() string {
 // pid cannot be checked here.
 func OtherPIDNamespace(ns string) bool {
 	return ns != "" && ns != PIDNamespace()
+}
+
+// Owner is the owner a lease's labels record: its pid (0, not checkable
+// here, when the label is not a number or names another pid namespace:
+// the owner is then judged by age, as another host's), host and start
+// time.
+func Owner(pid, host, start, pidns string) procowner.Owner {
+	n, _ := strconv.Atoi(pid)
+	if OtherPIDNamespace(pidns) {
+		n = 0
+	}
+	return procowner.Owner{PID: n, Host: host, Start: start}
 }
