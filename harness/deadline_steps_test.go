@@ -47,21 +47,28 @@ func (c countingRelease) Release(ctx context.Context) error {
 	return c.Sandbox.Release(ctx)
 }
 
+// stuckConversation stores conversation c1 through a stuckStore and then
+// makes its loads hang until their context ends (once: only the first).
+func stuckConversation(t *testing.T, once bool) *stuckStore {
+	t.Helper()
+	fs, err := conversation.NewFileStore(t.TempDir(), nil)
+	require.NoError(t, err)
+	store := &stuckStore{Store: fs, once: once}
+	_, err = Run(context.Background(), storeTurn(t, store, `emit {"type":"conversation","id":"c1"}
+write .fake/sessions/c1.jsonl 10
+`+finished))
+	require.NoError(t, err)
+	store.stuck.Store(true)
+	return store
+}
+
 // TestDeadlineDuringRestoreIsATimeout: a turn whose deadline runs out
 // while the stored conversation is restored into its lease is a timeout,
 // as one past its deadline while the lease is acquired or seeded is — not
 // a session error (the conversation is fine; a session error invites a
 // re-seed or dropping the conversation) — and its lease is released.
 func TestDeadlineDuringRestoreIsATimeout(t *testing.T) {
-	fs, err := conversation.NewFileStore(t.TempDir(), nil)
-	require.NoError(t, err)
-	store := &stuckStore{Store: fs}
-	_, err = Run(context.Background(), storeTurn(t, store, `emit {"type":"conversation","id":"c1"}
-write .fake/sessions/c1.jsonl 10
-`+finished))
-	require.NoError(t, err)
-
-	store.stuck.Store(true)
+	store := stuckConversation(t, false)
 	turn := storeTurn(t, store, finished)
 	turn.Input.Continue = "c1"
 	turn.Limits.Deadline = 300 * time.Millisecond
@@ -81,15 +88,7 @@ write .fake/sessions/c1.jsonl 10
 // the deadline is no reason to start the CLI again in a new conversation
 // past the deadline.
 func TestDeadlineDuringRestoreNoReseed(t *testing.T) {
-	fs, err := conversation.NewFileStore(t.TempDir(), nil)
-	require.NoError(t, err)
-	store := &stuckStore{Store: fs, once: true}
-	_, err = Run(context.Background(), storeTurn(t, store, `emit {"type":"conversation","id":"c1"}
-write .fake/sessions/c1.jsonl 10
-`+finished))
-	require.NoError(t, err)
-
-	store.stuck.Store(true)
+	store := stuckConversation(t, true)
 	turn := storeTurn(t, store, finished)
 	turn.Input.Continue = "c1"
 	turn.Reseed = true

@@ -51,7 +51,7 @@ func Run(t *testing.T, a adapters.Adapter, dir string) {
 		t.Run(c.Name, func(t *testing.T) {
 			res := c.Replay(context.Background(), a)
 			compareExpected(t, filepath.Join(dir, c.Dir, "expected.json"), res)
-			checkLines(t, a, c.Stdout)
+			CheckStream(t, a.NewDecoder(), c.Stdout)
 		})
 	}
 }
@@ -77,11 +77,11 @@ func compareExpected(t *testing.T, path string, res *harness.Result) {
 	assert.JSONEq(t, string(want), string(gotJSON))
 }
 
-// checkLines checks the decoder invariants line by line: no panic, at least
-// one event per non-empty line, only known kinds, no harness-owned fields set.
-func checkLines(t *testing.T, a adapters.Adapter, stdout []byte) {
+// CheckStream feeds a whole stream to dec line by line and checks the
+// decoder invariants: no panic, at least one event per non-empty line, only
+// known kinds, no harness-owned fields set.
+func CheckStream(t testing.TB, dec adapters.Decoder, stdout []byte) {
 	t.Helper()
-	dec := a.NewDecoder()
 	for _, l := range bytes.Split(stdout, []byte("\n")) {
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
@@ -130,6 +130,26 @@ func CheckLongRaw(t testing.TB, dec adapters.Decoder, line []byte) {
 	assert.Equal(t, len(line), got.Bytes)
 	assert.LessOrEqual(t, len(got.Preview), adapters.RawPreview)
 	assert.True(t, strings.HasPrefix(string(line), got.Preview), "the preview is the line's start")
+}
+
+// FuzzDecodeStream fuzzes a decoder with whole streams, so the state one
+// line leaves meets every later line ([CheckStream]); a fresh decoder from
+// newDecoder for each input. It is seeded with every stdout.jsonl below dir,
+// and with more.
+func FuzzDecodeStream(f *testing.F, newDecoder func() adapters.Decoder, dir string, more ...[]byte) {
+	f.Helper()
+	_ = filepath.WalkDir(dir, func(p string, _ os.DirEntry, _ error) error {
+		if filepath.Base(p) == "stdout.jsonl" {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+		return nil
+	})
+	for _, b := range more {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { CheckStream(t, newDecoder(), b) })
 }
 
 // FuzzDecode fuzzes an adapter's decoder: it must never panic and must turn

@@ -11,6 +11,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,4 +191,34 @@ func SSHEngine(t testing.TB) (host string, sshFlags []string) {
 		sshFlags = []string{"-F", cfg}
 	}
 	return host, sshFlags
+}
+
+// OtherPIDNamespace runs this test binary's test helper (a test that runs
+// only with env=1 set) as a child in a new pid namespace (unshare --pid
+// --fork --mount-proc), decodes the one JSON value it prints into v, and
+// ends the child when the test ends (closing its input). It skips without
+// root or unshare, or where no pid namespace can be made.
+func OtherPIDNamespace(t testing.TB, helper, env string, v any) {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs unshare and root to start a process in a new pid namespace")
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "-test.run=^"+helper+"$")
+	cmd.Env = append(os.Environ(), env+"=1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("unshare: %v", err)
+	}
+	t.Cleanup(func() { _ = in.Close(); _ = cmd.Wait() })
+	if err := json.NewDecoder(out).Decode(v); err != nil {
+		t.Skipf("no pid namespace here: %v", err)
+	}
 }

@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outpost-dev/outpost/internal/testenv"
 )
 
 // TestOwnerLabelsHelper is the child of TestReapSparesOwnersInAnotherPIDNamespace: it
@@ -30,24 +31,8 @@ func TestOwnerLabelsHelper(t *testing.T) {
 // containers with a pid this host does not know, or knows as another
 // process: gc here must not take that live owner for a dead one.
 func TestReapSparesOwnersInAnotherPIDNamespace(t *testing.T) {
-	unshare, err := exec.LookPath("unshare")
-	if err != nil || os.Geteuid() != 0 {
-		t.Skip("needs unshare and root to start a process in a new pid namespace")
-	}
-	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "-test.run=^TestOwnerLabelsHelper$")
-	cmd.Env = append(os.Environ(), "OUTPOST_OWNER_LABELS_HELPER=1")
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare: %v", err)
-	}
-	defer func() { _ = in.Close(); _ = cmd.Wait() }()
 	var labels map[string]string
-	if err := json.NewDecoder(out).Decode(&labels); err != nil {
-		t.Skipf("no pid namespace here: %v", err)
-	}
+	testenv.OtherPIDNamespace(t, "TestOwnerLabelsHelper", "OUTPOST_OWNER_LABELS_HELPER", &labels)
 	host, _ := os.Hostname()
 	require.Equal(t, host, labels[LabelOwnerHost], "the child shares this host's name")
 	labels[LabelManaged] = "true"

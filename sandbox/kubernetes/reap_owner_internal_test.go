@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/outpost-dev/outpost/internal/procowner"
+	"github.com/outpost-dev/outpost/internal/testenv"
 	"github.com/outpost-dev/outpost/sandbox"
 )
 
@@ -112,24 +112,8 @@ func TestOwnerLabelsHelper(t *testing.T) {
 // host does not know, or knows as another process: gc here must not take
 // that live owner (fresh heartbeat) for a dead one.
 func TestReapSparesOwnersInAnotherPIDNamespace(t *testing.T) {
-	unshare, err := exec.LookPath("unshare")
-	if err != nil || os.Geteuid() != 0 {
-		t.Skip("needs unshare and root to start a process in a new pid namespace")
-	}
-	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "-test.run=^TestOwnerLabelsHelper$")
-	cmd.Env = append(os.Environ(), "OUTPOST_OWNER_LABELS_HELPER=1")
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	if err := cmd.Start(); err != nil {
-		t.Skipf("unshare: %v", err)
-	}
-	defer func() { _ = in.Close(); _ = cmd.Wait() }()
 	var meta metav1.ObjectMeta
-	if err := json.NewDecoder(out).Decode(&meta); err != nil {
-		t.Skipf("no pid namespace here: %v", err)
-	}
+	testenv.OtherPIDNamespace(t, "TestOwnerLabelsHelper", "OUTPOST_OWNER_LABELS_HELPER", &meta)
 	host, _ := os.Hostname()
 	require.Equal(t, labelValue(host), meta.Labels[LabelOwnerHost], "the child shares this host's name")
 	now := time.Now()
